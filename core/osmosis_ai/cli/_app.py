@@ -1,0 +1,90 @@
+"""The root typer app. Each command group lives in its own module and registers itself here.
+
+Errors derived from :class:`~osmosis_ai.errors.OsmosisError` print one clear line and exit 1;
+``--debug`` shows the traceback instead.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+import typer
+
+from osmosis_ai.cli._output import state
+from osmosis_ai.errors import OsmosisError
+
+__all__ = ["app", "main"]
+
+app = typer.Typer(
+    name="osmosis",
+    help="Train LLM agents with reinforcement learning: scaffold, evaluate, train, serve.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+# Command modules; each defines ``register(app: typer.Typer) -> None``.
+_COMMAND_MODULES = (
+    "osmosis_ai.cli.template",
+    "osmosis_ai.cli.eval",
+    "osmosis_ai.cli.dataset",
+    "osmosis_ai.cli.validate",
+    "osmosis_ai.cli.doctor",
+    "osmosis_ai.cli.train",
+    "osmosis_ai.cli.remote",
+)
+
+
+@app.callback()
+def _root(
+    debug: bool = typer.Option(False, "--debug", help="Show full tracebacks on errors."),
+) -> None:
+    state.debug = debug
+
+
+def _register_all() -> None:
+    for name in _COMMAND_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name == name:  # the module is not written yet
+                continue
+            raise
+        module.register(app)
+
+
+_register_all()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the CLI; returns the exit code (the console script calls ``sys.exit`` on it)."""
+    args = sys.argv[1:] if argv is None else argv
+    state.debug = "--debug" in args
+    try:
+        app(args, standalone_mode=False)
+    except OsmosisError as exc:
+        if state.debug:
+            raise
+        state.error(str(exc))
+        return 1
+    except typer.Exit as exc:
+        return int(exc.exit_code or 0)
+    except typer.Abort:
+        state.error("Aborted.")
+        return 130
+    except KeyboardInterrupt:
+        state.error("Interrupted.")
+        return 130
+    except Exception as exc:  # click usage errors and the like
+        import click
+
+        if isinstance(exc, click.ClickException):
+            exc.show()
+            return exc.exit_code
+        raise
+    return 0
+
+
+def _entry() -> None:  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,68 @@
+"""The rollout API: what users import to define and run rollouts.
+
+A rollout is one :class:`AgentWorkflow` (produces samples for a dataset row) plus zero or one
+:class:`Grader` (turns samples into rewards, using ``ctx.label``).
+"""
+
+from __future__ import annotations
+
+from osmosis_ai.rollout._grader import Grader, GraderContext
+from osmosis_ai.rollout._scope import (
+    DEFAULT_SAMPLE_ID,
+    PolicyEndpoint,
+    PolicyRoute,
+    RolloutScope,
+    SampleSource,
+    current_rollout,
+    get_rollout_scope,
+    rollout_scope,
+)
+from osmosis_ai.rollout._types import (
+    AgentWorkflowOutput,
+    ChatResult,
+    ErrorCategory,
+    LLMCall,
+    Message,
+    RolloutSample,
+    SampleError,
+    SampleStatus,
+    ToolCall,
+)
+from osmosis_ai.rollout._workflow import (
+    AgentWorkflow,
+    AgentWorkflowConfig,
+    AgentWorkflowContext,
+    BaseConfig,
+    ConcurrencyConfig,
+    GraderConfig,
+    WorkflowResult,
+)
+
+__all__ = [
+    "DEFAULT_SAMPLE_ID",
+    "AgentWorkflow",
+    "AgentWorkflowConfig",
+    "AgentWorkflowContext",
+    "AgentWorkflowOutput",
+    "BaseConfig",
+    "ChatResult",
+    "ConcurrencyConfig",
+    "ErrorCategory",
+    "Grader",
+    "GraderConfig",
+    "GraderContext",
+    "LLMCall",
+    "Message",
+    "PolicyEndpoint",
+    "PolicyRoute",
+    "RolloutSample",
+    "RolloutScope",
+    "SampleError",
+    "SampleSource",
+    "SampleStatus",
+    "ToolCall",
+    "WorkflowResult",
+    "current_rollout",
+    "get_rollout_scope",
+    "rollout_scope",
+]

@@ -1,0 +1,94 @@
+"""A framework-free policy call: ``await ctx.chat(messages)`` within a rollout."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import httpx
+
+from osmosis_ai.errors import PolicyCallError
+from osmosis_ai.rollout._scope import PolicyRoute
+from osmosis_ai.rollout._types import ChatResult, Message
+
+__all__ = ["chat_completion"]
+
+_RETRY_STATUSES = {429, 502, 503, 504}
+
+
+async def chat_completion(
+    route: PolicyRoute,
+    messages: list[Message],
+    *,
+    tools: list[dict[str, Any]] | None = None,
+    timeout_s: float = 600.0,
+    max_attempts: int = 6,
+    **params: Any,
+) -> ChatResult:
+    """POST one non-streaming chat completion to ``route`` and parse the reply.
+
+    429/5xx answers (the gateway answers 429 while it swaps weights) are retried honouring
+    ``Retry-After``; other 4xx answers raise :class:`PolicyCallError` at once.
+    """
+    import asyncio
+
+    body: dict[str, Any] = {"model": route.model, "messages": messages, **params}
+    if tools:
+        body["tools"] = tools
+    url = route.base_url.rstrip("/") + "/chat/completions"
+    headers = {"Authorization": f"Bearer {route.api_key}"}
+    delay = 0.2
+    async with httpx.AsyncClient(timeout=timeout_s) as client:
+        for attempt in range(1, max_attempts + 1):
+            try:
+                resp = await client.post(url, json=body, headers=headers)
+            except httpx.TransportError as exc:
+                if attempt == max_attempts:
+                    raise PolicyCallError(f"policy call to {url} failed: {exc!r}") from exc
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
+                continue
+            if resp.status_code in _RETRY_STATUSES and attempt < max_attempts:
+                retry_after = resp.headers.get("retry-after")
+                wait = _parse_retry_after(retry_after, delay)
+                await asyncio.sleep(wait)
+                delay = min(delay * 2, 5.0)
+                continue
+            if resp.status_code >= 400:
+                raise PolicyCallError(
+                    f"policy call to {url} answered HTTP {resp.status_code}: {resp.text[:500]}",
+                    status_code=resp.status_code,
+                    body=resp.text[:2000],
+                )
+            return _parse(resp.json())
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _parse_retry_after(value: str | None, default: float) -> float:
+    try:
+        return min(max(float(value), 0.05), 30.0) if value is not None else default
+    except ValueError:
+        return default
+
+
+def _parse(data: dict[str, Any]) -> ChatResult:
+    try:
+        choice = data["choices"][0]
+        message = dict(choice["message"])
+    except (KeyError, IndexError, TypeError) as exc:
+        raise PolicyCallError(
+            f"policy reply is not a chat completion: {json.dumps(data)[:300]}"
+        ) from exc
+    logprobs = None
+    lp = choice.get("logprobs")
+    if isinstance(lp, dict) and isinstance(lp.get("content"), list):
+        logprobs = [float(t["logprob"]) for t in lp["content"]]
+    message.setdefault("role", "assistant")
+    return ChatResult(
+        message={k: v for k, v in message.items() if v is not None or k == "content"},
+        finish_reason=str(choice.get("finish_reason") or "stop"),
+        usage=dict(data.get("usage") or {}),
+        token_ids=choice.get("token_ids"),
+        logprobs=logprobs,
+        raw=data,
+    )
