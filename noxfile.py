@@ -73,4 +73,4 @@ def bench(session: nox.Session) -> None:
     """Benchmarks; each writes its section of BENCHMARKS.md."""
     _install_dev(session)
     session.install("trl")
-    session.run("python", "-m", "benchmarks", *session.posargs)
+    session.run("python", "-m", "tests.benchmarks", *session.posargs)

@@ -1,0 +1,24 @@
+"""Run benchmarks: ``python -m tests.benchmarks [name ...]`` (all when no name is given).
+
+Each ``bench_<name>.py`` module in this folder defines ``main() -> None`` that measures and
+calls ``_report.write_section``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from pathlib import Path
+
+
+def main(argv: list[str]) -> int:
+    here = Path(__file__).parent
+    names = argv or sorted(p.stem.removeprefix("bench_") for p in here.glob("bench_*.py"))
+    for name in names:
+        print(f"== benchmark {name}", flush=True)
+        importlib.import_module(f"tests.benchmarks.bench_{name}").main()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
