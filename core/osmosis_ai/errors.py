@@ -10,6 +10,7 @@
     ├── NotInRolloutError (RuntimeError)  rollout-only API used outside a rollout
     ├── RewardError (ValueError)          a grader set a non-finite or unknown reward
     ├── PolicyCallError                   a policy (LLM) call failed; carries status and body
+    ├── TemplateError                     a scaffold cannot be written (bad name, existing files)
     └── TrainingError                     the trainer stopped a run (failure budget, NaN loss)
 """
 
@@ -24,6 +25,7 @@ __all__ = [
     "OsmosisError",
     "PolicyCallError",
     "RewardError",
+    "TemplateError",
     "TrainingError",
     "require_extra",
 ]
@@ -78,6 +80,10 @@ class PolicyCallError(OsmosisError):
         self.status_code = status_code
         self.body = body
         super().__init__(message)
+
+
+class TemplateError(OsmosisError):
+    """A template cannot be applied: unknown template, invalid name, or files already exist."""
 
 
 class TrainingError(OsmosisError):
