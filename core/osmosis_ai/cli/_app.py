@@ -62,7 +62,8 @@ def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     state.debug = "--debug" in args
     try:
-        app(args, standalone_mode=False)
+        # Without standalone mode, click returns the code of a ``typer.Exit`` instead of raising.
+        rv = app(args, standalone_mode=False)
     except OsmosisError as exc:
         if state.debug:
             raise
@@ -83,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
             exc.show()
             return exc.exit_code
         raise
-    return 0
+    return rv if isinstance(rv, int) else 0
 
 
 def _entry() -> None:  # pragma: no cover
