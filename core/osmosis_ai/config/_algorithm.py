@@ -1,0 +1,73 @@
+"""``[lora]`` and ``[algorithm]``: the LoRA adapter and the GRPO objective.
+
+After the first version, the trainer team owns this file and adds fields here.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from osmosis_ai.config._base import Section
+
+__all__ = ["AlgorithmConfig", "ImportanceCorrection", "LoRAConfig"]
+
+ImportanceCorrection = Literal[
+    "token_truncate", "token_mask", "sequence_truncate", "sequence_mask", "none"
+]
+
+
+class LoRAConfig(Section):
+    """``[lora]``: the LoRA adapter trained on top of the frozen base model (peft)."""
+
+    r: int = Field(default=8, ge=1)
+    """Rank of the low-rank update matrices."""
+    alpha: int = Field(default=16, ge=1)
+    """Scaling numerator: the update is scaled by ``alpha / r``."""
+    dropout: float = Field(default=0.0, ge=0.0, lt=1.0)
+    """Dropout on the LoRA input during training."""
+    target_modules: str | list[str] = "all-linear"
+    """Modules that get adapters: ``"all-linear"`` or a list of module names (``q_proj``...)."""
+
+
+class AlgorithmConfig(Section):
+    """``[algorithm]``: how rewards become a policy-gradient loss."""
+
+    loss_type: Literal["grpo", "dapo", "dr_grpo"] = "dapo"
+    """Loss aggregation: ``grpo`` (mean per sequence, then over sequences), ``dapo`` (mean over
+    all tokens of the batch), ``dr_grpo`` (sum over tokens divided by a constant)."""
+    scale_rewards: Literal["group", "batch", "none"] = "group"
+    """Divide advantages by the reward std of the ``group`` (GRPO), of the whole ``batch``, or
+    not at all (``none``, as in Dr. GRPO)."""
+    epsilon: float = Field(default=0.2, gt=0.0)
+    """Lower clip range of the policy ratio (ratio >= 1 - epsilon)."""
+    epsilon_high: float = Field(default=0.28, gt=0.0)
+    """Upper clip range (ratio <= 1 + epsilon_high); DAPO's clip-higher."""
+    beta: float = Field(default=0.0, ge=0.0)
+    """KL penalty coefficient against the base model (0 disables it and the reference pass)."""
+    is_correction: ImportanceCorrection = "token_truncate"
+    """Importance-sampling correction for the gap between the sampler's and the trainer's
+    logprobs: truncate (clip weights at ``is_clip_max``) or mask (drop tokens/sequences whose
+    weight is outside ``[is_clip_min, is_clip_max]``), per token or per sequence; or none."""
+    is_clip_max: float = Field(default=3.0, gt=0.0)
+    """Upper bound of the importance weight."""
+    is_clip_min: float | None = Field(default=None, ge=0.0)
+    """Lower bound of the importance weight for the masking modes (``None``: no lower bound)."""
+    max_failure_rate: float = Field(default=0.5, ge=0.0, le=1.0)
+    """Stop the run when more than this fraction of a step's rollouts fail."""
+    micro_batch_tokens: int | None = Field(default=None, ge=1)
+    """Split each optimiser step into micro-batches of at most this many tokens (``None``: one
+    micro-batch per sequence group)."""
+    warmup_steps: int = Field(default=0, ge=0)
+    """Linear learning-rate warm-up steps."""
+    lr_schedule: Literal["constant", "linear", "cosine"] = "constant"
+    """Learning-rate schedule after warm-up."""
+
+    @model_validator(mode="after")
+    def _clip_order(self) -> AlgorithmConfig:
+        if self.is_clip_min is not None and self.is_clip_min >= self.is_clip_max:
+            raise ValueError(
+                f"is_clip_min ({self.is_clip_min}) must be below is_clip_max ({self.is_clip_max})"
+            )
+        return self
