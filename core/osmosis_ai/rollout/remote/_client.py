@@ -1,0 +1,149 @@
+"""HTTP calls from a rollout server to the training cluster: LLM calls and the completion callback.
+
+LLM calls (``{server_url}/v1/chat/completions``) are retried on 5xx, 429 and timeouts with
+exponential backoff (jittered, ``Retry-After`` honoured); other 4xx answers fail at once. The
+completion callback (``{server_url}/v1/rollout/completed``) is retried the same way.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from typing import Any
+
+import httpx
+
+from osmosis_ai.errors import OsmosisError, PolicyCallError
+from osmosis_ai.rollout._chat import _parse as parse_chat_reply
+from osmosis_ai.rollout._types import ChatResult, Message
+from osmosis_ai.rollout.remote._settings import ClientSettings
+from osmosis_ai.rollout.remote._types import RolloutResponse
+
+__all__ = ["CallbackDeliveryError", "ClusterClient"]
+
+logger = logging.getLogger("osmosis")
+
+_RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
+
+
+class CallbackDeliveryError(OsmosisError):
+    """The completion callback could not be delivered to the training cluster."""
+
+
+class ClusterClient:
+    """Talks to one or more training clusters over a shared, pooled ``httpx.AsyncClient``."""
+
+    def __init__(
+        self, settings: ClientSettings | None = None, *, http: httpx.AsyncClient | None = None
+    ) -> None:
+        """Args:
+            settings: retry and timeout policy; default from ``OSMOSIS_ROLLOUT_CLIENT_*``.
+            http: an existing client to use (tests pass one with an ASGI transport); it is
+                closed by :meth:`aclose` like the one built here.
+        """
+        self.settings = settings or ClientSettings.from_env()
+        self._http: httpx.AsyncClient | None = http
+
+    @property
+    def http(self) -> httpx.AsyncClient:
+        if self._http is None:
+            s = self.settings
+            self._http = httpx.AsyncClient(
+                timeout=httpx.Timeout(s.timeout_seconds, connect=s.connect_timeout_seconds),
+                limits=httpx.Limits(
+                    max_connections=s.max_connections, max_keepalive_connections=s.max_connections
+                ),
+            )
+        return self._http
+
+    async def aclose(self) -> None:
+        if self._http is not None:
+            await self._http.aclose()
+            self._http = None
+
+    def _backoff(self, attempt: int, retry_after: str | None = None) -> float:
+        s = self.settings
+        if retry_after is not None:
+            try:
+                return min(max(float(retry_after), 0.0), s.retry_backoff_max_seconds)
+            except ValueError:
+                pass
+        base = min(s.retry_backoff_seconds * (2**attempt), s.retry_backoff_max_seconds)
+        return base * random.uniform(0.5, 1.0)  # jitter: retries of many rollouts spread out
+
+    async def chat(
+        self,
+        server_url: str,
+        api_key: str | None,
+        rollout_id: str,
+        messages: list[Message],
+        params: dict[str, Any],
+    ) -> ChatResult:
+        """One LLM call for ``rollout_id``; raises :class:`PolicyCallError` when it fails."""
+        url = f"{server_url}/v1/chat/completions"
+        body: dict[str, Any] = {"model": "default", **params, "messages": messages}
+        body["rollout_id"] = rollout_id
+        data = await self._post(url, api_key, body, self.settings.max_retries, what="LLM call")
+        try:
+            return parse_chat_reply(data)
+        except PolicyCallError:
+            raise
+        except (TypeError, ValueError, KeyError) as exc:
+            raise PolicyCallError(f"LLM reply from {url} is malformed: {exc}") from exc
+
+    async def complete(self, server_url: str, api_key: str | None, response: RolloutResponse) -> None:
+        """Post the completion callback; raises :class:`CallbackDeliveryError` when it fails."""
+        url = f"{server_url}/v1/rollout/completed"
+        body = response.model_dump(mode="json")
+        try:
+            await self._post(
+                url, api_key, body, self.settings.completion_retries, what="completion callback",
+                timeout=self.settings.completion_timeout_seconds, want_json=False,
+            )
+        except PolicyCallError as exc:
+            raise CallbackDeliveryError(str(exc)) from exc
+
+    async def _post(
+        self,
+        url: str,
+        api_key: str | None,
+        body: dict[str, Any],
+        retries: int,
+        *,
+        what: str,
+        timeout: float | None = None,
+        want_json: bool = True,
+    ) -> Any:
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        extra: dict[str, Any] = {} if timeout is None else {"timeout": timeout}
+        attempts = retries + 1
+        for attempt in range(attempts):
+            last = attempt == attempts - 1
+            try:
+                resp = await self.http.post(url, json=body, headers=headers, **extra)
+            except (httpx.TimeoutException, httpx.TransportError) as exc:
+                if last:
+                    raise PolicyCallError(
+                        f"{what} to {url} failed after {attempts} attempt(s): {type(exc).__name__}"
+                        f"{': ' + str(exc) if str(exc) else ''}"
+                    ) from exc
+                await asyncio.sleep(self._backoff(attempt))
+                continue
+            if resp.status_code in _RETRY_STATUSES and not last:
+                await asyncio.sleep(self._backoff(attempt, resp.headers.get("retry-after")))
+                continue
+            if resp.status_code >= 400:
+                tried = f" after {attempts} attempt(s)" if resp.status_code in _RETRY_STATUSES else ""
+                raise PolicyCallError(
+                    f"{what} to {url} answered HTTP {resp.status_code}{tried}: {resp.text[:300]}",
+                    status_code=resp.status_code,
+                    body=resp.text[:2000],
+                )
+            if not want_json:
+                return None
+            try:
+                return resp.json()
+            except ValueError as exc:
+                raise PolicyCallError(f"{what} to {url} answered non-JSON: {resp.text[:200]!r}") from exc
+        raise AssertionError("unreachable")  # pragma: no cover

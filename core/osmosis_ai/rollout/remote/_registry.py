@@ -1,0 +1,326 @@
+"""Admission and lifecycle of remote rollouts, independent of the HTTP framework.
+
+One record per idempotency key (``idempotency_key``, else ``rollout_id``) and per rollout id:
+a duplicate init awaits the first one's answer and never starts a second run. Admitted rollouts
+wait for one of ``max_concurrent_rollouts`` slots; more than ``max_pending_rollouts`` unfinished
+rollouts are refused with 429. Each rollout ends with exactly one completion callback attempt
+series, and its result stays readable (``GET /v1/rollout/{id}``) for ``record_ttl_seconds``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from osmosis_ai.rollout._types import Message
+from osmosis_ai.rollout.remote._client import CallbackDeliveryError, ClusterClient
+from osmosis_ai.rollout.remote._execute import execute_rollout, to_response
+from osmosis_ai.rollout.remote._loop import RolloutAgentLoop, resolve_tools
+from osmosis_ai.rollout.remote._settings import ServerSettings
+from osmosis_ai.rollout.remote._trace import TraceWriter
+from osmosis_ai.rollout.remote._types import (
+    InitResponse,
+    RolloutRecordView,
+    RolloutRequest,
+    RolloutResponse,
+    RolloutResult,
+    RolloutState,
+    RolloutStatus,
+)
+
+__all__ = ["AdmissionError", "RolloutRegistry"]
+
+logger = logging.getLogger("osmosis")
+
+SHUTTING_DOWN = "server shutting down"
+
+
+class AdmissionError(Exception):
+    """An init that is refused: carries the HTTP status, a message and an optional Retry-After."""
+
+    def __init__(self, status: int, message: str, retry_after: int | None = None) -> None:
+        self.status = status
+        self.message = message
+        self.retry_after = retry_after
+        super().__init__(message)
+
+
+@dataclass(eq=False)
+class _Record:
+    key: str
+    request: RolloutRequest
+    init: asyncio.Future[InitResponse]
+    state: RolloutState = "queued"
+    tools: list[dict[str, Any]] = field(default_factory=list)
+    response: RolloutResponse | None = None
+    delivery_error: str | None = None
+    run_task: asyncio.Task[RolloutResult] | None = None
+    drive_task: asyncio.Task[None] | None = None
+    finished_at: float | None = None
+    runs: int = 0
+
+    @property
+    def rollout_id(self) -> str:
+        return self.request.rollout_id
+
+
+class RolloutRegistry:
+    """Admits, runs, reports and remembers the rollouts of one agent loop."""
+
+    def __init__(
+        self,
+        agent_loop: RolloutAgentLoop,
+        *,
+        settings: ServerSettings | None = None,
+        client: ClusterClient | None = None,
+        traces: TraceWriter | None = None,
+    ) -> None:
+        self.agent_loop = agent_loop
+        self.settings = settings or ServerSettings.from_env()
+        self.client = client or ClusterClient()
+        self.traces = traces
+        self._by_key: dict[str, _Record] = {}
+        self._by_rid: dict[str, _Record] = {}
+        self._background: set[asyncio.Task[Any]] = set()
+        self._sem: asyncio.Semaphore | None = None
+        self._closing: asyncio.Event | None = None
+        self._pruner: asyncio.Task[None] | None = None
+        self.pending = 0
+        self.running = 0
+        self.counts = {"completed": 0, "errored": 0, "delivered": 0, "delivery_failed": 0}
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def _ensure_started(self) -> None:
+        if self._sem is None:
+            self._sem = asyncio.Semaphore(self.settings.max_concurrent_rollouts)
+            self._closing = asyncio.Event()
+        if self._pruner is None:
+            self._pruner = asyncio.create_task(self._prune_forever())
+
+    @property
+    def closing(self) -> bool:
+        return self._closing is not None and self._closing.is_set()
+
+    async def shutdown(self) -> None:
+        """Stop admitting; let running loops finish within the grace period, then report the
+        rest as ERROR ``"server shutting down"`` (queued ones are never started)."""
+        self._ensure_started()
+        assert self._closing is not None
+        self._closing.set()
+        drives = [r.drive_task for r in self._by_key.values() if r.drive_task and not r.drive_task.done()]
+        if drives:
+            _, pending = await asyncio.wait(drives, timeout=self.settings.shutdown_grace_seconds)
+            for rec in list(self._by_key.values()):
+                if rec.run_task is not None and not rec.run_task.done():
+                    rec.run_task.cancel()
+            if pending:
+                s = self.client.settings
+                budget = s.completion_timeout_seconds * (s.completion_retries + 1) + 1.0
+                _, stuck = await asyncio.wait(pending, timeout=min(budget, 60.0))
+                for task in stuck:
+                    task.cancel()
+                if stuck:
+                    await asyncio.wait(stuck, timeout=5.0)
+        for task in list(self._background):
+            task.cancel()
+        if self._pruner is not None:
+            self._pruner.cancel()
+            await asyncio.gather(self._pruner, return_exceptions=True)
+        await self.client.aclose()
+
+    async def _prune_forever(self) -> None:
+        every = min(60.0, self.settings.record_ttl_seconds / 2)
+        while True:
+            await asyncio.sleep(every)
+            self.prune()
+
+    def prune(self, now: float | None = None) -> int:
+        """Forget finished rollouts older than ``record_ttl_seconds``; returns how many."""
+        now = time.monotonic() if now is None else now
+        ttl = self.settings.record_ttl_seconds
+        old = [r for r in self._by_key.values() if r.finished_at is not None and now - r.finished_at > ttl]
+        for rec in old:
+            self._forget(rec)
+        return len(old)
+
+    def _forget(self, rec: _Record) -> None:
+        if self._by_key.get(rec.key) is rec:
+            del self._by_key[rec.key]
+        if self._by_rid.get(rec.rollout_id) is rec:
+            del self._by_rid[rec.rollout_id]
+
+    # -- admission ---------------------------------------------------------------------------
+
+    async def admit(self, request: RolloutRequest) -> InitResponse:
+        """Admit ``request`` (or find the same rollout) and return its init answer.
+
+        Raises:
+            AdmissionError: 503 while shutting down, 429 when full, 422 when ``get_tools`` fails.
+        """
+        self._ensure_started()
+        rec = self._by_key.get(request.dedup_key) or self._by_rid.get(request.rollout_id)
+        if rec is None:
+            if self.closing:
+                raise AdmissionError(503, SHUTTING_DOWN, self.settings.retry_after_seconds)
+            if self.pending >= self.settings.max_pending_rollouts:
+                raise AdmissionError(
+                    429,
+                    f"server is at its limit of {self.settings.max_pending_rollouts} unfinished "
+                    "rollouts; retry later",
+                    self.settings.retry_after_seconds,
+                )
+            rec = self._new_record(request)
+        return await asyncio.shield(rec.init)
+
+    def _new_record(self, request: RolloutRequest) -> _Record:
+        future: asyncio.Future[InitResponse] = asyncio.get_running_loop().create_future()
+        # A waiter may go away (client disconnect); mark errors as seen so none is logged twice.
+        future.add_done_callback(lambda f: f.cancelled() or f.exception())
+        rec = _Record(key=request.dedup_key, request=request, init=future)
+        self._by_key[rec.key] = rec
+        self._by_rid.setdefault(rec.rollout_id, rec)
+        self.pending += 1
+        # Resolve in a task of its own: a disconnecting first caller must not strand duplicates.
+        self._spawn(self._resolve_init(rec))
+        return rec
+
+    def _spawn(self, coro: Any) -> asyncio.Task[Any]:
+        task = asyncio.create_task(coro)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+        return task
+
+    async def _resolve_init(self, rec: _Record) -> None:
+        try:
+            rec.tools = await resolve_tools(self.agent_loop, rec.request)
+        except Exception as exc:  # the user's get_tools failed: refuse this init, forget it
+            self._forget(rec)
+            self.pending -= 1
+            logger.warning("get_tools failed for rollout %s: %s", rec.rollout_id, exc)
+            rec.init.set_exception(
+                AdmissionError(422, f"get_tools() raised {type(exc).__name__}: {exc}")
+            )
+            return
+        rec.init.set_result(InitResponse(rollout_id=rec.rollout_id, tools=rec.tools))
+        self._trace(rec, "init", {"request": rec.request.model_dump(mode="json", exclude={"api_key"})})
+        rec.drive_task = asyncio.create_task(self._drive(rec))
+
+    # -- running -----------------------------------------------------------------------------
+
+    async def _acquire_slot(self) -> bool:
+        assert self._sem is not None and self._closing is not None
+        if self._closing.is_set():
+            return False
+        acquire = asyncio.ensure_future(self._sem.acquire())
+        closing = asyncio.ensure_future(self._closing.wait())
+        try:
+            await asyncio.wait({acquire, closing}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            closing.cancel()
+            if not acquire.done():
+                acquire.cancel()
+                await asyncio.gather(acquire, return_exceptions=True)
+        got = acquire.done() and not acquire.cancelled()
+        if got and self._closing.is_set():
+            self._sem.release()
+            return False
+        return got
+
+    async def _run(self, rec: _Record) -> RolloutResult:
+        if not await self._acquire_slot():
+            return _shutdown_result([])
+        assert self._sem is not None
+        rec.state = "running"
+        rec.runs += 1
+        self.running += 1
+        req = rec.request
+
+        async def chat(messages: list[Message], params: dict[str, Any]) -> Any:
+            return await self.client.chat(req.server_url, req.api_key, req.rollout_id, messages, params)
+
+        events = self.traces.sink(req.rollout_id) if self.traces else None
+        rec.run_task = asyncio.create_task(
+            execute_rollout(
+                self.agent_loop, req, rec.tools, chat,
+                timeout_s=self.settings.request_timeout_seconds, events=events,
+            )
+        )
+        try:
+            return await rec.run_task
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if current is not None and current.cancelling():
+                raise
+            return _shutdown_result(list(req.messages))
+        finally:
+            self.running -= 1
+            self._sem.release()
+
+    async def _drive(self, rec: _Record) -> None:
+        try:
+            result = await self._run(rec)
+            rec.response = to_response(rec.rollout_id, result)
+            self.counts["completed" if result.status is RolloutStatus.COMPLETED else "errored"] += 1
+            rec.state = "delivering"
+            self._trace(rec, "result", rec.response.model_dump(mode="json"))
+            try:
+                await self.client.complete(rec.request.server_url, rec.request.api_key, rec.response)
+            except CallbackDeliveryError as exc:
+                rec.state, rec.delivery_error = "delivery_failed", str(exc)
+                self.counts["delivery_failed"] += 1
+                logger.warning("rollout %s: %s", rec.rollout_id, exc)
+            else:
+                rec.state = "delivered"
+                self.counts["delivered"] += 1
+            self._trace(rec, "callback", {"state": rec.state, "error": rec.delivery_error})
+        except asyncio.CancelledError:
+            rec.state = "delivery_failed"
+            rec.delivery_error = rec.delivery_error or "cancelled at shutdown"
+            self.counts["delivery_failed"] += 1
+            raise
+        finally:
+            rec.finished_at = time.monotonic()
+            self.pending -= 1
+
+    def _trace(self, rec: _Record, event: str, data: dict[str, Any]) -> None:
+        if self.traces is not None:
+            self.traces.write(rec.rollout_id, event, data)
+
+    # -- queries -----------------------------------------------------------------------------
+
+    def view(self, rollout_id: str) -> RolloutRecordView | None:
+        """State and (once known) result of a rollout, or ``None`` if unknown or forgotten."""
+        rec = self._by_rid.get(rollout_id)
+        if rec is None or not rec.init.done() or rec.init.exception() is not None:
+            return None
+        return RolloutRecordView(
+            rollout_id=rec.rollout_id, state=rec.state, result=rec.response,
+            delivery_error=rec.delivery_error,
+        )
+
+    def runs_of(self, rollout_id: str) -> int:
+        """How many times the loop ran for ``rollout_id`` (0 or 1; tests check it)."""
+        rec = self._by_rid.get(rollout_id)
+        return rec.runs if rec else 0
+
+    def health(self) -> dict[str, Any]:
+        return {
+            "status": "shutting_down" if self.closing else "healthy",
+            "agent_loop": self.agent_loop.name,
+            "active_rollouts": self.running,
+            "queued_rollouts": max(self.pending - self.running, 0),
+            "completed_rollouts": self.counts["completed"],
+            "errored_rollouts": self.counts["errored"],
+            "delivery_failed": self.counts["delivery_failed"],
+        }
+
+
+def _shutdown_result(messages: list[Message]) -> RolloutResult:
+    return RolloutResult(
+        status=RolloutStatus.ERROR, final_messages=messages, finish_reason="error",
+        error_message=SHUTTING_DOWN,
+    )

@@ -1,0 +1,314 @@
+"""The FastAPI app of a remote rollout server: :func:`create_app`.
+
+Routes (every one needs ``Authorization: Bearer <key>`` unless auth is off):
+
+- ``POST /v1/rollout/init`` → 202 :class:`InitResponse`; runs the loop in the background.
+- ``GET /v1/rollout/{rollout_id}`` → state and result (for a cluster that missed the callback).
+- ``GET /health`` → ``{status, agent_loop, active_rollouts, ...}``.
+
+Client errors are answered with a JSON body ``{"error": ..., "detail": ...}``: 400 bad JSON,
+401 no key, 403 wrong key, 404 unknown rollout, 413 body too large, 422 invalid request,
+429 full (``Retry-After``), 503 shutting down.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import logging
+import os
+import secrets
+from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from osmosis_ai.errors import MissingExtraError
+from osmosis_ai.rollout.remote._client import ClusterClient
+from osmosis_ai.rollout.remote._loop import RolloutAgentLoop
+from osmosis_ai.rollout.remote._registry import AdmissionError, RolloutRegistry
+from osmosis_ai.rollout.remote._settings import ClientSettings, ServerSettings
+from osmosis_ai.rollout.remote._trace import TraceWriter
+from osmosis_ai.rollout.remote._types import InitResponse, RolloutRecordView, RolloutRequest
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
+
+__all__ = ["API_KEY_ENV", "create_app"]
+
+logger = logging.getLogger("osmosis")
+
+API_KEY_ENV = "OSMOSIS_ROLLOUT_API_KEY"
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+Hook = Callable[[], Any]
+
+
+def create_app(
+    agent_loop: RolloutAgentLoop | type[RolloutAgentLoop] | str,
+    *,
+    api_key: str | None = None,
+    auth: bool = True,
+    settings: ServerSettings | None = None,
+    client_settings: ClientSettings | None = None,
+    max_concurrent: int | None = None,
+    record_ttl_seconds: float | None = None,
+    log_dir: str | Path | None = None,
+    on_startup: Hook | None = None,
+    on_shutdown: Hook | None = None,
+) -> FastAPI:
+    """Build the FastAPI app that serves ``agent_loop`` over the remote-rollout protocol.
+
+    Args:
+        agent_loop: the loop (an instance, a subclass built with no arguments, or
+            ``"module:attr"``).
+        api_key: the key clients must send; default ``$OSMOSIS_ROLLOUT_API_KEY``, else a random
+            key that is logged at startup and kept on ``app.state.api_key``.
+        auth: ``False`` serves without authentication (local development only).
+        settings: server limits; default from ``OSMOSIS_ROLLOUT_SERVER_*`` variables.
+        client_settings: LLM/callback retry policy; default from ``OSMOSIS_ROLLOUT_CLIENT_*``.
+        max_concurrent: shortcut for ``settings.max_concurrent_rollouts``.
+        record_ttl_seconds: shortcut for ``settings.record_ttl_seconds``.
+        log_dir: write one JSONL trace per rollout under ``log_dir/<timestamp>/``.
+        on_startup: called (and awaited if async) when the server starts.
+        on_shutdown: called after in-flight rollouts finished or were reported.
+
+    Raises:
+        MissingExtraError: FastAPI is not installed (``pip install "osmosis-ai[server]"``).
+    """
+    try:
+        from fastapi import FastAPI
+    except ImportError as exc:
+        raise MissingExtraError("create_app", "server", "fastapi") from exc
+    from osmosis_ai.rollout.remote._loader import coerce_agent_loop
+
+    loop = coerce_agent_loop(agent_loop)
+    server_settings = (settings or ServerSettings.from_env()).model_copy(
+        update={
+            k: v
+            for k, v in {
+                "max_concurrent_rollouts": max_concurrent,
+                "record_ttl_seconds": record_ttl_seconds,
+            }.items()
+            if v is not None
+        }
+    )
+    key: str | None = None
+    generated = False
+    if auth:
+        key = api_key or os.environ.get(API_KEY_ENV) or None
+        if key is None:
+            key, generated = secrets.token_urlsafe(24), True
+    registry = RolloutRegistry(
+        loop,
+        settings=server_settings,
+        client=ClusterClient(client_settings),
+        traces=TraceWriter(log_dir) if log_dir is not None else None,
+    )
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        if generated:
+            logger.warning("rollout server API key (generated): %s", key)
+        await _call(on_startup)
+        try:
+            yield
+        finally:
+            await registry.shutdown()
+            await _call(on_shutdown)
+
+    app = FastAPI(
+        title=f"osmosis rollout server: {loop.name}",
+        docs_url=None,
+        redoc_url=None,
+        lifespan=lifespan,
+    )
+    app.state.registry = registry
+    app.state.agent_loop = loop
+    app.state.api_key = key
+    app.state.trace_folder = registry.traces.folder if registry.traces else None
+    _add_routes(app, registry)
+    _add_error_handlers(app)
+    # Outermost first: auth sees every request, then the size limit buffers the body.
+    app.add_middleware(_BodyLimit, max_bytes=server_settings.max_body_bytes)
+    app.add_middleware(_BearerAuth, api_key=key)
+    return app
+
+
+async def _call(hook: Hook | None) -> None:
+    if hook is not None:
+        out = hook()
+        if hasattr(out, "__await__"):
+            await out
+
+
+def _add_routes(app: FastAPI, registry: RolloutRegistry) -> None:
+    from fastapi import Response
+    from fastapi.responses import JSONResponse
+
+    @app.post(
+        "/v1/rollout/init",
+        status_code=202,
+        response_model=InitResponse,
+        responses={
+            400: {"description": "Body is not JSON"},
+            401: {"description": "No API key"},
+            403: {"description": "Wrong API key"},
+            413: {"description": "Body too large"},
+            422: {"description": "Invalid request, or get_tools() failed for it"},
+            429: {"description": "Too many unfinished rollouts; see Retry-After"},
+            503: {"description": "Shutting down; see Retry-After"},
+        },
+    )
+    async def init_rollout(request: RolloutRequest) -> Any:
+        """Admit a rollout (idempotent on ``idempotency_key``, else ``rollout_id``)."""
+        try:
+            return await registry.admit(request)
+        except AdmissionError as exc:
+            headers = {"Retry-After": str(exc.retry_after)} if exc.retry_after else None
+            return JSONResponse({"error": exc.message}, status_code=exc.status, headers=headers)
+
+    @app.get(
+        "/v1/rollout/{rollout_id}",
+        response_model=RolloutRecordView,
+        responses={404: {"description": "Unknown or expired rollout"}},
+    )
+    async def rollout_status(rollout_id: str) -> Any:
+        """State of a rollout and, once finished, its result."""
+        view = registry.view(rollout_id)
+        if view is None:
+            return JSONResponse({"error": f"no rollout {rollout_id!r} on this server"}, status_code=404)
+        return view
+
+    @app.get("/health")
+    async def health() -> dict[str, Any]:
+        """Liveness and counters."""
+        return registry.health()
+
+    @app.head("/health", include_in_schema=False)
+    async def health_head() -> Response:
+        return Response(status_code=200)
+
+
+def _add_error_handlers(app: FastAPI) -> None:
+    from fastapi.exceptions import RequestValidationError
+    from fastapi.responses import JSONResponse
+    from starlette.exceptions import HTTPException
+    from starlette.requests import Request
+
+    async def on_validation(_request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, RequestValidationError)
+        errors = [
+            {"loc": [str(p) for p in e.get("loc", ())], "msg": str(e.get("msg", "")), "type": str(e.get("type", ""))}
+            for e in exc.errors()
+        ]
+        if any(e["type"] == "json_invalid" for e in errors):
+            return JSONResponse({"error": "request body is not valid JSON", "detail": errors}, status_code=400)
+        return JSONResponse({"error": "invalid request", "detail": errors}, status_code=422)
+
+    async def on_http(_request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, HTTPException)
+        return JSONResponse(
+            {"error": str(exc.detail)}, status_code=exc.status_code, headers=exc.headers
+        )
+
+    app.add_exception_handler(RequestValidationError, on_validation)
+    app.add_exception_handler(HTTPException, on_http)
+
+
+async def _send_json(send: Send, status: int, body: dict[str, Any], headers: list[tuple[bytes, bytes]] | None = None) -> None:
+    payload = json.dumps(body).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(payload)).encode()),
+                *(headers or []),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": payload})
+
+
+class _BearerAuth:
+    """Require ``Authorization: Bearer <key>`` (or the bare key) on every HTTP request."""
+
+    def __init__(self, app: ASGIApp, api_key: str | None) -> None:
+        self.app = app
+        self.key = api_key.encode() if api_key is not None else None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self.key is None or scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        raw = next((v for k, v in scope["headers"] if k == b"authorization"), None)
+        if raw is None or not raw.strip():
+            await _send_json(
+                send, 401,
+                {"error": "missing API key", "detail": "send 'Authorization: Bearer <key>' "
+                 "(osmosis serve prints the key at startup)"},
+                [(b"www-authenticate", b"Bearer")],
+            )
+            return
+        token = raw.strip()
+        if token[:7].lower() == b"bearer ":
+            token = token[7:].strip()
+        if not hmac.compare_digest(token, self.key):
+            await _send_json(send, 403, {"error": "wrong API key"})
+            return
+        await self.app(scope, receive, send)
+
+
+class _BodyLimit:
+    """Answer 413 for bodies over ``max_bytes`` (by Content-Length or by counting chunks)."""
+
+    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "OPTIONS"):
+            await self.app(scope, receive, send)
+            return
+        declared = next((v for k, v in scope["headers"] if k == b"content-length"), None)
+        if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
+            await self._too_large(send)
+            return
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.max_bytes:
+                await self._too_large(send)
+                return
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
+        body = b"".join(chunks)
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
+
+    async def _too_large(self, send: Send) -> None:
+        await _send_json(
+            send, 413,
+            {"error": "request body too large",
+             "detail": f"the limit is {self.max_bytes} bytes (OSMOSIS_ROLLOUT_SERVER_MAX_BODY_BYTES)"},
+        )
