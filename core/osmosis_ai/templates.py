@@ -189,9 +189,7 @@ def create_from_template(
         if item.destination.is_dir():
             raise TemplateError(f"cannot write {item.relative}: a folder of that name exists")
         item.destination.parent.mkdir(parents=True, exist_ok=True)
-        (result.overwritten if item.destination.exists() else result.written).append(
-            item.relative
-        )
+        (result.overwritten if item.destination.exists() else result.written).append(item.relative)
         item.destination.write_bytes(item.content)
     values = {"name": name, "osmosis_version": _version()}
     result.next_steps = [_substitute(step, values) for step in template.next_steps]
@@ -205,8 +203,10 @@ def _load(folder: Path) -> TemplateInfo:
     except (OSError, tomllib.TOMLDecodeError) as exc:
         raise TemplateError(f"{manifest}: cannot read the template manifest: {exc}") from exc
     files = data.get("files")
-    if not isinstance(files, dict) or not files or not all(
-        isinstance(k, str) and isinstance(v, str) for k, v in files.items()
+    if (
+        not isinstance(files, dict)
+        or not files
+        or not all(isinstance(k, str) and isinstance(v, str) for k, v in files.items())
     ):
         raise TemplateError(f"{manifest}: [files] must map source names to destination paths")
     unknown = set(data) - {"description", "requires", "next_steps", "files"}

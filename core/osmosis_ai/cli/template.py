@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Annotated
 
 import typer
 
@@ -21,7 +22,9 @@ template_app = typer.Typer(
 
 @template_app.command("list")
 def list_command(
-    json_out: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
+    json_out: Annotated[
+        bool, typer.Option("--json", help="Print JSON instead of a table.")
+    ] = False,
 ) -> None:
     """List the templates `osmosis template create` can use."""
     from rich.table import Table
@@ -56,15 +59,19 @@ def list_command(
 
 @template_app.command("create")
 def create_command(
-    name: str = typer.Argument(..., help="Rollout name: lowercase letters, digits, '_' or '-'."),
-    template: str = typer.Option(
-        DEFAULT_TEMPLATE, "--template", "-t", help="Template to use (see 'osmosis template list')."
-    ),
-    force: bool = typer.Option(False, "--force", help="Overwrite files that already exist."),
-    workspace: Path = typer.Option(
-        Path("."), "--dir", "-d", help="Workspace folder to write into (default: current)."
-    ),
-    json_out: bool = typer.Option(False, "--json", help="Print JSON instead of text."),
+    name: Annotated[
+        str, typer.Argument(help="Rollout name: lowercase letters, digits, '_' or '-'.")
+    ],
+    template: Annotated[
+        str, typer.Option("--template", "-t", help="Template to use (see 'osmosis template list').")
+    ] = DEFAULT_TEMPLATE,
+    force: Annotated[
+        bool, typer.Option("--force", help="Overwrite files that already exist.")
+    ] = False,
+    workspace: Annotated[
+        Path, typer.Option("--dir", "-d", help="Workspace folder to write into (default: current).")
+    ] = Path("."),
+    json_out: Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")] = False,
 ) -> None:
     """Write rollouts/NAME/, configs/eval/NAME.toml, configs/training/NAME.toml and data/NAME.jsonl."""
     from osmosis_ai.templates import create_from_template

@@ -1,0 +1,57 @@
+"""``osmosis dataset validate FILE``: check a dataset before spending time on it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from osmosis_ai.cli._output import state
+
+__all__ = ["register"]
+
+dataset_app = typer.Typer(
+    name="dataset",
+    help="Inspect and validate datasets (.jsonl, .json, .csv, .parquet).",
+    no_args_is_help=True,
+)
+
+
+@dataset_app.command("validate")
+def validate_command(
+    file: Annotated[Path, typer.Argument(help="The dataset file.")],
+    max_errors: Annotated[
+        int, typer.Option("--max-errors", help="How many problems to list.", min=1)
+    ] = 5,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+) -> None:
+    """Read every row and report problems with their file, line and column; exit 1 if any."""
+    from rich.markup import escape
+
+    from osmosis_ai.data import validate_dataset
+
+    report = validate_dataset(file, max_errors=max_errors)
+    if json_out:
+        payload = report.model_dump(mode="json")
+        payload["ok"] = report.ok
+        state.emit_json(payload)
+    else:
+        lines = report.lines()
+        mark = "[green]ok[/]" if report.ok else "[red]invalid[/]"
+        state.console.print(f"{mark} {escape(lines[0])}", soft_wrap=True)
+        if report.columns:
+            state.console.print(f"  columns: {', '.join(report.columns)}", markup=False)
+        if report.ok and not report.has_label:
+            state.console.print(
+                "  no ground_truth column: graders will get ctx.label = None", markup=False
+            )
+        for line in lines[1:]:
+            state.console.print(line, soft_wrap=True, markup=False)
+    if not report.ok:
+        raise typer.Exit(1)
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``dataset`` command group to the root app."""
+    app.add_typer(dataset_app, name="dataset")

