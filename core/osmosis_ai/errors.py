@@ -8,6 +8,7 @@
     ├── DiscoveryError                    an entrypoint has zero/two workflows, bad import, ...
     ├── MissingExtraError (ImportError)   an optional framework is not installed
     ├── NotInRolloutError (RuntimeError)  rollout-only API used outside a rollout
+    ├── AgentReuseError (RuntimeError)    an adapter agent built for one rollout used in another
     ├── RewardError (ValueError)          a grader set a non-finite or unknown reward
     ├── PolicyCallError                   a policy (LLM) call failed; carries status and body
     ├── TemplateError                     a scaffold cannot be written (bad name, existing files)
@@ -17,6 +18,7 @@
 from __future__ import annotations
 
 __all__ = [
+    "AgentReuseError",
     "ConfigError",
     "DatasetError",
     "DiscoveryError",
@@ -62,6 +64,10 @@ class MissingExtraError(OsmosisError, ImportError):
 
 class NotInRolloutError(OsmosisError, RuntimeError):
     """Rollout-scoped API (the placeholder model, ``ctx.chat``) was used outside a rollout."""
+
+
+class AgentReuseError(OsmosisError, RuntimeError):
+    """A framework agent that holds one rollout's conversation was used in another rollout."""
 
 
 class RewardError(OsmosisError, ValueError):
