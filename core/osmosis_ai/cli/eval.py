@@ -1,0 +1,241 @@
+"""``osmosis eval run CONFIG``: evaluate a rollout locally, with a live progress bar."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from osmosis_ai.cli._output import state
+
+if TYPE_CHECKING:
+    from rich.progress import Progress, TaskID
+
+    from osmosis_ai.eval import EvalPlan, EvalRecord, EvalSummary
+
+__all__ = ["register"]
+
+eval_app = typer.Typer(
+    name="eval",
+    help="Evaluate a rollout locally against a model, before any GPU is spent.",
+    no_args_is_help=True,
+)
+
+
+class _ProgressView:
+    """Feeds a rich progress bar (on stderr) from eval events."""
+
+    def __init__(self, progress: Progress) -> None:
+        self.progress = progress
+        self.task: TaskID | None = None
+        self.items: set[tuple[int, int]] = set()
+        self.rewards: list[float] = []
+        self.failed = 0
+
+    def on_start(self, total: int, done: int) -> None:
+        self.task = self.progress.add_task("eval", total=total, completed=done, mean="-", failed=0)
+
+    def on_record(self, record: EvalRecord) -> None:
+        if record.reward is not None:
+            self.rewards.append(record.reward)
+        if record.status == "failed":
+            self.failed += 1
+        key = (record.row_index, record.run_index)
+        advance = 0 if key in self.items else 1
+        self.items.add(key)
+        mean = f"{sum(self.rewards) / len(self.rewards):.3f}" if self.rewards else "-"
+        if self.task is not None:
+            self.progress.update(self.task, advance=advance, mean=mean, failed=self.failed)
+
+
+def _make_progress(enabled: bool) -> Progress:
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        SpinnerColumn,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    return Progress(
+        SpinnerColumn(),
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("reward {task.fields[mean]}"),
+        TextColumn("failed {task.fields[failed]}"),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        console=state.err_console,
+        transient=False,
+        disable=not enabled,
+    )
+
+
+def _fmt(x: float | None, digits: int = 3) -> str:
+    return "-" if x is None else f"{x:.{digits}f}"
+
+
+def _print_summary(plan: EvalPlan, summary: EvalSummary, status: str) -> None:
+    from rich.table import Table
+
+    console = state.console
+    wall = f" in {summary.wall_time_s:.1f} s" if summary.wall_time_s is not None else ""
+    console.print(
+        f"[bold]eval {plan.config_name}[/]: {summary.samples} samples, model {plan.model}, "
+        f"n={plan.n}{wall} ([bold]{status}[/])"
+    )
+    table = Table(show_header=False, box=None, pad_edge=False)
+    table.add_column(style="cyan")
+    table.add_column()
+    r = summary.reward
+    table.add_row(
+        "reward",
+        f"mean {_fmt(r.mean)}  median {_fmt(r.median)}  std {_fmt(r.std)}  "
+        f"min {_fmt(r.min)}  max {_fmt(r.max)}  ({r.count} graded)",
+    )
+    considered = summary.success + summary.failed
+    rate = "-" if summary.pass_rate is None else f"{summary.pass_rate * 100:.1f}%"
+    table.add_row(
+        f"pass rate (reward >= {summary.pass_threshold:g})",
+        f"{rate} ({summary.passed}/{considered}; failed samples count as not passed)",
+    )
+    for k, v in summary.pass_at_k.items():
+        table.add_row(k, f"{v:.3f} (unbiased, over {summary.pass_at_k_groups} rows)")
+    table.add_row(
+        "samples",
+        f"{summary.success} success, {summary.failed} failed, {summary.skipped} skipped",
+    )
+    if summary.failures_by_reason:
+        reasons = ", ".join(f"{k} {v}" for k, v in summary.failures_by_reason.items())
+        table.add_row("failures", reasons)
+    per = _fmt(summary.tokens_per_sample, 1)
+    table.add_row(
+        "tokens",
+        f"{summary.prompt_tokens} prompt + {summary.completion_tokens} completion "
+        f"({per} per sample)",
+    )
+    if summary.latency_ms:
+        lat = summary.latency_ms
+        table.add_row(
+            "latency",
+            f"mean {lat['mean'] / 1000:.2f} s  p50 {lat['p50'] / 1000:.2f} s  "
+            f"p95 {lat['p95'] / 1000:.2f} s  max {lat['max'] / 1000:.2f} s",
+        )
+    table.add_row("results", f"{plan.run_dir / 'results.jsonl'} (traces in traces/)")
+    console.print(table)
+
+
+@eval_app.command("run")
+def run_command(
+    config: Annotated[Path, typer.Argument(help="Eval config, e.g. configs/eval/calc.toml.")],
+    limit: Annotated[
+        int | None, typer.Option("--limit", help="Evaluate only the first N rows.")
+    ] = None,
+    n: Annotated[int | None, typer.Option("--n", help="Runs per row (pass@k for k <= n).")] = None,
+    concurrency: Annotated[
+        int | None,
+        typer.Option("--concurrency", "-c", help="Rollouts in flight at once (default 8)."),
+    ] = None,
+    model: Annotated[
+        str | None,
+        typer.Option(
+            "--model",
+            "-m",
+            help="Override model_path: 'embedded', a model folder, an http(s) URL or a LiteLLM id.",
+        ),
+    ] = None,
+    output: Annotated[
+        Path | None,
+        typer.Option(
+            "--output", "-o", help="Run folder (default .osmosis/evals/<config>-<time>/)."
+        ),
+    ] = None,
+    resume: Annotated[
+        bool,
+        typer.Option("--resume", help="Continue an interrupted run (the latest, or --output DIR)."),
+    ] = False,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
+) -> None:
+    """Run the rollout over the dataset; write per-sample results and traces; print a summary."""
+    from osmosis_ai.eval import EvalEvents, EvalOptions, run_eval
+
+    if not config.is_file():
+        from osmosis_ai.errors import ConfigError
+
+        raise ConfigError(
+            f"eval config {config} does not exist; create one with "
+            "'osmosis template create NAME' (it writes configs/eval/NAME.toml)"
+        )
+    options = EvalOptions(
+        limit=limit, n=n, concurrency=concurrency, model=model, output=output, resume=resume
+    )
+    holder: dict[str, Any] = {}
+    progress = _make_progress(enabled=not json_out)
+    view = _ProgressView(progress)
+    events = EvalEvents(
+        on_plan=lambda plan: holder.__setitem__("plan", plan),
+        on_start=view.on_start,
+        on_record=view.on_record,
+    )
+    try:
+        with progress:
+            result = asyncio.run(run_eval(config, options, events=events))
+    except KeyboardInterrupt:
+        _report_interrupted(holder.get("plan"), json_out)
+        raise typer.Exit(130) from None
+    status = result.info.status
+    if json_out:
+        state.emit_json(
+            {
+                "run_dir": str(result.plan.run_dir),
+                "status": status,
+                "model": result.plan.model,
+                "new_records": result.new_records,
+                "resumed_records": result.resumed_records,
+                "summary": result.summary.model_dump(mode="json"),
+            }
+        )
+        return
+    if result.resumed_records:
+        state.console.print(
+            f"resumed: kept {result.resumed_records} earlier results, ran {result.new_records} more"
+        )
+    _print_summary(result.plan, result.summary, status)
+
+
+def _report_interrupted(plan: EvalPlan | None, json_out: bool) -> None:
+    from osmosis_ai.eval import EvalSummary
+
+    if plan is None:
+        state.error("Interrupted before the eval started.")
+        return
+    summary_path = plan.run_dir / "summary.json"
+    summary = (
+        EvalSummary.model_validate_json(summary_path.read_text())
+        if summary_path.is_file()
+        else None
+    )
+    if json_out:
+        state.emit_json(
+            {
+                "run_dir": str(plan.run_dir),
+                "status": "interrupted",
+                "summary": summary.model_dump(mode="json") if summary else None,
+            }
+        )
+    elif summary is not None:
+        _print_summary(plan, summary, "interrupted")
+    state.warn(
+        f"interrupted: finished results are kept in {plan.run_dir}. Continue with: "
+        f"osmosis eval run {plan.config_path} --resume --output {plan.run_dir}"
+    )
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``eval`` command group to the root app."""
+    app.add_typer(eval_app, name="eval")

@@ -1,0 +1,41 @@
+"""The policy endpoint of a local eval: the policy gateway in front of the model's engine.
+
+``model`` is what ``model_path`` / ``--model`` say: ``"embedded"`` (SmolLM2-135M-Instruct on the
+HF engine, offline), a local transformers folder (HF engine), an ``http(s)://`` URL of an
+OpenAI-compatible server such as vLLM, or a LiteLLM model id (``openai/gpt-4o-mini``; keys come
+from the environment). The trainer package provides the engines and the gateway; it is
+imported only here, when an eval actually runs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+from osmosis_ai.errors import MissingExtraError
+from osmosis_ai.rollout._scope import PolicyEndpoint
+
+__all__ = ["open_policy_endpoint"]
+
+
+@contextlib.asynccontextmanager
+async def open_policy_endpoint(
+    model: str, sampling: dict[str, Any]
+) -> AsyncIterator[PolicyEndpoint]:
+    """Start a gateway for ``model`` on 127.0.0.1 and yield it; stop it and its engine after."""
+    try:
+        from osmosis_trainer.engines import create_engine
+        from osmosis_trainer.gateway import PolicyGateway
+    except ImportError as exc:
+        missing = getattr(exc, "name", None) or "osmosis_trainer"
+        raise MissingExtraError(f"osmosis eval run (model {model!r})", "trainer", missing) from exc
+    engine = create_engine(model)
+    try:
+        async with PolicyGateway(engine, sampling=sampling or None) as gateway:
+            yield gateway
+    finally:
+        close = getattr(engine, "close", None)
+        if close is not None:
+            with contextlib.suppress(Exception):
+                await close()

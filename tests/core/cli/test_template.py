@@ -1,0 +1,207 @@
+"""``osmosis template list | create``: scaffolds, overwrite protection, name rules."""
+
+from __future__ import annotations
+
+import importlib.util
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from osmosis_ai.templates import list_templates, templates_root
+
+from .conftest import RunCli
+
+OWN_TEMPLATES = ["single-call", "strands", "openai-agents"]
+SCAFFOLD = [
+    "rollouts/calc/main.py",
+    "rollouts/calc/pyproject.toml",
+    "configs/eval/calc.toml",
+    "configs/training/calc.toml",
+    "data/calc.jsonl",
+]
+
+
+def test_templates_are_found_in_the_checkout() -> None:
+    root = templates_root()
+    assert (root / "README.md").is_file()
+    names = [t.name for t in list_templates()]
+    for name in OWN_TEMPLATES:
+        assert name in names
+
+
+def test_every_template_manifest_lists_existing_files() -> None:
+    for t in list_templates():
+        assert t.description, t.name
+        for source in t.files:
+            assert (t.path / source).is_file(), f"{t.name}: {source}"
+
+
+def test_template_list_table_and_json(run_cli: RunCli) -> None:
+    res = run_cli("template", "list")
+    assert res.code == 0
+    for name in OWN_TEMPLATES:
+        assert name in res.out
+    data = run_cli("template", "list", "--json").json()
+    by_name = {t["name"]: t for t in data}
+    assert by_name["strands"]["requires"] == ["strands"]
+    assert "rollouts/{{name}}/main.py" in by_name["single-call"]["files"]
+
+
+@pytest.mark.parametrize("template", OWN_TEMPLATES)
+def test_create_writes_the_scaffold_with_the_name_substituted(
+    run_cli: RunCli, tmp_path: Path, template: str
+) -> None:
+    res = run_cli("template", "create", "calc", "--template", template, "--dir", tmp_path)
+    assert res.code == 0, res.err
+    for rel in SCAFFOLD:
+        assert (tmp_path / rel).is_file(), rel
+        assert rel in res.out
+    assert "osmosis eval run configs/eval/calc.toml" in res.out
+    for kind in ("eval", "training"):
+        cfg = tomllib.loads((tmp_path / f"configs/{kind}/calc.toml").read_text())
+        assert cfg["experiment"]["rollout"] == "calc"
+        assert cfg["experiment"]["dataset"] == "data/calc.jsonl"
+        assert cfg["experiment"]["model_path"] == "embedded"
+    pyproject = tomllib.loads((tmp_path / "rollouts/calc/pyproject.toml").read_text())
+    assert pyproject["project"]["name"] == "calc"
+    assert "{{" not in (tmp_path / "rollouts/calc/main.py").read_text()
+    rows = (tmp_path / "data/calc.jsonl").read_text().splitlines()
+    assert len(rows) >= 20
+
+
+def test_create_configs_load_with_the_config_schema(run_cli: RunCli, tmp_path: Path) -> None:
+    from osmosis_ai.config import load_eval_config, load_training_config
+
+    for template in OWN_TEMPLATES:
+        ws = tmp_path / template
+        assert run_cli("template", "create", "calc", "-t", template, "--dir", ws).code == 0
+        ev = load_eval_config(ws / "configs/eval/calc.toml")
+        assert ev.entrypoint_path() == ws / "rollouts/calc/main.py"
+        tr = load_training_config(ws / "configs/training/calc.toml")
+        # sized for the CPU main job: a handful of small steps
+        assert tr.training.max_steps is not None and tr.training.max_steps <= 8
+        assert tr.training.rollout_batch_size * tr.training.n_samples_per_prompt <= 32
+        assert tr.lora.r == 8
+
+
+def test_create_refuses_to_overwrite_and_lists_the_files(run_cli: RunCli, tmp_path: Path) -> None:
+    assert run_cli("template", "create", "calc", "--dir", tmp_path).code == 0
+    main_py = tmp_path / "rollouts/calc/main.py"
+    main_py.write_text("# my edits\n")
+    res = run_cli("template", "create", "calc", "--dir", tmp_path)
+    assert res.code == 1
+    assert "refusing to overwrite 5 existing file(s)" in res.err
+    assert "rollouts/calc/main.py" in res.err and "data/calc.jsonl" in res.err
+    assert "--force" in res.err
+    assert main_py.read_text() == "# my edits\n"
+
+
+def test_create_partial_conflict_writes_nothing(run_cli: RunCli, tmp_path: Path) -> None:
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data/calc.jsonl").write_text("{}\n")
+    res = run_cli("template", "create", "calc", "--dir", tmp_path)
+    assert res.code == 1
+    assert "refusing to overwrite 1 existing file(s)" in res.err and "data/calc.jsonl" in res.err
+    assert not (tmp_path / "rollouts").exists()
+
+
+def test_create_force_overwrites(run_cli: RunCli, tmp_path: Path) -> None:
+    assert run_cli("template", "create", "calc", "--dir", tmp_path).code == 0
+    (tmp_path / "rollouts/calc/main.py").write_text("# my edits\n")
+    res = run_cli("template", "create", "calc", "--force", "--dir", tmp_path, "--json")
+    assert res.code == 0
+    assert "rollouts/calc/main.py" in res.json()["overwritten"]
+    assert "AgentWorkflow" in (tmp_path / "rollouts/calc/main.py").read_text()
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["../evil", "a/b", "/abs", "1calc", "Calc", "has space", "calc!", "", "x" * 65, "default"],
+)
+def test_create_rejects_bad_names(run_cli: RunCli, tmp_path: Path, name: str) -> None:
+    res = run_cli("template", "create", name, "--dir", tmp_path)
+    assert res.code == 1
+    assert f"invalid rollout name {name!r}" in res.err
+    assert "lowercase letter" in res.err or "reserved" in res.err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_create_refuses_to_write_through_a_symlink_out_of_the_workspace(
+    run_cli: RunCli, tmp_path: Path
+) -> None:
+    ws, outside = tmp_path / "ws", tmp_path / "outside"
+    ws.mkdir()
+    outside.mkdir()
+    (ws / "rollouts").symlink_to(outside)
+    res = run_cli("template", "create", "calc", "--dir", ws)
+    assert res.code == 1
+    assert "outside the workspace" in res.err
+    assert list(outside.iterdir()) == []
+
+
+def test_create_unknown_template_suggests(run_cli: RunCli, tmp_path: Path) -> None:
+    res = run_cli("template", "create", "calc", "-t", "strand", "--dir", tmp_path)
+    assert res.code == 1
+    assert "unknown template 'strand' (did you mean 'strands'?)" in res.err
+    assert "single-call" in res.err
+
+
+def _load_template_main(name: str) -> object:
+    path = templates_root() / name / "main.py"
+    spec = importlib.util.spec_from_file_location(f"_tpl_{name.replace('-', '_')}", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize(
+    ("reply", "label", "reward"),
+    [
+        ("42", "42", 1.0),
+        (" 42. ", "42", 1.0),
+        ("**42**", "42", 1.0),
+        ("42.0", "42", 1.0),
+        ("1,234", "1234", 1.0),
+        ("-7", "-7", 1.0),
+        ("The answer is 42.", "42", 0.5),
+        ("17 + 25 = 42", "42", 0.5),
+        ("42 because 17 + 25", "42", 0.0),  # the last number is taken as the answer
+        ("1001", "1000", 0.2),  # within 1%: partial credit for a near miss
+        ("41", "42", 0.0),
+        ("I don't know", "42", 0.0),
+        ("", "42", 0.0),
+    ],
+)
+def test_calculator_grader_partial_credit(reply: str, label: str, reward: float) -> None:
+    module = _load_template_main("single-call")
+    assert module.score_answer(reply, label) == reward  # type: ignore[attr-defined]
+
+
+def test_calculator_grader_rejects_a_non_numeric_label() -> None:
+    module = _load_template_main("single-call")
+    with pytest.raises(ValueError, match="not a number"):
+        module.score_answer("42", "forty-two")  # type: ignore[attr-defined]
+
+
+def test_final_text_reads_every_message_shape() -> None:
+    final_text = _load_template_main("single-call").final_text  # type: ignore[attr-defined]
+    assert (
+        final_text([{"role": "user", "content": "q"}, {"role": "assistant", "content": "7"}]) == "7"
+    )
+    strands = [{"role": "assistant", "content": [{"text": "4"}, {"text": "2"}]}]
+    assert final_text(strands) == "42"
+    responses = [
+        {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "9"}]}
+    ]
+    assert final_text(responses) == "9"
+    assert final_text([{"role": "user", "content": "q"}]) == ""
+
+
+def test_the_grading_helpers_are_the_same_in_every_calculator_template() -> None:
+    def helpers(name: str) -> str:
+        text = (templates_root() / name / "main.py").read_text()
+        return text[text.index("class CalculatorGrader") :]
+
+    assert helpers("strands") == helpers("single-call") == helpers("openai-agents")
