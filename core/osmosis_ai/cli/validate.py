@@ -174,7 +174,8 @@ def _validate_module(spec: str, verbose: bool, json_out: bool) -> bool:
     ok = bool(getattr(result, "ok", getattr(result, "valid", True)))
     if json_out:
         dump = getattr(result, "model_dump", None)
-        state.emit_json(dump(mode="json") if callable(dump) else result)
+        payload = dump(mode="json") if callable(dump) else {"report": str(result)}
+        state.emit_json({**payload, "ok": ok})
         return ok
     lines = getattr(result, "lines", None)
     text = lines(verbose=verbose) if callable(lines) else [str(result)]
