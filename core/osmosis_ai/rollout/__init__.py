@@ -37,8 +37,29 @@ from osmosis_ai.rollout._workflow import (
     GraderConfig,
     WorkflowResult,
 )
+from osmosis_ai.rollout.remote import (
+    InitResponse,
+    RolloutAgentLoop,
+    RolloutContext,
+    RolloutMetrics,
+    RolloutRequest,
+    RolloutResponse,
+    RolloutResult,
+    RolloutStatus,
+    create_app,
+)
 
 __all__ = [
+    # remote rollout (protocol G1), see osmosis_ai.rollout.remote
+    "InitResponse",
+    "RolloutAgentLoop",
+    "RolloutContext",
+    "RolloutMetrics",
+    "RolloutRequest",
+    "RolloutResponse",
+    "RolloutResult",
+    "RolloutStatus",
+    "create_app",
     "DEFAULT_SAMPLE_ID",
     "AgentWorkflow",
     "AgentWorkflowConfig",

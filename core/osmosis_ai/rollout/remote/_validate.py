@@ -17,7 +17,7 @@ import re
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, computed_field
 
 from osmosis_ai.errors import DiscoveryError
 from osmosis_ai.rollout.remote._loader import coerce_agent_loop, load_agent_loop
@@ -48,12 +48,32 @@ class AgentLoopReport(BaseModel):
     errors: list[AgentLoopIssue] = Field(default_factory=list)
     warnings: list[AgentLoopIssue] = Field(default_factory=list)
 
+    @computed_field  # type: ignore[prop-decorator]
     @property
     def ok(self) -> bool:
+        """True when no error was found (warnings allowed)."""
         return not self.errors
 
-    def to_dict(self) -> dict[str, Any]:
-        return {**self.model_dump(mode="json"), "ok": self.ok}
+    def lines(self, verbose: bool = False) -> list[str]:
+        """The report as text lines, for ``osmosis validate -m``."""
+        out: list[str] = []
+        if self.ok:
+            out.append("✓ Agent loop validated successfully")
+        else:
+            out.append(f"✗ Agent loop {self.spec} has {len(self.errors)} problem(s)")
+        if self.name is not None:
+            out.append(f"  Name: {self.name}")
+        if self.tools or self.ok:
+            names = f" ({', '.join(self.tools)})" if self.tools else ""
+            out.append(f"  Tools: {len(self.tools)}{names}")
+        for issue in self.errors:
+            out.append(f"  error {issue.code}: {issue.message}")
+        for issue in self.warnings:
+            out.append(f"  warning {issue.code}: {issue.message}")
+        if verbose and self.tool_schemas:
+            out.append("  Tool schemas:")
+            out.extend("    " + line for line in json.dumps(self.tool_schemas, indent=2).splitlines())
+        return out
 
     def _add(self, code: str, message: str, *, warning: bool = False, tool: str | None = None) -> None:
         issue = AgentLoopIssue(code=code, message=message, tool=tool,

@@ -1,0 +1,181 @@
+"""``osmosis serve`` and ``osmosis test``: run and try a remote-rollout agent loop.
+
+- ``osmosis serve -m server:agent_loop``: serve the loop (``/v1/rollout/init`` ...) for a training
+  cluster, with a bearer key (generated and printed unless ``--api-key``; ``--local`` turns
+  auth off).
+- ``osmosis test -m server:agent_loop -d data.jsonl``: run the loop over dataset rows against a
+  model (a LiteLLM id, an OpenAI-compatible URL, or the embedded default) and print rewards;
+  ``--interactive`` steps through every LLM call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import json
+import os
+import secrets
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.markup import escape
+
+from osmosis_ai.cli._output import state
+from osmosis_ai.errors import ConfigError, MissingExtraError
+
+__all__ = ["register"]
+
+ModuleOpt = Annotated[
+    str, typer.Option("--module", "-m", help="The agent loop as module:attr, e.g. server:agent_loop.")
+]
+
+
+def serve_command(
+    module: ModuleOpt,
+    port: Annotated[int, typer.Option("--port", "-p", help="Port to listen on (0: any free port).")] = 9000,
+    host: Annotated[
+        str, typer.Option("--host", "-H", help="Interface to bind. Use 0.0.0.0 to accept "
+                          "connections from other machines (a remote training cluster).")
+    ] = "127.0.0.1",
+    reload: Annotated[bool, typer.Option("--reload", help="Restart when the code changes.")] = False,
+    log: Annotated[
+        Path | None, typer.Option("--log", help="Write one JSONL trace per rollout under DIR/<timestamp>/.")
+    ] = None,
+    local: Annotated[
+        bool, typer.Option("--local", help="Turn authentication off (local development only).")
+    ] = False,
+    api_key: Annotated[
+        str | None, typer.Option("--api-key", help="Key clients must send (default: "
+                                 "$OSMOSIS_ROLLOUT_API_KEY, else a generated one).")
+    ] = None,
+    no_validate: Annotated[
+        bool, typer.Option("--no-validate", help="Skip the agent-loop checks at startup.")
+    ] = False,
+    log_level: Annotated[str, typer.Option("--log-level", help="uvicorn log level.")] = "info",
+) -> None:
+    """Serve an agent loop over the remote-rollout protocol."""
+    from osmosis_ai.rollout.remote import validate_agent_loop
+    from osmosis_ai.rollout.remote._serve import ServeOptions, run_server
+
+    report = validate_agent_loop(module)
+    if not report.ok and not (no_validate and report.name is not None):
+        for line in report.lines():
+            state.err_console.print(escape(line), soft_wrap=True)
+        raise ConfigError(f"agent loop {module} is not valid (see above); fix it or pass --no-validate")
+    key = None if local else (api_key or os.environ.get("OSMOSIS_ROLLOUT_API_KEY") or None)
+    generated = not local and key is None
+    if generated:
+        key = secrets.token_urlsafe(24)
+    out = state.console
+    out.print("Osmosis rollout server starting...")
+    out.print(f"  Agent: {escape(report.name or '?')}")
+    out.print(f"  Tools: {len(report.tools)}" + (f" ({escape(', '.join(report.tools))})" if report.tools else ""))
+    if local:
+        _warn_local(host)
+    else:
+        origin = "generated" if generated else "given"
+        out.print(f"  API key ({origin}): {key}")
+        out.print("  Clients send: Authorization: Bearer <key>")
+    sys.stdout.flush()
+
+    def announce(what: str, value: Any) -> None:
+        label = {"url": "URL", "logs": "Logs"}.get(what, what)
+        out.print(f"  {label}: {escape(str(value))}")
+        sys.stdout.flush()
+
+    opts = ServeOptions(spec=module, host=host, port=port, reload=reload, log_dir=log,
+                        auth=not local, api_key=key, log_level=log_level)
+    run_server(opts, announce=announce)
+
+
+def _warn_local(host: str) -> None:
+    state.warn(
+        "AUTHENTICATION IS OFF (--local): anyone who can reach this server can start rollouts "
+        "and make it call any URL. Use --local only for development on your own machine."
+    )
+    try:
+        loopback = ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = host == "localhost"
+    if not loopback:
+        state.warn(f"--local with --host {host}: the unauthenticated server is reachable from "
+                   "other machines. Bind 127.0.0.1 or drop --local.")
+
+
+def test_command(
+    module: ModuleOpt,
+    dataset: Annotated[Path, typer.Option("--dataset", "-d", help="Dataset (.jsonl, .json, .csv, .parquet).")],
+    limit: Annotated[int | None, typer.Option("--limit", help="Run at most N rows.")] = None,
+    offset: Annotated[int, typer.Option("--offset", help="Skip the first K rows.")] = 0,
+    model: Annotated[
+        str, typer.Option("--model", help="LiteLLM model id (e.g. openai/gpt-4o-mini), an "
+                          "OpenAI-compatible URL (http://host:port/v1), or 'embedded'.")
+    ] = "embedded",
+    max_turns: Annotated[int, typer.Option("--max-turns", help="LLM calls allowed per row.")] = 10,
+    max_tokens_total: Annotated[int, typer.Option("--max-tokens-total", help="Token budget per row.")] = 8192,
+    temperature: Annotated[float | None, typer.Option("--temperature")] = None,
+    max_tokens: Annotated[int | None, typer.Option("--max-tokens", help="Per-call completion limit.")] = None,
+    concurrency: Annotated[int, typer.Option("--concurrency", help="Rows run at once.")] = 4,
+    interactive: Annotated[
+        bool, typer.Option("--interactive", "-i", help="Step through LLM calls: n next, c continue, "
+                           "m messages, t tools, q quit.")
+    ] = False,
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="Write each row's result (with messages) as JSONL.")
+    ] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the results as JSON.")] = False,
+) -> None:
+    """Run an agent loop over a dataset against a model and print the rewards."""
+    from osmosis_ai.data import read_dataset
+    from osmosis_ai.rollout.remote import load_agent_loop
+
+    if interactive and json_out:
+        raise ConfigError("--interactive and --json cannot be combined")
+    if max_turns < 1 or concurrency < 1:
+        raise ConfigError("--max-turns and --concurrency must be at least 1")
+    loop = load_agent_loop(module)
+    rows = read_dataset(dataset, limit=limit, offset=offset)
+    params: dict[str, Any] = {k: v for k, v in {"temperature": temperature, "max_tokens": max_tokens}.items()
+                              if v is not None}
+    from osmosis_ai.cli._remote_test import TestRun
+
+    run = TestRun(loop, model=model, params=params, max_turns=max_turns,
+                  max_tokens_total=max_tokens_total, concurrency=concurrency,
+                  interactive=interactive, json_out=json_out, output=output)
+    summary = asyncio.run(run.run(rows, _open_policy(model)))
+    if json_out:
+        state.emit_json(summary)
+    if summary["summary"]["errored"]:
+        raise typer.Exit(1)
+
+
+@asynccontextmanager
+async def _open_policy(model: str) -> AsyncIterator[Any]:
+    """Serve ``model`` through the policy gateway on 127.0.0.1 (the same path as training)."""
+    try:
+        from osmosis_trainer.engines import create_engine
+        from osmosis_trainer.gateway import PolicyGateway
+    except ImportError as exc:
+        raise MissingExtraError("osmosis test", "litellm", getattr(exc, "name", None) or "osmosis_trainer") from exc
+    engine = create_engine(model)
+    if asyncio.iscoroutine(engine):
+        engine = await engine
+    try:
+        async with PolicyGateway(engine) as gateway:
+            yield gateway
+    finally:
+        await engine.close()
+
+
+def _dump(obj: Any) -> str:
+    return json.dumps(obj, indent=2, ensure_ascii=False, default=str)
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``serve`` and ``test`` to the root app."""
+    app.command("serve")(serve_command)
+    app.command("test")(test_command)
