@@ -1,0 +1,302 @@
+"""HFEngine: transformers generation in process, batching concurrent requests.
+
+Requests are queued to one worker thread. The worker takes every request waiting (up to
+``max_batch_size``, after a short ``batch_wait_ms`` window), renders and left-pads the prompts,
+and runs one KV-cached decoding loop for the whole batch, dropping rows from the batch as they
+finish. Each row keeps the ids it sampled and their processed logprobs (see ``_sampling``).
+Adapter loads go through the same queue, so they happen between batches: no request is ever
+served by a half-loaded adapter.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import copy
+import logging
+import queue
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from osmosis_trainer.engines._chat_template import ChatRenderer
+from osmosis_trainer.engines._hf_adapter import (
+    AdapterLoadFailed,
+    AdapterState,
+    apply_adapter,
+    read_adapter,
+)
+from osmosis_trainer.engines._hf_batch import Row, generate_batch
+from osmosis_trainer.engines._types import (
+    ContextLengthError,
+    EngineError,
+    GenerationRequest,
+    GenerationResult,
+)
+from osmosis_trainer.models import LoadedModel, load_model
+
+__all__ = ["HFEngine"]
+
+logger = logging.getLogger("osmosis")
+
+
+@dataclass
+class _Job:
+    req: GenerationRequest
+    future: concurrent.futures.Future[GenerationResult]
+    queued_at: float = field(default_factory=time.perf_counter)
+
+
+@dataclass
+class _Load:
+    state: AdapterState
+    version: int
+    future: concurrent.futures.Future[None]
+
+
+def _resolve_device(device: str) -> str:
+    if device != "auto":
+        return device
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+class HFEngine:
+    """Generate with a transformers causal LM (CPU or GPU), batching concurrent requests.
+
+    Args:
+        loaded_or_model_path: a :class:`~osmosis_trainer.models.LoadedModel`, ``"embedded"``
+            or a local model folder.
+        device: ``"auto"`` (CUDA when available), ``"cpu"``, ``"cuda"``, ...
+        max_batch_size: most requests decoded together.
+        max_new_tokens: default completion budget when a request sets no ``max_tokens``.
+        batch_wait_ms: how long the worker waits for more requests before starting a batch.
+        copy_model: when given a ``LoadedModel``, generate with a private copy, so a trainer
+            wrapping or updating the same model object never changes what is served between
+            adapter versions. Pass ``False`` to share it (saves memory; you own the consequences).
+        dtype: model dtype when loading from a path (``"auto"``: fp32 on CPU, bf16 on CUDA).
+    """
+
+    provides_token_ids = True
+
+    def __init__(
+        self,
+        loaded_or_model_path: LoadedModel | str | Path,
+        *,
+        device: str = "auto",
+        max_batch_size: int = 32,
+        max_new_tokens: int = 512,
+        batch_wait_ms: float = 10.0,
+        copy_model: bool = True,
+        dtype: str = "auto",
+        seed: int | None = None,
+    ) -> None:
+        import torch
+
+        self.device = _resolve_device(device)
+        model: Any
+        if isinstance(loaded_or_model_path, LoadedModel):
+            loaded = loaded_or_model_path
+            model = copy.deepcopy(loaded.model) if copy_model else loaded.model
+            model.to(self.device)
+        else:
+            loaded = load_model(str(loaded_or_model_path), device=self.device, dtype=dtype)
+            model = loaded.model
+        model.eval()
+        self.name = "hf"
+        self.model_name = loaded.name
+        self.tokenizer = loaded.tokenizer
+        self.renderer = ChatRenderer(self.tokenizer)
+        self.max_batch_size = max_batch_size
+        self.max_new_tokens = max_new_tokens
+        self.batch_wait_s = batch_wait_ms / 1000.0
+        self._model: Any = model
+        self._adapter: AdapterState | None = None
+        self._version = 0
+        self._generator = torch.Generator(self.device)
+        self._generator.manual_seed(seed if seed is not None else torch.seed() % (2**63))
+        self._eos_ids = _eos_ids(model, self.tokenizer)
+        self._context = int(getattr(model.config, "max_position_embeddings", 0) or 0) or None
+        self._queue: queue.Queue[_Job | _Load | None] = queue.Queue()
+        self._worker: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self._closed = False
+        self.stats: dict[str, float] = {"batches": 0, "requests": 0, "tokens": 0}
+
+    @property
+    def policy_version(self) -> int:
+        return self._version
+
+    @property
+    def model(self) -> Any:
+        """The model currently served (a ``PeftModel`` once an adapter is loaded)."""
+        return self._model
+
+    # -- public API ------------------------------------------------------------------------
+
+    async def generate(self, req: GenerationRequest) -> GenerationResult:
+        future: concurrent.futures.Future[GenerationResult] = concurrent.futures.Future()
+        self._submit(_Job(req, future))
+        return await asyncio.wrap_future(future)
+
+    async def load_adapter(self, path: str, version: int) -> None:
+        """Serve the PEFT adapter in folder ``path`` as ``version``, between two batches.
+
+        The first load wraps the engine's own model with peft; later loads with the same
+        adapter config copy the new weights into the existing adapter in place.
+        """
+        state = await asyncio.to_thread(read_adapter, path)
+        future: concurrent.futures.Future[None] = concurrent.futures.Future()
+        self._submit(_Load(state, version, future))
+        await asyncio.wrap_future(future)
+
+    async def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            worker = self._worker
+        if worker is not None:
+            self._queue.put(None)
+            await asyncio.to_thread(worker.join)
+
+    # -- worker ----------------------------------------------------------------------------
+
+    def _submit(self, item: _Job | _Load) -> None:
+        with self._lock:
+            if self._closed:
+                raise EngineError("the HF engine is closed", status_code=503, code="engine_closed")
+            if self._worker is None:
+                self._worker = threading.Thread(
+                    target=self._run, name="osmosis-hf-engine", daemon=True
+                )
+                self._worker.start()
+        self._queue.put(item)
+
+    def _run(self) -> None:
+        import torch
+
+        pending: _Job | _Load | None = None
+        while True:
+            item = pending if pending is not None else self._queue.get()
+            pending = None
+            if item is None:
+                return
+            if isinstance(item, _Load):
+                self._do_load(item)
+                continue
+            batch = [item]
+            deadline = time.monotonic() + self.batch_wait_s
+            while len(batch) < self.max_batch_size:
+                try:
+                    nxt = self._queue.get(timeout=max(0.0, deadline - time.monotonic()))
+                except queue.Empty:
+                    break
+                if isinstance(nxt, _Job):
+                    batch.append(nxt)
+                    continue
+                if nxt is None:
+                    self._queue.put(None)  # shut down after this batch
+                else:
+                    pending = nxt  # an adapter load: after this batch
+                break
+            with torch.inference_mode():
+                self._do_batch(batch)
+
+    def _do_load(self, item: _Load) -> None:
+        if not item.future.set_running_or_notify_cancel():
+            return
+        try:
+            self._model = apply_adapter(self._model, self._adapter, item.state)
+        except AdapterLoadFailed as exc:
+            self._model = exc.model  # the previous adapter, restored
+            item.future.set_exception(
+                EngineError(f"could not load adapter {item.state.path}: {exc}", status_code=503)
+            )
+            return
+        self._adapter = item.state
+        self._version = item.version
+        item.future.set_result(None)
+
+    def _do_batch(self, batch: list[_Job]) -> None:
+        rows: list[Row] = []
+        for job in batch:
+            if not job.future.set_running_or_notify_cancel():
+                continue  # the caller went away
+            try:
+                rows.append(self._make_row(job))
+            except Exception as exc:
+                job.future.set_exception(exc)
+        if not rows:
+            return
+        try:
+            generate_batch(
+                self._model,
+                rows,
+                pad_id=self._pad_id(),
+                eos_ids=self._eos_ids,
+                shared_generator=self._generator,
+                tokenizer=self.tokenizer,
+            )
+        except Exception as exc:
+            logger.exception("HF engine batch of %d failed", len(rows))
+            err = EngineError(f"generation failed: {exc!r}", status_code=503)
+            for row in rows:
+                row.payload.future.set_exception(err)
+            return
+        self.stats["batches"] += 1
+        for row in rows:
+            result = row.result(self.tokenizer, self._served_name(), self._version)
+            self.stats["requests"] += 1
+            self.stats["tokens"] += len(row.out_ids)
+            row.payload.future.set_result(result)
+
+    def _make_row(self, job: _Job) -> Row:
+        req = job.req
+        tools = None if req.tool_choice == "none" else req.tools
+        prompt = self.renderer.encode(req.messages, tools)
+        budget = req.max_tokens or self.max_new_tokens
+        if self._context is not None:
+            room = self._context - len(prompt)
+            if room < 1:
+                raise ContextLengthError(
+                    f"the prompt has {len(prompt)} tokens; {self.model_name} has a context "
+                    f"window of {self._context}. Shorten the conversation."
+                )
+            budget = min(budget, room)
+        return Row(
+            payload=job,
+            prompt_ids=prompt,
+            max_new=budget,
+            temperature=req.temperature,
+            top_p=req.top_p,
+            seed=req.seed,
+            stop=list(req.stop or []),
+            parse_tools=bool(tools),
+            device=self.device,
+        )
+
+    def _pad_id(self) -> int:
+        pad = self.tokenizer.pad_token_id
+        return int(pad if pad is not None else self._eos_ids[0])
+
+    def _served_name(self) -> str:
+        return (
+            self.model_name if self._version == 0 else f"{self.model_name}+policy-v{self._version}"
+        )
+
+
+def _eos_ids(model: Any, tokenizer: Any) -> list[int]:
+    ids: list[int] = []
+    for source in (getattr(model, "generation_config", None), model.config):
+        eos = getattr(source, "eos_token_id", None) if source is not None else None
+        if isinstance(eos, int):
+            ids.append(eos)
+        elif isinstance(eos, list | tuple):
+            ids.extend(int(e) for e in eos)
+    if tokenizer.eos_token_id is not None:
+        ids.append(int(tokenizer.eos_token_id))
+    if not ids:
+        raise EngineError("the model defines no EOS token", status_code=503)
+    return sorted(set(ids))

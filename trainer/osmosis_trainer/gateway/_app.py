@@ -1,0 +1,232 @@
+"""The gateway's FastAPI app: OpenAI-compatible routes, scoped per rollout sample."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+from pydantic import ValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from osmosis_ai.rollout import LLMCall
+from osmosis_trainer.engines import EngineError, GenerationResult
+from osmosis_trainer.gateway._wire import (
+    ChatCompletionRequest,
+    completion_body,
+    error_body,
+    sse_chunks,
+    validation_message,
+)
+
+if TYPE_CHECKING:
+    from osmosis_trainer.gateway._gateway import PolicyGateway
+
+__all__ = ["UNSCOPED_ROLLOUT", "GatewayBusy", "build_app"]
+
+logger = logging.getLogger("osmosis")
+
+UNSCOPED_ROLLOUT = "unscoped"
+_ROLLOUT_HEADER = "x-osmosis-rollout-id"
+_SAMPLE_HEADER = "x-osmosis-sample-id"
+
+
+class GatewayBusy(Exception):
+    """The gateway is swapping weights and the call waited too long."""
+
+
+def _error(
+    status: int,
+    message: str,
+    type_: str,
+    *,
+    param: str | None = None,
+    code: str | None = None,
+    headers: dict[str, str] | None = None,
+) -> JSONResponse:
+    return JSONResponse(
+        error_body(message, type_, param=param, code=code), status_code=status, headers=headers
+    )
+
+
+def _json(body: dict[str, Any]) -> Response:
+    return Response(json.dumps(body, ensure_ascii=False), media_type="application/json")
+
+
+def build_app(gw: PolicyGateway) -> FastAPI:
+    """Create the app serving ``gw``: chat completions and models, unscoped and scoped."""
+    app = FastAPI(title="osmosis policy gateway", docs_url=None, redoc_url=None, openapi_url=None)
+    _install_error_handlers(app)
+
+    async def chat_scoped(request: Request, rollout_id: str, sample_id: str) -> Response:
+        return await _chat(gw, request, rollout_id, sample_id)
+
+    async def chat_unscoped(request: Request) -> Response:
+        rid = request.headers.get(_ROLLOUT_HEADER) or UNSCOPED_ROLLOUT
+        sid = request.headers.get(_SAMPLE_HEADER) or "main"
+        return await _chat(gw, request, rid, sid)
+
+    async def models(request: Request) -> Response:
+        if (denied := _check_auth(gw, request)) is not None:
+            return denied
+        now = int(time.time())
+        names = [gw.model_name, gw.policy_name]
+        return _json(
+            {
+                "object": "list",
+                "data": [
+                    {"id": n, "object": "model", "created": now, "owned_by": "osmosis"}
+                    for n in names
+                ],
+            }
+        )
+
+    async def health() -> Response:
+        return _json({"status": "ok", "policy_version": gw.engine.policy_version})
+
+    scoped = "/rollouts/{rollout_id}/samples/{sample_id}/v1"
+    app.add_api_route("/v1/chat/completions", chat_unscoped, methods=["POST"])
+    app.add_api_route(f"{scoped}/chat/completions", chat_scoped, methods=["POST"])
+    app.add_api_route("/v1/models", models, methods=["GET"])
+    app.add_api_route(f"{scoped}/models", models, methods=["GET"])
+    app.add_api_route("/health", health, methods=["GET"])
+    return app
+
+
+def _install_error_handlers(app: FastAPI) -> None:
+    async def http_error(_req: Request, exc: Exception) -> Response:
+        assert isinstance(exc, StarletteHTTPException)
+        kind = "not_found_error" if exc.status_code == 404 else "invalid_request_error"
+        headers = dict(exc.headers) if exc.headers else None
+        return _error(exc.status_code, str(exc.detail), kind, headers=headers)
+
+    async def validation_error(_req: Request, exc: Exception) -> Response:
+        assert isinstance(exc, RequestValidationError)
+        err = exc.errors()[0] if exc.errors() else {}
+        loc = ".".join(str(p) for p in err.get("loc", ()))
+        return _error(
+            400, f"{loc}: {err.get('msg', 'invalid')}", "invalid_request_error", param=loc
+        )
+
+    async def unexpected(_req: Request, exc: Exception) -> Response:
+        logger.exception("gateway route failed", exc_info=exc)
+        return _error(500, f"internal gateway error: {exc!r}", "server_error")
+
+    app.add_exception_handler(StarletteHTTPException, http_error)
+    app.add_exception_handler(RequestValidationError, validation_error)
+    app.add_exception_handler(Exception, unexpected)
+
+
+def _check_auth(gw: PolicyGateway, request: Request) -> Response | None:
+    if gw.api_key is None:
+        return None
+    auth = request.headers.get("authorization", "")
+    if auth != f"Bearer {gw.api_key}":
+        return _error(
+            401,
+            "missing or wrong API key: send 'Authorization: Bearer <key>'",
+            "authentication_error",
+            code="invalid_api_key",
+        )
+    return None
+
+
+async def _parse(request: Request) -> ChatCompletionRequest | Response:
+    raw = await request.body()
+    try:
+        data = json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        return _error(400, f"request body is not valid JSON: {exc}", "invalid_request_error")
+    if not isinstance(data, dict):
+        return _error(400, "request body must be a JSON object", "invalid_request_error")
+    try:
+        return ChatCompletionRequest.model_validate(data)
+    except ValidationError as exc:
+        message, param = validation_message(exc)
+        return _error(400, message, "invalid_request_error", param=param)
+
+
+async def _chat(gw: PolicyGateway, request: Request, rollout_id: str, sample_id: str) -> Response:
+    if (denied := _check_auth(gw, request)) is not None:
+        return denied
+    parsed = await _parse(request)
+    if isinstance(parsed, Response):
+        return parsed
+    messages = [m.model_dump(exclude_none=True) for m in parsed.messages]
+    gen = gw.generation_request(parsed, messages)
+    started, t0 = time.time(), time.perf_counter()
+    try:
+        await gw.admit()
+    except GatewayBusy:
+        return _error(
+            429,
+            "the policy is being updated; retry shortly",
+            "rate_limit_error",
+            code="policy_swapping",
+            headers={"Retry-After": str(gw.retry_after_s)},
+        )
+    try:
+        result = await gw.engine.generate(gen)
+    except EngineError as exc:
+        gw.stats["engine_errors"] += 1
+        kind = "invalid_request_error" if exc.status_code < 500 else "server_error"
+        return _error(exc.status_code, str(exc), kind, code=exc.code)
+    except Exception as exc:  # the engine failed: answer 502, never 500
+        gw.stats["engine_errors"] += 1
+        logger.exception("policy engine %s failed", gw.engine.name)
+        return _error(502, f"policy engine failed: {exc!r}", "server_error", code="engine_error")
+    finally:
+        gw.release()
+    call_id = f"chatcmpl-{uuid.uuid4().hex}"
+    gw.record(_record(call_id, rollout_id, sample_id, messages, parsed, result, gw, started, t0))
+    model, created = gw.model_name, int(started)
+    token_ids = bool(parsed.return_token_ids)
+    if parsed.stream:
+        include_usage = bool(parsed.stream_options and parsed.stream_options.include_usage)
+        chunks = sse_chunks(
+            call_id, created, model, result, include_usage=include_usage, token_ids=token_ids
+        )
+        return StreamingResponse(chunks, media_type="text/event-stream")
+    return _json(
+        completion_body(
+            call_id, created, model, result, logprobs=bool(parsed.logprobs), token_ids=token_ids
+        )
+    )
+
+
+def _record(
+    call_id: str,
+    rollout_id: str,
+    sample_id: str,
+    messages: list[dict[str, Any]],
+    parsed: ChatCompletionRequest,
+    result: GenerationResult,
+    gw: PolicyGateway,
+    started: float,
+    t0: float,
+) -> LLMCall:
+    version = result.policy_version
+    return LLMCall(
+        call_id=call_id,
+        rollout_id=rollout_id,
+        sample_id=sample_id,
+        request_messages=messages,
+        tools=parsed.tools,
+        response_message=result.message,
+        finish_reason=result.finish_reason,
+        tool_calls=result.tool_calls,
+        prompt_token_ids=result.prompt_token_ids,
+        completion_token_ids=result.completion_token_ids,
+        logprobs=result.logprobs,
+        model=result.model or gw.model_name,
+        policy_version=version if version is not None else gw.engine.policy_version,
+        latency_ms=(time.perf_counter() - t0) * 1000.0,
+        started_at=started,
+        prompt_tokens=result.prompt_tokens,
+        completion_tokens=result.completion_tokens,
+    )

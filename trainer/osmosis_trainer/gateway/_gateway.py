@@ -1,0 +1,320 @@
+"""PolicyGateway: the OpenAI-compatible policy endpoint that records every call's tokens."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+import time
+from collections import Counter
+from collections.abc import Coroutine, Generator, Sequence
+from typing import Any, TypeVar
+
+from fastapi import APIRouter
+from pydantic import BaseModel, ConfigDict, Field
+
+from osmosis_ai.rollout import LLMCall, Message, PolicyRoute
+from osmosis_trainer.engines import GenerationRequest, InferenceEngine
+from osmosis_trainer.gateway._app import UNSCOPED_ROLLOUT, GatewayBusy, build_app
+from osmosis_trainer.gateway._store import CallStore
+from osmosis_trainer.gateway._wire import ChatCompletionRequest
+
+__all__ = ["GatewaySampling", "PolicyGateway"]
+
+logger = logging.getLogger("osmosis")
+T = TypeVar("T")
+
+
+class GatewaySampling(BaseModel):
+    """Sampling settings the gateway enforces, whatever the agent framework sends.
+
+    A field set to ``None`` lets the client's value through.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    temperature: float | None = Field(default=1.0, ge=0.0, le=2.0)
+    """Replaces the client's temperature (1.0: sample from the policy itself)."""
+    top_p: float | None = Field(default=1.0, gt=0.0, le=1.0)
+    """Replaces the client's top_p."""
+    max_tokens: int | None = Field(default=None, ge=1)
+    """Caps the client's max_tokens / max_completion_tokens (used when the client sends none)."""
+
+
+def _quiet_server(config: Any) -> Any:
+    """A uvicorn server that leaves the process's signal handlers alone."""
+    import uvicorn
+
+    class _Server(uvicorn.Server):
+        @contextlib.contextmanager
+        def capture_signals(self) -> Generator[None, None, None]:
+            yield
+
+    return _Server(config)
+
+
+class PolicyGateway:
+    """Serve ``engine`` as an OpenAI-compatible endpoint and record every call per sample.
+
+    Routes: ``POST /v1/chat/completions`` and ``GET /v1/models``, the same under
+    ``/rollouts/{rollout_id}/samples/{sample_id}/v1`` (calls recorded against that sample; the
+    unscoped route records under the ``x-osmosis-rollout-id`` / ``x-osmosis-sample-id`` headers,
+    or rollout ``"unscoped"``), and ``GET /health``. Implements
+    :class:`~osmosis_ai.rollout.PolicyEndpoint`.
+
+    Use ``async with PolicyGateway(engine) as gw:`` inside an event loop (uvicorn runs as a task
+    of that loop), or ``with PolicyGateway(engine) as gw:`` from synchronous code (served by a
+    background thread with its own loop).
+
+    Args:
+        engine: the inference engine.
+        sampling: enforced sampling settings; ``None`` passes the clients' values through.
+        host: interface to bind (loopback by default).
+        port: port to bind; 0 picks a free one (read it from :attr:`url`).
+        api_key: when set, requests must send ``Authorization: Bearer <api_key>``.
+        policy_name: the placeholder model name; replies name ``{policy_name}@v{version}``.
+        swap_wait_s: how long a call waits for a weight swap before it gets 429.
+        retry_after_s: the ``Retry-After`` value sent with 429.
+        extra_routers: more routers mounted on the app (e.g. remote-rollout callbacks).
+    """
+
+    def __init__(
+        self,
+        engine: InferenceEngine,
+        *,
+        sampling: GatewaySampling | None = None,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        api_key: str | None = None,
+        policy_name: str = "osmosis-policy",
+        swap_wait_s: float = 30.0,
+        retry_after_s: int = 1,
+        extra_routers: Sequence[APIRouter] = (),
+    ) -> None:
+        self.engine = engine
+        self.sampling = sampling
+        self.host = host
+        self.port = port
+        self.api_key = api_key
+        self.policy_name = policy_name
+        self.swap_wait_s = swap_wait_s
+        self.retry_after_s = retry_after_s
+        self.store = CallStore()
+        self.stats: Counter[str] = Counter()
+        self.app = build_app(self)
+        for router in extra_routers:
+            self.app.include_router(router)
+        self._server: Any = None
+        self._task: asyncio.Task[None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._in_flight = 0
+        self._paused = False
+        self._resumed: asyncio.Event | None = None
+        self._idle: asyncio.Event | None = None
+        self._swap_lock: asyncio.Lock | None = None
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    @property
+    def url(self) -> str:
+        """``http://host:port`` of the running gateway."""
+        if self._server is None:
+            raise RuntimeError("the gateway is not running; use 'async with PolicyGateway(...)'")
+        return f"http://{self.host}:{self.port}"
+
+    @property
+    def model_name(self) -> str:
+        """The served model name: the placeholder tagged with the current policy version."""
+        return f"{self.policy_name}@v{self.engine.policy_version}"
+
+    async def start(self) -> None:
+        """Bind and serve in the running event loop (a task); returns once listening."""
+        import uvicorn
+
+        if self._server is not None:
+            raise RuntimeError("the gateway is already running")
+        self._loop = asyncio.get_running_loop()
+        self._resumed, self._idle, self._swap_lock = (
+            asyncio.Event(),
+            asyncio.Event(),
+            asyncio.Lock(),
+        )
+        self._resumed.set()
+        self._idle.set()
+        config = uvicorn.Config(
+            self.app,
+            host=self.host,
+            port=self.port,
+            log_level="warning",
+            access_log=False,
+            lifespan="off",
+            timeout_graceful_shutdown=2,
+        )
+        server = _quiet_server(config)
+        self._task = asyncio.create_task(server.serve(), name="osmosis-gateway")
+        while not server.started:
+            if self._task.done():
+                exc = self._task.exception()
+                raise RuntimeError(f"the gateway could not bind {self.host}:{self.port}: {exc!r}")
+            await asyncio.sleep(0.005)
+        self.port = server.servers[0].sockets[0].getsockname()[1]
+        self._server = server
+        logger.info("policy gateway listening on %s", self.url)
+
+    async def stop(self) -> None:
+        """Stop serving (in-flight calls get a short grace period)."""
+        server, task = self._server, self._task
+        if server is None or task is None:
+            return
+        server.should_exit = True
+        try:
+            await asyncio.wait_for(asyncio.shield(task), timeout=5)
+        except TimeoutError:
+            server.force_exit = True
+            await task
+        self._server = None
+        self._task = None
+
+    async def __aenter__(self) -> PolicyGateway:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    def start_in_thread(self, timeout_s: float = 30.0) -> PolicyGateway:
+        """Serve from a background thread with its own event loop (for synchronous callers)."""
+        loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(
+            target=loop.run_forever, name="osmosis-gateway", daemon=True
+        )
+        self._thread.start()
+        asyncio.run_coroutine_threadsafe(self.start(), loop).result(timeout_s)
+        return self
+
+    def stop_thread(self) -> None:
+        """Stop a gateway started with :meth:`start_in_thread`."""
+        loop, thread = self._loop, self._thread
+        if loop is None or thread is None:
+            return
+        asyncio.run_coroutine_threadsafe(self.stop(), loop).result(30)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(10)
+        loop.close()
+        self._thread = None
+
+    def __enter__(self) -> PolicyGateway:
+        return self.start_in_thread()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop_thread()
+
+    async def _in_loop(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run ``coro`` on the gateway's loop (callers may live on another loop or thread)."""
+        loop = self._loop
+        if loop is None or loop is asyncio.get_running_loop():
+            return await coro
+        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, loop))
+
+    # -- PolicyEndpoint ----------------------------------------------------------------------
+
+    def route(self, rollout_id: str, sample_id: str) -> PolicyRoute:
+        """The base URL (ending in ``/v1``) whose calls are recorded against this sample."""
+        return PolicyRoute(
+            base_url=f"{self.url}/rollouts/{rollout_id}/samples/{sample_id}/v1",
+            api_key=self.api_key or "osmosis",
+            model=self.policy_name,
+        )
+
+    async def collect(self, rollout_id: str) -> dict[str, list[LLMCall]]:
+        """Return and forget the calls of ``rollout_id`` by sample id, in start order.
+
+        Calls of that rollout that finish later are dropped (counted in
+        ``store.late_dropped``), except for the shared ``"unscoped"`` rollout.
+        """
+        return self.store.pop(rollout_id, forget=rollout_id != UNSCOPED_ROLLOUT)
+
+    # -- weights -----------------------------------------------------------------------------
+
+    async def swap_adapter(self, path: str, version: int) -> None:
+        """Load a new adapter: hold new calls, drain in-flight ones, load, resume.
+
+        Calls arriving meanwhile wait up to ``swap_wait_s`` and then get 429 with
+        ``Retry-After``; no call is served while the engine loads weights.
+        """
+        await self._in_loop(self._swap(path, version))
+
+    async def _swap(self, path: str, version: int) -> None:
+        assert self._swap_lock is not None and self._resumed and self._idle
+        async with self._swap_lock:
+            t0 = time.perf_counter()
+            self._paused = True
+            self._resumed.clear()
+            try:
+                await self._idle.wait()
+                await self.engine.load_adapter(path, version)
+            finally:
+                self._paused = False
+                self._resumed.set()
+            self.stats["swaps"] += 1
+            logger.info(
+                "policy v%d loaded from %s in %.0f ms",
+                version,
+                path,
+                (time.perf_counter() - t0) * 1e3,
+            )
+
+    # -- used by the routes ------------------------------------------------------------------
+
+    def generation_request(
+        self, req: ChatCompletionRequest, messages: list[Message]
+    ) -> GenerationRequest:
+        """Turn a client request into an engine request, enforcing the run's sampling."""
+        s = self.sampling
+        temperature = req.temperature if req.temperature is not None else 1.0
+        top_p = req.top_p if req.top_p is not None else 1.0
+        max_tokens = req.max_completion_tokens or req.max_tokens
+        if s is not None:
+            temperature = s.temperature if s.temperature is not None else temperature
+            top_p = s.top_p if s.top_p is not None else top_p
+            if s.max_tokens is not None:
+                max_tokens = min(max_tokens or s.max_tokens, s.max_tokens)
+        stop = [req.stop] if isinstance(req.stop, str) else req.stop
+        return GenerationRequest(
+            messages=messages,
+            tools=req.tools or None,
+            tool_choice=req.tool_choice,
+            temperature=temperature,
+            top_p=top_p,
+            max_tokens=max_tokens,
+            stop=stop or None,
+            seed=req.seed,
+        )
+
+    async def admit(self) -> None:
+        """Wait while a swap is in progress (bounded); then count the call as in flight."""
+        assert self._resumed is not None and self._idle is not None
+        if self._paused:
+            self.stats["waited_for_swap"] += 1
+            try:
+                await asyncio.wait_for(self._resumed.wait(), timeout=self.swap_wait_s)
+            except TimeoutError:
+                self.stats["rejected_during_swap"] += 1
+                raise GatewayBusy() from None
+            if self._paused:  # another swap started right away
+                self.stats["rejected_during_swap"] += 1
+                raise GatewayBusy()
+        self._in_flight += 1
+        self._idle.clear()
+
+    def release(self) -> None:
+        assert self._idle is not None
+        self._in_flight -= 1
+        if self._in_flight == 0:
+            self._idle.set()
+
+    def record(self, call: LLMCall) -> None:
+        if self.store.add(call):
+            self.stats["calls"] += 1
