@@ -6,7 +6,11 @@ A rollout is one :class:`AgentWorkflow` (produces samples for a dataset row) plu
 
 from __future__ import annotations
 
+from osmosis_ai.rollout._backends import LocalBackend, ProcessBackend
+from osmosis_ai.rollout._discovery import Entrypoint, load_entrypoint
 from osmosis_ai.rollout._grader import Grader, GraderContext
+from osmosis_ai.rollout._outcome import RolloutGroup, RolloutOutcome, classify_exception
+from osmosis_ai.rollout._runner import RolloutRunner
 from osmosis_ai.rollout._scope import (
     DEFAULT_SAMPLE_ID,
     PolicyEndpoint,
@@ -68,14 +72,20 @@ __all__ = [
     "BaseConfig",
     "ChatResult",
     "ConcurrencyConfig",
+    "Entrypoint",
     "ErrorCategory",
     "Grader",
     "GraderConfig",
     "GraderContext",
     "LLMCall",
+    "LocalBackend",
     "Message",
     "PolicyEndpoint",
     "PolicyRoute",
+    "ProcessBackend",
+    "RolloutGroup",
+    "RolloutOutcome",
+    "RolloutRunner",
     "RolloutSample",
     "RolloutScope",
     "SampleError",
@@ -83,7 +93,9 @@ __all__ = [
     "SampleStatus",
     "ToolCall",
     "WorkflowResult",
+    "classify_exception",
     "current_rollout",
     "get_rollout_scope",
+    "load_entrypoint",
     "rollout_scope",
 ]
