@@ -1,0 +1,174 @@
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+import torch
+
+from osmosis_ai.errors import TrainingError
+from osmosis_trainer.grpo import ISMode
+from osmosis_trainer.loop import (
+    NonFiniteLossError,
+    TrainSequence,
+    UpdateSettings,
+    adapter_disabled,
+    attach_lora,
+    build_optimizer,
+    lora_parameters,
+    policy_update,
+    token_logprobs,
+)
+from osmosis_trainer.models import load_model
+
+
+def _policy(model_dir: Path, seed: int = 0) -> torch.nn.Module:
+    lm = load_model(str(model_dir))
+    return attach_lora(lm.model, r=4, alpha=8, dropout=0.0, target_modules="all-linear", seed=seed)
+
+
+def _sequences(model: torch.nn.Module, n: int = 6, seed: int = 0) -> list[TrainSequence]:
+    """Random sequences whose sampler logprobs equal the model's own (an on-policy batch)."""
+    g = torch.Generator().manual_seed(seed)
+    seqs = []
+    for i in range(n):
+        ids = torch.randint(3, 300, (12 + 3 * i,), generator=g).tolist()
+        mask = [0] * 6 + [1] * (len(ids) - 6)
+        seqs.append(TrainSequence(ids, mask, [0.0] * len(ids), advantage=(-1.0) ** i))
+    with torch.no_grad():
+        for s in seqs:
+            m = torch.tensor([s.loss_mask[1:]], dtype=torch.bool)
+            lp, _ = token_logprobs(model, torch.tensor([s.token_ids]), m)
+            s.sampler_logprobs = [0.0, *lp[0].tolist()]
+    return seqs
+
+
+def _snapshot(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    return {n: p.detach().clone() for n, p in model.named_parameters()}
+
+
+def test_one_step_changes_only_lora_parameters(tiny_model_dir: Path) -> None:
+    model = _policy(tiny_model_dir)
+    before = _snapshot(model)
+    opt = build_optimizer(model, lr=1e-2)
+    stats = policy_update(model, opt, _sequences(model), UpdateSettings(micro_batch_tokens=40))
+    assert stats.micro_batches > 1 and stats.tokens > 0 and stats.grad_norm > 0
+    changed = {n for n, p in model.named_parameters() if not torch.equal(before[n], p)}
+    lora_b = {n for n, _ in lora_parameters(model) if "lora_B" in n}
+    assert lora_b, "the model has no LoRA B matrices"
+    # B starts at zero, so on the first step only B gets gradient (A's gradient is B^T·... = 0).
+    assert lora_b <= changed, f"LoRA B matrices that did not change: {sorted(lora_b - changed)}"
+    not_lora = sorted(n for n in changed if "lora_" not in n)
+    assert not not_lora, f"base parameters changed: {not_lora}"
+    # The second step moves the A matrices too.
+    policy_update(model, opt, _sequences(model, seed=1), UpdateSettings())
+    lora_a = {n for n, _ in lora_parameters(model) if "lora_A" in n}
+    assert all(not torch.equal(before[n], dict(model.named_parameters())[n]) for n in lora_a)
+
+
+@pytest.mark.parametrize("loss_type", ["dapo", "grpo", "dr_grpo"])
+def test_micro_batching_gives_the_full_batch_gradient(tiny_model_dir: Path, loss_type: str) -> None:
+    results = []
+    for budget in (10_000, 30):
+        model = _policy(tiny_model_dir)
+        # One SGD step with lr=1 moves each parameter by exactly its gradient.
+        opt = torch.optim.SGD([p for _, p in lora_parameters(model)], lr=1.0)
+        settings = UpdateSettings(loss_type=loss_type, micro_batch_tokens=budget)  # type: ignore[arg-type]
+        stats = policy_update(model, opt, _sequences(model), settings)
+        results.append((stats.micro_batches, {n: p.detach().clone() for n, p in lora_parameters(model)}))
+    (n_full, full), (n_micro, micro) = results
+    assert n_full == 1 and n_micro > 2
+    for name in full:
+        torch.testing.assert_close(full[name], micro[name], rtol=1e-4, atol=1e-6)
+
+
+def _grads_after(model: torch.nn.Module, seqs: list[TrainSequence], settings: UpdateSettings) -> dict[str, torch.Tensor]:
+    opt = torch.optim.SGD([p for _, p in lora_parameters(model)], lr=1.0)
+    before = {n: p.detach().clone() for n, p in lora_parameters(model)}
+    policy_update(model, opt, seqs, settings)
+    return {n: before[n] - p.detach() for n, p in lora_parameters(model)}
+
+
+def test_importance_sampling_with_shifted_sampler_logprobs(tiny_model_dir: Path) -> None:
+    """Sampler logprobs shifted by -log 10 give w = 10 per token: truncated to clip_max, or
+    masked to zero; unshifted ones give w = 1."""
+
+    def settings(mode: ISMode, clip_max: float = 2.0) -> UpdateSettings:
+        return UpdateSettings(
+            micro_batch_tokens=10_000, max_grad_norm=None, is_mode=mode, is_clip_max=clip_max
+        )
+
+    model = _policy(tiny_model_dir)
+    seqs = _sequences(model)
+    ref = _grads_after(model, seqs, settings("token_truncate"))
+
+    shifted = _sequences(_policy(tiny_model_dir))
+    for s in shifted:
+        s.sampler_logprobs = [lp - math.log(10.0) if m else 0.0 for lp, m in zip(s.sampler_logprobs, s.loss_mask, strict=True)]
+    model = _policy(tiny_model_dir)
+    opt = torch.optim.SGD([p for _, p in lora_parameters(model)], lr=0.0)
+    stats = policy_update(model, opt, shifted, settings("token_truncate"))
+    assert stats.is_ratio_mean == pytest.approx(10.0, rel=1e-4)
+    assert stats.is_clipped_frac == 1.0
+    assert stats.mismatch_kl == pytest.approx(0.1 + math.log(10.0) - 1.0, rel=1e-4)
+
+    truncated = _grads_after(_policy(tiny_model_dir), shifted, settings("token_truncate"))
+    for name, g in ref.items():
+        torch.testing.assert_close(truncated[name], 2.0 * g, rtol=1e-4, atol=1e-7)
+
+    masked = _grads_after(_policy(tiny_model_dir), shifted, settings("token_mask"))
+    assert all(float(g.abs().max()) == 0.0 for g in masked.values())
+    assert any(float(g.abs().max()) > 0.0 for g in ref.values())
+
+
+def test_kl_is_zero_at_start_and_uses_the_base_model(tiny_model_dir: Path) -> None:
+    model = _policy(tiny_model_dir)
+    opt = build_optimizer(model, lr=5e-2)
+    settings = UpdateSettings(kl_beta=0.1)
+    first = policy_update(model, opt, _sequences(model), settings)
+    assert first.kl == pytest.approx(0.0, abs=1e-9)  # LoRA B = 0: policy == base model
+    for _ in range(2):
+        policy_update(model, opt, _sequences(model), settings)
+    later = policy_update(model, opt, _sequences(model), settings)
+    assert later.kl > 0.0
+    ids = torch.tensor([_sequences(model)[0].token_ids])
+    mask = torch.ones(1, ids.shape[1] - 1, dtype=torch.bool)
+    with torch.no_grad():
+        policy_lp, _ = token_logprobs(model, ids, mask)
+        with adapter_disabled(model):
+            base_lp, _ = token_logprobs(model, ids, mask)
+        plain = load_model(str(tiny_model_dir)).model
+        plain_lp, _ = token_logprobs(plain, ids, mask)
+    torch.testing.assert_close(base_lp, plain_lp)
+    assert not torch.allclose(policy_lp, base_lp)
+
+
+def test_token_logprobs_match_a_full_forward(tiny_model_dir: Path) -> None:
+    model = _policy(tiny_model_dir)
+    ids = torch.tensor([[5, 9, 30, 41, 7, 8], [3, 4, 5, 6, 1, 1]])
+    mask = torch.tensor([[0, 1, 1, 1, 1], [1, 1, 1, 0, 0]], dtype=torch.bool)
+    with torch.no_grad():
+        lp, ent = token_logprobs(model, ids, mask, temperature=0.7, with_entropy=True)
+        full = torch.log_softmax(model(input_ids=ids).logits[:, :-1].float() / 0.7, -1)
+        want = full.gather(-1, ids[:, 1:, None]).squeeze(-1) * mask
+    torch.testing.assert_close(lp, want, rtol=1e-5, atol=1e-5)
+    assert ent is not None and bool((ent[mask] > 0).all()) and bool((ent[~mask] == 0).all())
+
+
+def test_nan_loss_is_refused_and_parameters_are_kept(tiny_model_dir: Path) -> None:
+    model = _policy(tiny_model_dir)
+    opt = build_optimizer(model, lr=1e-2)
+    seqs = _sequences(model)
+    seqs[0].advantage = float("nan")
+    before = _snapshot(model)
+    with pytest.raises(NonFiniteLossError, match="not applied"):
+        policy_update(model, opt, seqs, UpdateSettings(micro_batch_tokens=30))
+    assert all(torch.equal(before[n], p) for n, p in model.named_parameters())
+    assert all(p.grad is None for _, p in lora_parameters(model))
+
+
+def test_all_zero_mask_is_an_error(tiny_model_dir: Path) -> None:
+    model = _policy(tiny_model_dir)
+    seqs = [TrainSequence([1, 2, 3, 4], [0, 0, 0, 0], [0.0] * 4, advantage=1.0)]
+    with pytest.raises(TrainingError, match="selects no token"):
+        policy_update(model, build_optimizer(model, lr=1e-3), seqs, UpdateSettings())

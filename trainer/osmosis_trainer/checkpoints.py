@@ -1,0 +1,214 @@
+"""Training checkpoints: a PEFT adapter plus everything needed to resume, written atomically.
+
+Layout of one checkpoint (``<run>/checkpoints/step_000020/``)::
+
+    adapter/                 adapter_config.json + adapter_model.safetensors (standard PEFT:
+                             PeftModel.from_pretrained(base, path) and vLLM --lora-modules load it)
+    trainer_state.pt         optimizer, scheduler, RNG states, data position
+    checkpoint.json          step, policy version, data position, metrics of that step, time
+
+A checkpoint is written into a hidden temporary folder and renamed into place, then the
+``latest`` pointer file is replaced: a crash never leaves a half-written checkpoint behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from osmosis_ai.errors import TrainingError
+
+__all__ = [
+    "CheckpointState",
+    "DataPosition",
+    "capture_rng",
+    "latest_checkpoint",
+    "list_checkpoints",
+    "load_checkpoint",
+    "restore_rng",
+    "save_adapter",
+    "save_checkpoint",
+]
+
+_LATEST = "latest"
+_STATE = "trainer_state.pt"
+_META = "checkpoint.json"
+
+
+@dataclass(frozen=True)
+class DataPosition:
+    """Where the data cursor stands: ``epoch`` and the next row within that epoch's order."""
+
+    epoch: int = 0
+    offset: int = 0
+
+    def as_dict(self) -> dict[str, int]:
+        return {"epoch": self.epoch, "offset": self.offset}
+
+
+@dataclass
+class CheckpointState:
+    """What :func:`load_checkpoint` returns (the adapter is loaded separately into the model)."""
+
+    path: Path
+    step: int
+    data: DataPosition
+    optimizer: dict[str, Any]
+    scheduler: dict[str, Any]
+    rng: dict[str, Any]
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def adapter_dir(self) -> Path:
+        return self.path / "adapter"
+
+
+def capture_rng() -> dict[str, Any]:
+    """The states of Python's, NumPy's and torch's (CPU and CUDA) random generators."""
+    state: dict[str, Any] = {"python": random.getstate(), "torch": torch.get_rng_state()}
+    try:
+        import numpy as np
+
+        state["numpy"] = np.random.get_state()
+    except ImportError:  # pragma: no cover - numpy ships with the trainer extra
+        pass
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def restore_rng(state: dict[str, Any]) -> None:
+    """Restore what :func:`capture_rng` captured."""
+    random.setstate(state["python"])
+    torch.set_rng_state(state["torch"])
+    if "numpy" in state:
+        import numpy as np
+
+        np.random.set_state(state["numpy"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def _fsync_tree(root: Path) -> None:
+    for path in sorted(root.rglob("*")):
+        if path.is_file():
+            with open(path, "rb") as fh:
+                os.fsync(fh.fileno())
+
+
+def _write_text_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "w") as fh:
+        fh.write(text)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def save_adapter(model: Any, directory: Path) -> Path:
+    """Save the model's LoRA adapter in standard PEFT format into ``directory`` atomically."""
+    directory = Path(directory)
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    tmp = directory.with_name(f".{directory.name}.{os.getpid()}.tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    model.save_pretrained(str(tmp), safe_serialization=True)
+    _fsync_tree(tmp)
+    if directory.exists():
+        shutil.rmtree(directory)
+    os.replace(tmp, directory)
+    return directory
+
+
+def save_checkpoint(
+    checkpoints_dir: Path,
+    *,
+    step: int,
+    model: Any,
+    optimizer: torch.optim.Optimizer,
+    scheduler: Any,
+    data: DataPosition,
+    meta: dict[str, Any] | None = None,
+) -> Path:
+    """Write checkpoint ``step_<step>`` under ``checkpoints_dir`` and point ``latest`` at it."""
+    checkpoints_dir = Path(checkpoints_dir)
+    checkpoints_dir.mkdir(parents=True, exist_ok=True)
+    final = checkpoints_dir / f"step_{step:06d}"
+    tmp = checkpoints_dir / f".step_{step:06d}.{os.getpid()}.tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    model.save_pretrained(str(tmp / "adapter"), safe_serialization=True)
+    torch.save(
+        {
+            "step": step,
+            "data": data.as_dict(),
+            "optimizer": optimizer.state_dict(),
+            "scheduler": scheduler.state_dict(),
+            "rng": capture_rng(),
+        },
+        tmp / _STATE,
+    )
+    info = {"step": step, "data": data.as_dict(), "saved_at": time.time(), **(meta or {})}
+    (tmp / _META).write_text(json.dumps(info, indent=2, default=str))
+    _fsync_tree(tmp)
+    if final.exists():
+        shutil.rmtree(final)
+    os.replace(tmp, final)
+    _write_text_atomic(checkpoints_dir / _LATEST, final.name + "\n")
+    return final
+
+
+def list_checkpoints(checkpoints_dir: Path) -> list[Path]:
+    """Complete checkpoints under ``checkpoints_dir``, oldest first."""
+    root = Path(checkpoints_dir)
+    if not root.is_dir():
+        return []
+    found = [
+        p for p in root.iterdir()
+        if p.is_dir() and p.name.startswith("step_") and (p / _STATE).exists()
+    ]
+    return sorted(found, key=lambda p: p.name)
+
+
+def latest_checkpoint(checkpoints_dir: Path) -> Path | None:
+    """The checkpoint named by ``latest`` (or the newest complete one), or ``None``."""
+    root = Path(checkpoints_dir)
+    pointer = root / _LATEST
+    if pointer.exists():
+        candidate = root / pointer.read_text().strip()
+        if (candidate / _STATE).exists():
+            return candidate
+    found = list_checkpoints(root)
+    return found[-1] if found else None
+
+
+def load_checkpoint(path: Path) -> CheckpointState:
+    """Read a checkpoint folder written by :func:`save_checkpoint`."""
+    path = Path(path)
+    state_file = path / _STATE
+    if not state_file.exists():
+        raise TrainingError(
+            f"{path} is not a complete checkpoint ({_STATE} is missing); pick another one under "
+            f"{path.parent}"
+        )
+    # The file holds RNG states and optimizer tensors we wrote ourselves (not a model from the
+    # internet), so full unpickling is fine here.
+    raw = torch.load(state_file, map_location="cpu", weights_only=False)
+    meta_file = path / _META
+    meta = json.loads(meta_file.read_text()) if meta_file.exists() else {}
+    return CheckpointState(
+        path=path,
+        step=int(raw["step"]),
+        data=DataPosition(**raw["data"]),
+        optimizer=raw["optimizer"],
+        scheduler=raw["scheduler"],
+        rng=raw["rng"],
+        meta=meta,
+    )

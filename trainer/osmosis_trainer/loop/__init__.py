@@ -1,0 +1,68 @@
+"""The GRPO training loop: orchestration over :mod:`osmosis_trainer.grpo`."""
+
+from __future__ import annotations
+
+from osmosis_trainer.loop._batch import MicroBatch, TrainSequence, collate, plan_micro_batches
+from osmosis_trainer.loop._data import DataCursor, plan_steps
+from osmosis_trainer.loop._metrics import MetricsWriter, read_metrics
+from osmosis_trainer.loop._optim import build_optimizer, build_scheduler, lr_factor
+from osmosis_trainer.loop._policy import (
+    adapter_disabled,
+    attach_lora,
+    load_adapter_weights,
+    lora_parameters,
+    token_logprobs,
+)
+from osmosis_trainer.loop._rollouts import (
+    GradedSample,
+    RolloutSource,
+    SequenceData,
+    StepRollouts,
+    TrainBatch,
+    build_train_batch,
+)
+from osmosis_trainer.loop._run import RunDir, RunStatus, create_run_dir, read_status
+from osmosis_trainer.loop._trainer import StepReport, Trainer, TrainerSettings, TrainResult
+from osmosis_trainer.loop._update import (
+    NonFiniteLossError,
+    UpdateSettings,
+    UpdateStats,
+    policy_update,
+)
+
+__all__ = [
+    "DataCursor",
+    "GradedSample",
+    "MetricsWriter",
+    "MicroBatch",
+    "NonFiniteLossError",
+    "RolloutSource",
+    "RunDir",
+    "RunStatus",
+    "SequenceData",
+    "StepReport",
+    "StepRollouts",
+    "TrainBatch",
+    "TrainResult",
+    "TrainSequence",
+    "Trainer",
+    "TrainerSettings",
+    "UpdateSettings",
+    "UpdateStats",
+    "adapter_disabled",
+    "attach_lora",
+    "build_optimizer",
+    "build_scheduler",
+    "build_train_batch",
+    "collate",
+    "create_run_dir",
+    "load_adapter_weights",
+    "lora_parameters",
+    "lr_factor",
+    "plan_micro_batches",
+    "plan_steps",
+    "policy_update",
+    "read_metrics",
+    "read_status",
+    "token_logprobs",
+]

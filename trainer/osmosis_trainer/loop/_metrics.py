@@ -1,0 +1,80 @@
+"""Per-step metrics: one JSON line per record in ``metrics.jsonl`` plus TensorBoard scalars."""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+__all__ = ["MetricsWriter", "read_metrics"]
+
+logger = logging.getLogger("osmosis")
+
+
+def _clean(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None  # JSON has no NaN; a missing value reads better than a parse error
+    return value
+
+
+class MetricsWriter:
+    """Appends metric records to ``<run>/metrics.jsonl`` and mirrors scalars to TensorBoard.
+
+    Each record is ``{"step": int, "kind": "train" | "eval", "time": float, ...metrics}``.
+    TensorBoard is optional: without the package the JSONL file is still written.
+    """
+
+    def __init__(self, run_dir: Path, *, tensorboard: bool = True) -> None:
+        self.path = Path(run_dir) / "metrics.jsonl"
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._tb: Any = None
+        if tensorboard:
+            try:
+                from torch.utils.tensorboard import SummaryWriter
+
+                self._tb = SummaryWriter(log_dir=str(Path(run_dir) / "tensorboard"))
+            except ImportError:
+                logger.info("tensorboard is not installed; metrics go to metrics.jsonl only")
+
+    def truncate_after(self, step: int) -> None:
+        """Drop records past ``step`` (used on resume, so replayed steps are not duplicated)."""
+        if not self.path.exists():
+            return
+        kept = [r for r in read_metrics(self.path) if int(r.get("step", 0)) <= step]
+        self.path.write_text("".join(json.dumps(r) + "\n" for r in kept))
+
+    def write(self, step: int, metrics: dict[str, Any], *, kind: str = "train") -> None:
+        record = {"step": step, "kind": kind, "time": time.time()}
+        record.update({k: _clean(v) for k, v in metrics.items()})
+        with open(self.path, "a") as fh:
+            fh.write(json.dumps(record, default=str) + "\n")
+        if self._tb is not None:
+            for key, value in metrics.items():
+                if isinstance(value, int | float) and not isinstance(value, bool):
+                    if math.isfinite(float(value)):
+                        self._tb.add_scalar(f"{kind}/{key}", float(value), step)
+            self._tb.flush()
+
+    def close(self) -> None:
+        if self._tb is not None:
+            self._tb.close()
+            self._tb = None
+
+
+def read_metrics(path: Path) -> list[dict[str, Any]]:
+    """All records of a ``metrics.jsonl`` file (a torn last line is skipped)."""
+    out: list[dict[str, Any]] = []
+    p = Path(path)
+    if not p.exists():
+        return out
+    for line in p.read_text().splitlines():
+        if not line.strip():
+            continue
+        try:
+            out.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return out

@@ -1,0 +1,138 @@
+"""The trainable policy: a causal LM with a peft LoRA adapter, and its token logprobs."""
+
+from __future__ import annotations
+
+from contextlib import AbstractContextManager, nullcontext
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from osmosis_trainer.grpo import entropy_from_logits
+
+if TYPE_CHECKING:
+    from peft import PeftModel
+    from transformers import PreTrainedModel
+
+__all__ = [
+    "adapter_disabled",
+    "attach_lora",
+    "load_adapter_weights",
+    "lora_parameters",
+    "token_logprobs",
+]
+
+
+def attach_lora(
+    model: PreTrainedModel,
+    *,
+    r: int,
+    alpha: float,
+    dropout: float,
+    target_modules: list[str] | str,
+    seed: int,
+) -> PeftModel:
+    """Wrap ``model`` with a fresh LoRA adapter (base weights frozen).
+
+    The LoRA ``A`` matrices are initialised from ``seed`` (``B`` starts at zero), so two runs
+    with the same seed start from the same adapter.
+    """
+    from peft import LoraConfig, get_peft_model
+
+    targets: list[str] | str = target_modules
+    if isinstance(targets, list) and targets == ["all-linear"]:
+        targets = "all-linear"
+    config = LoraConfig(
+        r=r,
+        lora_alpha=alpha,
+        lora_dropout=dropout,
+        target_modules=targets,
+        bias="none",
+        task_type="CAUSAL_LM",
+    )
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        peft_model = get_peft_model(model, config)
+    return peft_model
+
+
+def lora_parameters(model: torch.nn.Module) -> list[tuple[str, torch.nn.Parameter]]:
+    """The trainable (LoRA) parameters, by name."""
+    return [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+
+
+def adapter_disabled(model: torch.nn.Module) -> AbstractContextManager[Any]:
+    """Context in which ``model`` acts as its base model (peft ``disable_adapter``)."""
+    disable = getattr(model, "disable_adapter", None)
+    return disable() if callable(disable) else nullcontext()
+
+
+def _causal_lm(model: torch.nn.Module) -> Any:
+    get_base = getattr(model, "get_base_model", None)
+    return get_base() if callable(get_base) else model
+
+
+def token_logprobs(
+    model: torch.nn.Module,
+    input_ids: torch.Tensor,
+    mask: torch.Tensor,
+    *,
+    temperature: float = 1.0,
+    with_entropy: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Log-probabilities of the masked next tokens, computing the LM head only where needed.
+
+    The decoder runs over the whole sequence, but the vocabulary projection (the costly part
+    for small models with big vocabularies) runs only on the ``N`` positions that train.
+
+    Args:
+        model: the (peft-wrapped) causal LM.
+        input_ids: ``[B, T]`` right-padded ids.
+        mask: ``[B, T-1]`` bool; position ``t`` holds the logprob of ``input_ids[:, t+1]``.
+        temperature: logits are divided by it, matching the sampler's processed logprobs.
+        with_entropy: also return the (detached) entropy of each masked position.
+
+    Returns:
+        ``(logp [B, T-1], entropy [B, T-1] | None)``, zero where ``mask`` is 0.
+    """
+    lm = _causal_lm(model)
+    decoder = lm.get_decoder()
+    hidden = decoder(input_ids=input_ids, use_cache=False).last_hidden_state  # [B, T, H]
+    selected = hidden[:, :-1][mask]  # [N, H]
+    logits = lm.get_output_embeddings()(selected).float()  # [N, V]
+    softcap = getattr(lm.config, "final_logit_softcapping", None)
+    if softcap:
+        logits = torch.tanh(logits / softcap) * softcap
+    if temperature != 1.0:
+        logits = logits / temperature
+    targets = input_ids[:, 1:][mask]  # [N]
+    logp_all = torch.log_softmax(logits, dim=-1)  # [N, V]
+    picked = logp_all.gather(-1, targets.unsqueeze(-1)).squeeze(-1)  # [N]
+    logp = torch.zeros(mask.shape, dtype=picked.dtype, device=picked.device)  # [B, T-1]
+    logp = logp.masked_scatter(mask, picked)
+    entropy = None
+    if with_entropy:
+        with torch.no_grad():
+            ent = entropy_from_logits(logits.detach())  # [N]
+            entropy = torch.zeros(mask.shape, dtype=ent.dtype, device=ent.device)
+            entropy = entropy.masked_scatter(mask, ent)
+    return logp, entropy
+
+
+def load_adapter_weights(model: torch.nn.Module, adapter_dir: str | Path) -> None:
+    """Load a saved PEFT adapter's weights into ``model``'s active adapter, in place."""
+    from peft import set_peft_model_state_dict
+    from safetensors.torch import load_file
+
+    folder = Path(adapter_dir)
+    weights = folder / "adapter_model.safetensors"
+    if not weights.exists():
+        raise FileNotFoundError(f"no adapter_model.safetensors in {folder}")
+    result = set_peft_model_state_dict(model, load_file(str(weights)))
+    unexpected = list(getattr(result, "unexpected_keys", []) or [])
+    if unexpected:
+        raise ValueError(
+            f"adapter in {folder} does not match the model's LoRA layout "
+            f"(unexpected keys such as {unexpected[:3]}); was it trained with other [lora] "
+            "settings?"
+        )

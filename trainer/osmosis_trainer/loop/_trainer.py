@@ -1,0 +1,326 @@
+"""The training loop: rollouts → advantages → LoRA update → adapter push → metrics/checkpoints.
+
+Orchestration only; the math lives in :mod:`osmosis_trainer.grpo` and one update in
+:func:`osmosis_trainer.loop.policy_update`.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import shutil
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from osmosis_ai.errors import TrainingError
+from osmosis_trainer.checkpoints import (
+    latest_checkpoint,
+    load_checkpoint,
+    restore_rng,
+    save_adapter,
+    save_checkpoint,
+)
+from osmosis_trainer.grpo import ScaleRewards
+from osmosis_trainer.loop._data import DataCursor
+from osmosis_trainer.loop._metrics import MetricsWriter
+from osmosis_trainer.loop._optim import LRSchedule, build_optimizer, build_scheduler
+from osmosis_trainer.loop._policy import load_adapter_weights
+from osmosis_trainer.loop._rollouts import RolloutSource, StepRollouts, build_train_batch
+from osmosis_trainer.loop._run import RunDir
+from osmosis_trainer.loop._update import NonFiniteLossError, UpdateSettings, policy_update
+
+__all__ = ["StepReport", "TrainResult", "Trainer", "TrainerSettings"]
+
+logger = logging.getLogger("osmosis")
+
+
+@dataclass(frozen=True)
+class TrainerSettings:
+    """The loop's knobs (built from the training config by ``run_training``)."""
+
+    total_steps: int
+    rollout_batch_size: int
+    lr: float = 1e-5
+    weight_decay: float = 0.0
+    warmup_steps: int = 0
+    lr_schedule: LRSchedule = "constant"
+    seed: int = 0
+    shuffle: bool = True
+    scale_rewards: ScaleRewards = "group"
+    skip_zero_variance_groups: bool = True
+    mask_truncated_completions: bool = False
+    max_failure_rate: float = 0.25
+    checkpoint_every: int = 20
+    eval_interval: int | None = None
+    eval_rows: int = 0
+    eval_n_samples: int = 1
+    pass_threshold: float = 1.0
+    keep_adapters: int = 2
+    update: UpdateSettings = field(default_factory=UpdateSettings)
+
+
+@dataclass
+class StepReport:
+    """What the loop tells its progress callback after each step (and each validation)."""
+
+    step: int
+    total_steps: int
+    kind: str
+    metrics: dict[str, float]
+
+
+@dataclass
+class TrainResult:
+    """How the run ended."""
+
+    steps_done: int
+    status: str
+    last_checkpoint: Path | None
+    history: list[dict[str, float]]
+
+
+class Trainer:
+    """Runs GRPO steps over a dataset with a rollout source and a LoRA-wrapped model."""
+
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        source: RolloutSource,
+        rows: Sequence[Any],
+        settings: TrainerSettings,
+        run: RunDir,
+        *,
+        device: torch.device | str = "cpu",
+        eval_rows: Sequence[Any] | None = None,
+        on_report: Callable[[StepReport], None] | None = None,
+        tensorboard: bool = True,
+    ) -> None:
+        self.model = model
+        self.source = source
+        self.rows = rows
+        self.s = settings
+        self.run_dir = run
+        self.device = device
+        self.eval_rows = list(eval_rows) if eval_rows is not None else []
+        self.on_report = on_report
+        self.optimizer = build_optimizer(model, lr=settings.lr, weight_decay=settings.weight_decay)
+        self.scheduler = build_scheduler(
+            self.optimizer,
+            warmup_steps=settings.warmup_steps,
+            total_steps=settings.total_steps,
+            schedule=settings.lr_schedule,
+        )
+        self.cursor: DataCursor[Any] = DataCursor(
+            rows, settings.rollout_batch_size, seed=settings.seed, shuffle=settings.shuffle
+        )
+        self.metrics = MetricsWriter(run.path, tensorboard=tensorboard)
+        self.step = 0
+        self.history: list[dict[str, float]] = []
+        self.last_checkpoint: Path | None = None
+
+    # -- resume -----------------------------------------------------------------------------
+
+    async def resume(self, checkpoint: Path | None = None) -> bool:
+        """Restore the latest (or the given) checkpoint; returns False when there is none."""
+        path = checkpoint or latest_checkpoint(self.run_dir.checkpoints)
+        if path is None:
+            return False
+        state = load_checkpoint(path)
+        load_adapter_weights(self.model, state.adapter_dir)
+        self.optimizer.load_state_dict(state.optimizer)
+        self.scheduler.load_state_dict(state.scheduler)
+        restore_rng(state.rng)
+        self.cursor = DataCursor(
+            self.rows, self.s.rollout_batch_size, seed=self.s.seed, shuffle=self.s.shuffle,
+            position=state.data,
+        )
+        self.step = state.step
+        self.last_checkpoint = path
+        self.metrics.truncate_after(self.step)
+        await self.source.push_adapter(state.adapter_dir, self.step)
+        logger.info("resumed from %s at step %d", path, self.step)
+        return True
+
+    # -- the loop ---------------------------------------------------------------------------
+
+    async def train(self) -> TrainResult:
+        """Run steps until ``total_steps`` (or a stop request); always records the outcome."""
+        self.run_dir.update_status(
+            status="running", phase="training", step=self.step, total_steps=self.s.total_steps
+        )
+        status = "completed"
+        try:
+            while self.step < self.s.total_steps:
+                if self.run_dir.stop_requested():
+                    status = "stopped"
+                    break
+                await self._one_step(self.step + 1)
+            if self.step > 0 and self._latest_step() != self.step:
+                self._checkpoint()
+        except NonFiniteLossError as exc:
+            self._fail(exc)
+            where = self.last_checkpoint or "none was saved yet"
+            raise TrainingError(f"{exc} The last good checkpoint is kept: {where}") from exc
+        except BaseException as exc:
+            self._fail(exc)
+            raise
+        finally:
+            self.metrics.close()
+        self.run_dir.update_status(
+            status=status, phase="done", step=self.step, finished_at=time.time(),
+            last_checkpoint=str(self.last_checkpoint) if self.last_checkpoint else None,
+        )
+        return TrainResult(self.step, status, self.last_checkpoint, self.history)
+
+    def _fail(self, exc: BaseException) -> None:
+        status = "stopped" if isinstance(exc, KeyboardInterrupt) else "failed"
+        self.run_dir.update_status(
+            status=status, phase="done", step=self.step, finished_at=time.time(),
+            error=f"{type(exc).__name__}: {exc}",
+            last_checkpoint=str(self.last_checkpoint) if self.last_checkpoint else None,
+        )
+
+    def _latest_step(self) -> int | None:
+        if self.last_checkpoint is None:
+            return None
+        return int(self.last_checkpoint.name.removeprefix("step_"))
+
+    async def _one_step(self, step: int) -> None:
+        t0 = time.perf_counter()
+        rows = self.cursor.next_batch()
+        self.run_dir.update_status(phase="rollouts", step=step - 1)
+        ro = await self.source.collect(rows, step=step)
+        t_gen = time.perf_counter() - t0
+        self._check_failures(ro, step)
+        batch = build_train_batch(
+            ro.samples,
+            scale=self.s.scale_rewards,
+            skip_zero_variance=self.s.skip_zero_variance_groups,
+            mask_truncated=self.s.mask_truncated_completions,
+        )
+        self.run_dir.update_status(phase="update")
+        t1 = time.perf_counter()
+        update_metrics: dict[str, float] = {}
+        if batch.sequences:
+            stats = policy_update(
+                self.model, self.optimizer, batch.sequences, self.s.update,
+                device=self.device, where=f"step {step}",
+            )
+            update_metrics = stats.as_metrics()
+        lr = float(self.scheduler.get_last_lr()[0])
+        self.scheduler.step()
+        t_train = time.perf_counter() - t1
+        self.step = step
+        if batch.sequences:
+            adapter = save_adapter(self.model, self.run_dir.adapters / f"step_{step:06d}")
+            await self.source.push_adapter(adapter, step)
+            self._prune_adapters()
+        elapsed = time.perf_counter() - t0
+        metrics = _rollout_metrics(ro, self.s.pass_threshold)
+        metrics.update(update_metrics)
+        metrics.update(
+            lr=lr,
+            zero_variance_groups=float(batch.n_zero_variance_groups),
+            groups=float(batch.n_groups),
+            step_time_s=elapsed,
+            rollout_time_s=t_gen,
+            train_time_s=t_train,
+            tokens_per_s=metrics.get("completion_tokens", 0.0) / max(elapsed, 1e-9),
+            epoch=float(self.cursor.epoch),
+        )
+        self._record(step, metrics, "train")
+        # Validation first: the checkpoint then captures the RNG state the next step starts from.
+        if self.s.eval_interval and step % self.s.eval_interval == 0 and self.eval_rows:
+            await self.validate(step)
+        if self.s.checkpoint_every and step % self.s.checkpoint_every == 0:
+            self._checkpoint(metrics)
+
+    def _record(self, step: int, metrics: dict[str, float], kind: str) -> None:
+        self.metrics.write(step, metrics, kind=kind)
+        if kind == "train":
+            self.history.append({"step": float(step), **metrics})
+        self.run_dir.update_status(step=step, **{f"last_{kind}": _summary(metrics)})
+        if self.on_report is not None:
+            self.on_report(StepReport(step, self.s.total_steps, kind, metrics))
+
+    def _check_failures(self, ro: StepRollouts, step: int) -> None:
+        if ro.n_rollouts and ro.failure_rate > self.s.max_failure_rate:
+            reasons = ", ".join(f"{k} ×{v}" for k, v in ro.failure_reasons.most_common())
+            example = f" First error: {ro.failure_examples[0]}" if ro.failure_examples else ""
+            raise TrainingError(
+                f"step {step}: {ro.n_failed} of {ro.n_rollouts} rollouts failed "
+                f"({ro.failure_rate:.0%} > [algorithm] max_failure_rate "
+                f"{self.s.max_failure_rate:.0%}): {reasons}.{example} Fix the rollout (try "
+                "'osmosis eval run' on the eval config) or raise max_failure_rate."
+            )
+        if not ro.samples:
+            raise TrainingError(
+                f"step {step}: no rollout produced a trainable sample ({ro.n_rollouts} rollouts, "
+                f"{ro.n_failed} failed, {ro.n_untrainable} without token data or removed). "
+                "Training needs policy calls through the osmosis gateway (ctx.chat, "
+                "OsmosisStrandsAgent or OsmosisAgent) and a grader that sets rewards."
+            )
+
+    def _checkpoint(self, metrics: dict[str, float] | None = None) -> None:
+        self.last_checkpoint = save_checkpoint(
+            self.run_dir.checkpoints,
+            step=self.step,
+            model=self.model,
+            optimizer=self.optimizer,
+            scheduler=self.scheduler,
+            data=self.cursor.position,
+            meta={"metrics": _summary(metrics or (self.history[-1] if self.history else {}))},
+        )
+        self.run_dir.update_status(last_checkpoint=str(self.last_checkpoint))
+
+    def _prune_adapters(self) -> None:
+        folders = sorted(p for p in self.run_dir.adapters.glob("step_*") if p.is_dir())
+        for old in folders[: max(len(folders) - self.s.keep_adapters, 0)]:
+            shutil.rmtree(old, ignore_errors=True)
+
+    async def validate(self, step: int) -> dict[str, float]:
+        """Score the policy on the validation rows; recorded as an ``eval`` metrics record."""
+        self.run_dir.update_status(phase="validation")
+        t0 = time.perf_counter()
+        ro = await self.source.collect(self.eval_rows, step=step, n_samples=self.s.eval_n_samples)
+        metrics = {
+            f"val_{k}": v for k, v in _rollout_metrics(ro, self.s.pass_threshold).items()
+        }
+        metrics["val_time_s"] = time.perf_counter() - t0
+        self._record(step, metrics, "eval")
+        return metrics
+
+
+def _summary(metrics: dict[str, float]) -> dict[str, float]:
+    keys = ("reward_mean", "pass_rate", "loss", "val_reward_mean", "val_pass_rate", "step_time_s")
+    return {k: metrics[k] for k in keys if k in metrics}
+
+
+def _rollout_metrics(ro: StepRollouts, pass_threshold: float) -> dict[str, float]:
+    rewards = [s.reward for s in ro.samples]
+    lengths = [float(s.completion_tokens) for s in ro.samples]
+    n = len(rewards)
+    out: dict[str, float] = {
+        "reward_mean": statistics.fmean(rewards) if rewards else math.nan,
+        "reward_std": statistics.pstdev(rewards) if n > 1 else 0.0,
+        "reward_min": min(rewards) if rewards else math.nan,
+        "reward_max": max(rewards) if rewards else math.nan,
+        "pass_rate": sum(r >= pass_threshold for r in rewards) / n if n else math.nan,
+        "response_length": statistics.fmean(lengths) if lengths else 0.0,
+        "truncation_ratio": sum(s.truncated for s in ro.samples) / n if n else 0.0,
+        "completion_tokens": float(sum(lengths)),
+        "samples": float(n),
+        "rollouts": float(ro.n_rollouts),
+        "failed_rollouts": float(ro.n_failed),
+        "failure_rate": ro.failure_rate,
+        "untrainable_samples": float(ro.n_untrainable),
+        "prefix_mismatch": float(ro.prefix_mismatch),
+    }
+    out.update(ro.metrics)
+    return out
