@@ -54,7 +54,7 @@ class Debugger:
         self._eof = False
 
     async def _ask(self) -> str:
-        state.console.print(f"{_HELP} > ", end="")
+        state.console.print(f"{_HELP} > ", end="", markup=False)
         sys.stdout.flush()
         line = await asyncio.to_thread(sys.stdin.readline)
         if line == "":
@@ -89,7 +89,7 @@ class Debugger:
             elif key == "q":
                 raise QuitRequested()
             else:
-                out.print(f"  unknown key {key!r}; {_HELP}")
+                out.print(f"  unknown key {key!r}; {_HELP}", markup=False)
 
     async def after(self, request: RolloutRequest, turn: int, result: ChatResult) -> None:
         if self._eof or request.rollout_id in self._continue:

@@ -110,6 +110,10 @@ class FakeCluster:
                 return fault
             return self._completion(body)
 
+        @app.get("/v1/models")
+        async def models() -> Any:
+            return {"object": "list", "data": [{"id": "fake", "object": "model", "owned_by": "osmosis"}]}
+
         @app.post("/v1/rollout/completed")
         async def completed(request: Request) -> Any:
             if not authorized(request):

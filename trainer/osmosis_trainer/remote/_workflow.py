@@ -1,0 +1,283 @@
+"""The bridge that lets the ordinary rollout runner drive a remote rollout server.
+
+For each rollout, :class:`RemoteRolloutWorkflow` posts ``/v1/rollout/init`` to the server with
+``server_url`` = the gateway's route for this rollout's ``main`` sample (without ``/v1``). The
+server's LLM calls therefore land on the gateway's scoped chat route (recorded token by token)
+and its completion callback on the scoped ``/v1/rollout/completed`` route, which resolves the
+future the bridge awaits. The final messages become sample ``main``; the reward is the server's
+when it sends one, else the wrapped grader's (:class:`RemoteRewardGrader`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import random
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+from pydantic import ConfigDict, Field
+
+from osmosis_ai.errors import OsmosisError, PolicyCallError
+from osmosis_ai.rollout import (
+    DEFAULT_SAMPLE_ID,
+    AgentWorkflow,
+    AgentWorkflowConfig,
+    AgentWorkflowContext,
+    Grader,
+    GraderConfig,
+    GraderContext,
+    RolloutSample,
+)
+from osmosis_ai.rollout._discovery import Entrypoint
+from osmosis_ai.rollout.remote import (
+    InitResponse,
+    RolloutRecordView,
+    RolloutRequest,
+    RolloutResponse,
+    RolloutStatus,
+)
+from osmosis_trainer.remote._callbacks import RemoteCallbacks
+
+__all__ = [
+    "API_KEY_ENV",
+    "RemoteGraderConfig",
+    "RemoteRewardGrader",
+    "RemoteRolloutConfig",
+    "RemoteRolloutError",
+    "RemoteRolloutWorkflow",
+    "remote_entrypoint",
+]
+
+logger = logging.getLogger("osmosis")
+
+API_KEY_ENV = "OSMOSIS_ROLLOUT_API_KEY"
+_RETRY = frozenset({429, 500, 502, 503, 504})
+
+
+class RemoteRolloutError(OsmosisError):
+    """The remote rollout server reported ERROR, or lost the rollout."""
+
+
+class RemoteRolloutConfig(AgentWorkflowConfig):
+    """How the bridge reaches the remote rollout server."""
+
+    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
+
+    name: str = "remote"
+    server_url: str = Field(description="Base URL of the rollout server (http://host:port).")
+    api_key: str | None = Field(default=None, description="Bearer key the server expects.")
+    callbacks: RemoteCallbacks = Field(exclude=True, description="Mounted on the gateway.")
+    max_turns: int = Field(default=10, ge=1)
+    max_tokens_total: int = Field(default=8192, ge=1)
+    init_timeout_s: float = Field(default=30.0, gt=0)
+    init_retries: int = Field(default=5, ge=0)
+    poll_interval_s: float = Field(
+        default=15.0, gt=0,
+        description="While waiting for the callback, ask GET /v1/rollout/{id} this often "
+        "(recovers results whose callback was lost).",
+    )
+    require_reward: bool = Field(
+        default=True, description="Fail a sample whose result has no reward (no grader to ask)."
+    )
+
+
+class RemoteRolloutWorkflow(AgentWorkflow[RemoteRolloutConfig]):
+    """Runs one rollout on the remote server and returns its final messages as sample ``main``."""
+
+    async def run(self, ctx: AgentWorkflowContext[RemoteRolloutConfig]) -> None:
+        cfg = self.config
+        if cfg is None:
+            raise TypeError("RemoteRolloutWorkflow needs a RemoteRolloutConfig")
+        route = ctx.route(DEFAULT_SAMPLE_ID)
+        metadata = dict(ctx.metadata)
+        if ctx.scope.label is not None:
+            metadata.setdefault("ground_truth", ctx.scope.label)
+        request = RolloutRequest(
+            rollout_id=ctx.rollout_id,
+            server_url=route.base_url.removesuffix("/").removesuffix("/v1"),
+            messages=list(ctx.prompt),
+            completion_params=dict(ctx.sampling),  # type: ignore[arg-type]
+            max_turns=cfg.max_turns,
+            max_tokens_total=cfg.max_tokens_total,
+            metadata=metadata,
+            api_key=route.api_key,
+            idempotency_key=ctx.rollout_id,
+        )
+        future = cfg.callbacks.expect(ctx.rollout_id)
+        try:
+            async with httpx.AsyncClient(timeout=cfg.init_timeout_s) as http:
+                init = await _post_init(http, cfg, request)
+                response = await _await_result(http, cfg, future, ctx.rollout_id)
+        finally:
+            cfg.callbacks.discard(ctx.rollout_id)
+        if response.status is RolloutStatus.ERROR:
+            raise RemoteRolloutError(
+                f"remote rollout server {cfg.server_url} reported ERROR for rollout "
+                f"{ctx.rollout_id}: {response.error_message or 'no message'}"
+            )
+        ctx.scope.register_sample_source(
+            DEFAULT_SAMPLE_ID, _ResultSample(response, init, cfg.require_reward, cfg.server_url)
+        )
+
+
+def _headers(cfg: RemoteRolloutConfig) -> dict[str, str]:
+    key = cfg.api_key or os.environ.get(API_KEY_ENV)
+    return {"Authorization": f"Bearer {key}"} if key else {}
+
+
+async def _post_init(http: httpx.AsyncClient, cfg: RemoteRolloutConfig, request: RolloutRequest) -> InitResponse:
+    """POST the init, retrying transport errors, 429 and 5xx (init is idempotent)."""
+    url = f"{cfg.server_url.rstrip('/')}/v1/rollout/init"
+    body = request.model_dump(mode="json", exclude_none=True)
+    delay = 0.5
+    for attempt in range(cfg.init_retries + 1):
+        last = attempt == cfg.init_retries
+        try:
+            resp = await http.post(url, json=body, headers=_headers(cfg))
+        except httpx.TransportError as exc:
+            if last:
+                raise PolicyCallError(f"rollout server {url} unreachable: {exc!r}") from exc
+            await asyncio.sleep(delay * random.uniform(0.5, 1.0))
+            delay = min(delay * 2, 10.0)
+            continue
+        if resp.status_code in _RETRY and not last:
+            wait = _retry_after(resp.headers.get("retry-after"), delay)
+            await asyncio.sleep(wait)
+            delay = min(delay * 2, 10.0)
+            continue
+        if resp.status_code not in (200, 202):
+            raise PolicyCallError(
+                f"rollout server {url} answered HTTP {resp.status_code}: {resp.text[:500]}",
+                status_code=resp.status_code, body=resp.text[:2000],
+            )
+        return InitResponse.model_validate(resp.json())
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _retry_after(value: str | None, default: float) -> float:
+    try:
+        return min(max(float(value), 0.05), 60.0) if value is not None else default
+    except ValueError:
+        return default
+
+
+async def _await_result(http: httpx.AsyncClient, cfg: RemoteRolloutConfig,
+                        future: asyncio.Future[RolloutResponse], rollout_id: str) -> RolloutResponse:
+    """Wait for the callback; poll the server's status route meanwhile (lost callbacks)."""
+    while True:
+        try:
+            return await asyncio.wait_for(asyncio.shield(future), cfg.poll_interval_s)
+        except TimeoutError:
+            view = await _poll(http, cfg, rollout_id)
+            if view is not None and view.result is not None:
+                logger.info("rollout %s: result read from the server's status route", rollout_id)
+                return view.result
+
+
+async def _poll(http: httpx.AsyncClient, cfg: RemoteRolloutConfig, rollout_id: str) -> RolloutRecordView | None:
+    url = f"{cfg.server_url.rstrip('/')}/v1/rollout/{quote(rollout_id, safe='')}"
+    try:
+        resp = await http.get(url, headers=_headers(cfg))
+    except httpx.TransportError:
+        return None  # the server may be restarting; keep waiting for the callback
+    if resp.status_code == 404:
+        raise RemoteRolloutError(
+            f"rollout server {cfg.server_url} no longer knows rollout {rollout_id} "
+            "(restarted, or its record expired)"
+        )
+    if resp.status_code != 200:
+        return None
+    try:
+        return RolloutRecordView.model_validate(resp.json())
+    except ValueError:
+        return None
+
+
+class _ResultSample:
+    """Builds sample ``main`` from the server's result (calls are joined by the runner)."""
+
+    def __init__(self, response: RolloutResponse, init: InitResponse, require_reward: bool,
+                 server_url: str) -> None:
+        self.response = response
+        self.init = init
+        self.require_reward = require_reward
+        self.server_url = server_url
+
+    def build_sample(self, sample_id: str) -> RolloutSample:
+        r = self.response
+        if r.reward is None and self.require_reward:
+            raise ValueError(
+                f"the remote rollout server {self.server_url} sent no reward, and the run has no "
+                "grader: return ctx.complete(messages, reward=...) from the agent loop, or give "
+                "the run a Grader"
+            )
+        metrics = {f"remote/{k}": float(v) for k, v in (r.metrics.model_dump() if r.metrics else {}).items()}
+        return RolloutSample(
+            id=sample_id,
+            messages=list(r.final_messages),
+            reward=r.reward,
+            metrics=metrics,
+            extra_fields={**r.extra_fields, "finish_reason": r.finish_reason,
+                          "tools": self.init.tools},
+        )
+
+
+class RemoteGraderConfig(GraderConfig):
+    """Config of :class:`RemoteRewardGrader`: the grader to ask when the server sent no reward."""
+
+    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
+
+    name: str = "remote-reward"
+    inner_cls: Any = None
+    inner_config: Any = None
+
+
+class RemoteRewardGrader(Grader[RemoteGraderConfig]):
+    """Keeps the server's reward; grades the samples without one with the wrapped grader."""
+
+    async def grade(self, ctx: GraderContext[RemoteGraderConfig]) -> None:
+        missing = {k: s for k, s in ctx.samples.items() if s.reward is None}
+        cfg = self.config
+        if not missing or cfg is None or cfg.inner_cls is None:
+            return  # samples left without a reward fail with grader_error in the runner
+        inner = cfg.inner_cls(cfg.inner_config)
+        sub = GraderContext(samples=missing, label=ctx.label, metadata=ctx.metadata,
+                            prompt=ctx.prompt, config=inner.config, artifacts_dir=ctx.artifacts_dir)
+        await inner.grade(sub)
+
+
+def remote_entrypoint(
+    server_url: str,
+    callbacks: RemoteCallbacks,
+    *,
+    api_key: str | None = None,
+    grader_cls: type[Grader[Any]] | None = None,
+    grader_config: Any = None,
+    max_turns: int = 10,
+    max_tokens_total: int = 8192,
+    poll_interval_s: float = 15.0,
+) -> Entrypoint:
+    """An :class:`Entrypoint` whose workflow runs each rollout on a remote rollout server.
+
+    Pass it to ``RolloutRunner(entrypoint, gateway, ...)`` (backend ``"local"``: the callbacks
+    live in this process). ``callbacks`` must be mounted on that gateway
+    (``RemoteCallbacks.attach(gateway)``). Rewards come from the server; ``grader_cls`` (if
+    given) grades the samples the server sent without one.
+    """
+    workflow_config = RemoteRolloutConfig(
+        server_url=server_url.rstrip("/"), api_key=api_key, callbacks=callbacks,
+        max_turns=max_turns, max_tokens_total=max_tokens_total, poll_interval_s=poll_interval_s,
+        require_reward=grader_cls is None,
+    )
+    grader_config_ = RemoteGraderConfig(inner_cls=grader_cls, inner_config=grader_config)
+    return Entrypoint(
+        workflow_cls=RemoteRolloutWorkflow,
+        grader_cls=RemoteRewardGrader if grader_cls is not None else None,
+        workflow_config=workflow_config,
+        grader_config=grader_config_ if grader_cls is not None else None,
+        path=None,
+        module_name="osmosis_trainer.remote",
+    )
