@@ -34,9 +34,10 @@ class LoRAConfig(Section):
 class AlgorithmConfig(Section):
     """``[algorithm]``: how rewards become a policy-gradient loss."""
 
-    loss_type: Literal["grpo", "dapo", "dr_grpo"] = "dapo"
-    """Loss aggregation: ``grpo`` (mean per sequence, then over sequences), ``dapo`` (mean over
-    all tokens of the batch), ``dr_grpo`` (sum over tokens divided by a constant)."""
+    loss_type: Literal["grpo", "bnpo", "dr_grpo", "dapo"] = "dapo"
+    """Loss aggregation: ``grpo`` (mean per sequence, then over sequences; length-biased),
+    ``bnpo`` (mean over the tokens of each micro-batch), ``dr_grpo`` (sum over tokens divided by
+    sequences x ``max_response_length``), ``dapo`` (mean over all tokens of the step)."""
     scale_rewards: Literal["group", "batch", "none"] = "group"
     """Divide advantages by the reward std of the ``group`` (GRPO), of the whole ``batch``, or
     not at all (``none``, as in Dr. GRPO)."""
@@ -57,8 +58,23 @@ class AlgorithmConfig(Section):
     max_failure_rate: float = Field(default=0.5, ge=0.0, le=1.0)
     """Stop the run when more than this fraction of a step's rollouts fail."""
     micro_batch_tokens: int | None = Field(default=None, ge=1)
-    """Split each optimiser step into micro-batches of at most this many tokens (``None``: one
-    micro-batch per sequence group)."""
+    """Split each optimiser step into micro-batches of at most this many padded tokens, with
+    gradient accumulation (``None``: 8192). Lower it when training runs out of memory."""
+    delta: float | None = Field(default=None, gt=1.0)
+    """Optional extra upper bound on the unclipped policy ratio (INTELLECT-2's two-sided
+    clip); ``None`` disables it."""
+    num_iterations: int = Field(default=1, ge=1)
+    """Optimiser steps per batch of rollouts (PPO epochs). With 1 the batch is on-policy and
+    the old logprobs come from the same forward pass."""
+    max_grad_norm: float | None = Field(default=1.0, gt=0.0)
+    """Clip the gradient norm of the LoRA parameters to this (``None``: no clipping)."""
+    weight_decay: float = Field(default=0.0, ge=0.0)
+    """AdamW weight decay of the LoRA parameters."""
+    skip_zero_variance_groups: bool = True
+    """Leave groups whose rewards are all equal out of the update (they carry no signal and
+    would only dilute the token mean); they are still counted in ``zero_variance_groups``."""
+    mask_truncated_completions: bool = False
+    """Leave samples whose completion hit ``max_response_length`` out of the update."""
     warmup_steps: int = Field(default=0, ge=0)
     """Linear learning-rate warm-up steps."""
     lr_schedule: Literal["constant", "linear", "cosine"] = "constant"
