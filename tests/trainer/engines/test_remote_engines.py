@@ -1,0 +1,99 @@
+"""LiteLLMEngine and VLLMEngine (attach mode) against a local OpenAI-compatible server."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from osmosis_ai.errors import ConfigError, MissingExtraError
+from osmosis_trainer.engines import (
+    EngineError,
+    GenerationRequest,
+    LiteLLMEngine,
+    VLLMEngine,
+    create_engine,
+)
+from osmosis_trainer.gateway import PolicyGateway
+from osmosis_trainer.testing import FakeEngine, tool_call
+
+TOOLS = [{"type": "function", "function": {"name": "add", "parameters": {"type": "object"}}}]
+REQ = GenerationRequest(messages=[{"role": "user", "content": "2+3?"}], tools=TOOLS, max_tokens=500)
+
+
+async def test_litellm_engine_gives_untrainable_results() -> None:
+    upstream = FakeEngine(script=[tool_call("add", a=2, b=3), "5"])
+    async with PolicyGateway(upstream) as up:
+        engine = LiteLLMEngine("openai/osmosis-policy", api_base=f"{up.url}/v1", api_key="x")
+        assert engine.provides_token_ids is False
+        first = await engine.generate(REQ)
+        assert first.finish_reason == "tool_calls"
+        assert json.loads(first.tool_calls[0].arguments) == {"a": 2, "b": 3}
+        assert first.message["tool_calls"][0]["function"]["name"] == "add"
+        assert first.completion_token_ids is None and first.logprobs is None
+        second = await engine.generate(REQ)
+        assert second.message["content"] == "5" and second.completion_tokens > 0
+        # Served behind a gateway, its calls are recorded but not trainable.
+        async with PolicyGateway(engine) as gw:
+            import httpx
+
+            async with httpx.AsyncClient() as c:
+                r = await c.post(
+                    gw.url + "/v1/chat/completions",
+                    json={"messages": [{"role": "user", "content": "x"}]},
+                )
+            assert r.status_code == 502  # upstream script exhausted -> wrapped, not 500
+        with pytest.raises(EngineError, match="cannot load adapters"):
+            await engine.load_adapter("/a", 1)
+
+
+async def test_vllm_engine_attach_mode_reads_token_ids() -> None:
+    upstream = FakeEngine(script=[tool_call("add", a=1, b=1), "two"])
+    async with PolicyGateway(upstream, policy_name="served") as up:
+        engine = VLLMEngine(base_url=f"{up.url}/v1")
+        res = await engine.generate(REQ)
+        assert engine._base_model == "served@v0"  # discovered from /v1/models
+        assert res.completion_token_ids == upstream_calls_ids(await up.collect("unscoped"))
+        assert res.logprobs is not None and len(res.logprobs) == len(res.completion_token_ids or [])
+        assert res.prompt_token_ids and res.finish_reason == "tool_calls"
+        assert res.tool_calls[0].name == "add"
+        res2 = await engine.generate(REQ)
+        assert res2.message["content"] == "two"
+        await engine.close()
+
+
+def upstream_calls_ids(calls: dict[str, list]) -> list[int]:  # type: ignore[type-arg]
+    return list(calls["main"][0].completion_token_ids)
+
+
+async def test_vllm_engine_unreachable_server_is_a_503() -> None:
+    engine = VLLMEngine(base_url="http://127.0.0.1:9", model="m")
+    with pytest.raises(EngineError) as info:
+        await engine.generate(REQ)
+    assert info.value.status_code == 503
+
+
+def test_create_engine_dispatch(tmp_path: Path) -> None:
+    assert isinstance(create_engine("http://127.0.0.1:8000/v1"), VLLMEngine)
+    assert isinstance(create_engine("openai/gpt-4o-mini"), LiteLLMEngine)
+    with pytest.raises(ConfigError, match="looks like a local path"):
+        create_engine(str(tmp_path / "missing") + "/")
+
+
+def test_create_engine_local_folder(tiny_model_dir: Path) -> None:
+    from osmosis_trainer.engines import HFEngine
+
+    engine = create_engine(str(tiny_model_dir), device="cpu")
+    assert isinstance(engine, HFEngine) and engine.provides_token_ids
+
+
+def test_missing_extra_names_the_install_command(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "litellm" else real(name, *a)
+    )
+    with pytest.raises(MissingExtraError, match=r'pip install "osmosis-ai\[litellm\]"'):
+        create_engine("anthropic/claude-sonnet")
