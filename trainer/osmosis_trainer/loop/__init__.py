@@ -4,6 +4,13 @@ from __future__ import annotations
 
 from osmosis_trainer.loop._batch import MicroBatch, TrainSequence, collate, plan_micro_batches
 from osmosis_trainer.loop._data import DataCursor, plan_steps
+from osmosis_trainer.loop._job import (
+    JobPlan,
+    plan_job,
+    resolve_device,
+    run_training,
+    trainer_settings,
+)
 from osmosis_trainer.loop._metrics import MetricsWriter, read_metrics
 from osmosis_trainer.loop._optim import build_optimizer, build_scheduler, lr_factor
 from osmosis_trainer.loop._policy import (
@@ -22,6 +29,7 @@ from osmosis_trainer.loop._rollouts import (
     build_train_batch,
 )
 from osmosis_trainer.loop._run import RunDir, RunStatus, create_run_dir, read_status
+from osmosis_trainer.loop._source import GatewayRolloutSource, sample_sequences
 from osmosis_trainer.loop._trainer import StepReport, Trainer, TrainerSettings, TrainResult
 from osmosis_trainer.loop._update import (
     NonFiniteLossError,
@@ -32,6 +40,8 @@ from osmosis_trainer.loop._update import (
 
 __all__ = [
     "DataCursor",
+    "GatewayRolloutSource",
+    "JobPlan",
     "GradedSample",
     "MetricsWriter",
     "MicroBatch",
@@ -59,10 +69,15 @@ __all__ = [
     "load_adapter_weights",
     "lora_parameters",
     "lr_factor",
+    "plan_job",
     "plan_micro_batches",
     "plan_steps",
     "policy_update",
     "read_metrics",
     "read_status",
+    "resolve_device",
+    "run_training",
+    "sample_sequences",
     "token_logprobs",
+    "trainer_settings",
 ]

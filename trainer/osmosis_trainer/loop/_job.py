@@ -1,0 +1,265 @@
+"""``run_training``: everything a training run needs, built from a training config.
+
+It loads the dataset and the rollout, loads the base model once (the HF engine serves a private
+copy, so generation never sees half-updated weights), wraps the training copy with LoRA, serves
+the policy through the gateway and runs the :class:`~osmosis_trainer.loop.Trainer`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from osmosis_ai.errors import ConfigError, TrainingError
+from osmosis_trainer.loop._data import plan_steps
+from osmosis_trainer.loop._run import RunDir, read_status
+from osmosis_trainer.loop._trainer import StepReport, Trainer, TrainerSettings, TrainResult
+from osmosis_trainer.loop._update import UpdateSettings
+
+if TYPE_CHECKING:
+    from osmosis_ai.config import TrainingConfig
+
+__all__ = ["JobPlan", "plan_job", "resolve_device", "run_training", "trainer_settings"]
+
+logger = logging.getLogger("osmosis")
+
+_DEFAULT_MICRO_BATCH_TOKENS = 8192
+_MAX_VALIDATION_ROWS = 32
+
+
+def resolve_device(device: str) -> str:
+    """``auto`` → ``cuda`` when a GPU is visible, else ``cpu``."""
+    if device != "auto":
+        return device
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def trainer_settings(config: TrainingConfig, n_rows: int, *, pad_id: int) -> TrainerSettings:
+    """Map the TOML sections onto the loop's settings."""
+    t, a = config.training, config.algorithm
+    total = plan_steps(n_rows, t.rollout_batch_size, t.total_epochs, t.max_steps)
+    max_tokens = config.sampling.max_tokens or t.max_response_length
+    return TrainerSettings(
+        total_steps=total,
+        rollout_batch_size=t.rollout_batch_size,
+        lr=t.lr,
+        weight_decay=a.weight_decay,
+        warmup_steps=a.warmup_steps,
+        lr_schedule=a.lr_schedule,
+        seed=t.seed,
+        scale_rewards=a.scale_rewards,
+        skip_zero_variance_groups=a.skip_zero_variance_groups,
+        mask_truncated_completions=a.mask_truncated_completions,
+        max_failure_rate=a.max_failure_rate,
+        checkpoint_every=config.checkpoints.checkpoint_save_freq,
+        eval_interval=config.checkpoints.eval_interval,
+        eval_n_samples=config.evaluation.n,
+        pass_threshold=config.evaluation.pass_threshold,
+        update=UpdateSettings(
+            loss_type=a.loss_type,
+            eps_low=a.epsilon,
+            eps_high=a.epsilon_high,
+            delta=a.delta,
+            kl_beta=a.beta,
+            is_mode=None if a.is_correction == "none" else a.is_correction,
+            is_clip_min=a.is_clip_min,
+            is_clip_max=a.is_clip_max,
+            temperature=config.sampling.rollout_temperature or 1.0,
+            micro_batch_tokens=a.micro_batch_tokens or _DEFAULT_MICRO_BATCH_TOKENS,
+            max_completion_length=max_tokens,
+            max_grad_norm=a.max_grad_norm,
+            num_iterations=a.num_iterations,
+            pad_id=pad_id,
+        ),
+    )
+
+
+@dataclass
+class JobPlan:
+    """What a config resolves to before anything heavy is loaded (printed by the CLI)."""
+
+    entrypoint: Path
+    dataset: Path
+    rows: list[Any]
+    total_steps: int
+    device: str
+    engine: str
+
+
+def plan_job(config: TrainingConfig) -> JobPlan:
+    """Check the config's files and size the run (fast: no model is loaded)."""
+    from osmosis_ai.data import read_dataset
+
+    if config.remote is not None:
+        raise ConfigError(
+            f"{config.source_path}: [remote] training (a remote rollout server) is not supported "
+            "by 'osmosis train submit' yet; remove [remote] to train the local entrypoint"
+        )
+    missing = config.missing_secrets()
+    if missing:
+        raise ConfigError(
+            f"{config.source_path}: [secrets].required names {', '.join(missing)}, which "
+            "are not set in the environment; export them before 'osmosis train submit'"
+        )
+    entrypoint = config.entrypoint_path()
+    dataset = config.dataset_path()
+    rows = list(read_dataset(dataset))
+    if not rows:
+        raise ConfigError(f"{config.source_path}: the dataset {dataset} has no rows")
+    t = config.training
+    total = plan_steps(len(rows), t.rollout_batch_size, t.total_epochs, t.max_steps)
+    return JobPlan(entrypoint, dataset, rows, total, resolve_device(t.device), t.engine)
+
+
+def _engine(config: TrainingConfig, loaded: Any, device: str, run: RunDir) -> Any:
+    t = config.training
+    concurrency = t.concurrency or t.rollout_batch_size * t.n_samples_per_prompt
+    if t.engine == "vllm":
+        return _vllm_engine(config, loaded, run)
+    from osmosis_trainer.engines import HFEngine
+
+    return HFEngine(
+        loaded,
+        device=device,
+        max_batch_size=concurrency,
+        max_new_tokens=config.sampling.max_tokens or t.max_response_length,
+        copy_model=True,
+        seed=t.seed,
+    )
+
+
+def _vllm_engine(config: TrainingConfig, loaded: Any, run: RunDir) -> Any:
+    """A vLLM server (child process) on the same GPU, serving the base model plus the adapter.
+
+    vLLM needs a model folder: the embedded GGUF model is first saved as a plain HF folder.
+    """
+    from osmosis_trainer.engines import VLLMEngine
+    from osmosis_trainer.models import is_embedded
+
+    model_path = config.experiment.model_path
+    if is_embedded(model_path):
+        folder = run.path / "base_model"
+        if not (folder / "config.json").exists():
+            loaded.model.save_pretrained(str(folder))
+            loaded.tokenizer.save_pretrained(str(folder))
+        model_path = str(folder)
+    util = os.environ.get("OSMOSIS_VLLM_GPU_MEMORY_UTILIZATION", "0.35")
+    return VLLMEngine(
+        model_path=model_path,
+        max_lora_rank=max(config.lora.r, 8),
+        max_model_len=config.training.max_prompt_length + config.training.max_response_length,
+        extra_args=["--gpu-memory-utilization", util],
+        log_file=run.path / "vllm.log",
+    )
+
+
+async def run_training(
+    config: TrainingConfig,
+    run: RunDir,
+    *,
+    plan: JobPlan | None = None,
+    resume: bool | Path = False,
+    on_report: Callable[[StepReport], None] | None = None,
+    on_phase: Callable[[str], None] | None = None,
+) -> TrainResult:
+    """Run a whole training job in this process and return how it ended.
+
+    Args:
+        config: the loaded training config.
+        run: the run folder (metrics, checkpoints, status).
+        plan: a :func:`plan_job` result, if already computed.
+        resume: ``True`` to continue from the run's latest checkpoint, or a checkpoint path.
+        on_report: called after every step and validation.
+        on_phase: called with a short description as setup progresses.
+    """
+
+    def phase(text: str) -> None:
+        run.update_status(phase=text)
+        if on_phase is not None:
+            on_phase(text)
+
+    try:
+        return await _run(config, run, plan, resume, on_report, phase)
+    except BaseException as exc:
+        status = read_status(run.path) or {}
+        if status.get("status") not in ("failed", "stopped", "completed"):
+            run.update_status(
+                status="stopped" if isinstance(exc, KeyboardInterrupt) else "failed",
+                phase="done", error=f"{type(exc).__name__}: {exc}",
+            )
+        raise
+
+
+async def _run(
+    config: TrainingConfig,
+    run: RunDir,
+    plan: JobPlan | None,
+    resume: bool | Path,
+    on_report: Callable[[StepReport], None] | None,
+    phase: Callable[[str], None],
+) -> TrainResult:
+    from osmosis_ai.rollout import RolloutRunner, load_entrypoint
+    from osmosis_trainer.gateway import GatewaySampling, PolicyGateway
+    from osmosis_trainer.loop._policy import attach_lora
+    from osmosis_trainer.loop._source import GatewayRolloutSource
+    from osmosis_trainer.models import load_model
+
+    plan = plan or plan_job(config)
+    t = config.training
+    os.environ.update(config.env)
+    entry = load_entrypoint(plan.entrypoint)
+    phase(f"loading {config.experiment.model_path} on {plan.device}")
+    loaded = load_model(config.experiment.model_path, device=plan.device)
+    pad_id = int(loaded.tokenizer.pad_token_id)
+    settings = trainer_settings(config, len(plan.rows), pad_id=pad_id)
+    phase(f"starting the {plan.engine} engine")
+    engine = _engine(config, loaded, plan.device, run)  # copies the base model before LoRA
+    lora = config.lora
+    model = attach_lora(
+        loaded.model, r=lora.r, alpha=lora.alpha, dropout=lora.dropout,
+        target_modules=lora.target_modules, seed=t.seed,
+    )
+    sampling = GatewaySampling(
+        temperature=config.sampling.rollout_temperature,
+        top_p=config.sampling.rollout_top_p,
+        max_tokens=config.sampling.max_tokens or t.max_response_length,
+    )
+    concurrency = t.concurrency or t.rollout_batch_size * t.n_samples_per_prompt
+
+    def make_runner(n: int) -> Any:
+        return RolloutRunner(
+            entry, gateway, n_samples=n, concurrency=concurrency,
+            workflow_timeout_s=t.agent_workflow_timeout_s, grader_timeout_s=t.grader_timeout_s,
+            sampling=config.sampling.as_params(),
+        )
+
+    n_val = config.evaluation.limit or min(len(plan.rows), _MAX_VALIDATION_ROWS)
+    try:
+        async with PolicyGateway(engine, sampling=sampling) as gateway:
+            source = GatewayRolloutSource(
+                make_runner(t.n_samples_per_prompt), gateway, make_runner=make_runner,
+                max_prompt_length=t.max_prompt_length,
+            )
+            trainer = Trainer(
+                model, source, plan.rows, settings, run, device=plan.device,
+                eval_rows=plan.rows[:n_val] if config.checkpoints.eval_interval else None,
+                on_report=on_report,
+            )
+            try:
+                if resume:
+                    phase("resuming")
+                    path = resume if isinstance(resume, Path) else None
+                    if not await trainer.resume(path) and path is None:
+                        raise TrainingError(f"{run.path}: nothing to resume (no checkpoint yet)")
+                phase("training")
+                return await trainer.train()
+            finally:
+                await source.aclose()
+    finally:
+        await engine.close()

@@ -1,0 +1,126 @@
+"""The production rollout source: the user's rollout through the runner and the policy gateway."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from osmosis_ai.rollout import LLMCall, RolloutSample, SampleStatus
+from osmosis_trainer.loop._rollouts import GradedSample, SequenceData, StepRollouts
+
+__all__ = ["GatewayRolloutSource", "sample_sequences"]
+
+logger = logging.getLogger("osmosis")
+
+
+def sample_sequences(calls: list[LLMCall]) -> tuple[list[SequenceData], int]:
+    """Token-exact training sequences of one sample's calls, and the prefix-mismatch count.
+
+    Turns merge into one sequence where the next prompt extends the previous prompt and
+    completion exactly; otherwise the trajectory builder splits them and counts a mismatch.
+    """
+    from osmosis_trainer.trajectory import build_sequences
+
+    built = build_sequences(calls)
+    seqs = [
+        SequenceData(
+            token_ids=list(s.token_ids),
+            loss_mask=[int(m) for m in s.loss_mask],
+            sampler_logprobs=[float(x) for x in s.sampler_logprobs],
+        )
+        for s in built.sequences
+    ]
+    return seqs, int(built.prefix_mismatches)
+
+
+class GatewayRolloutSource:
+    """Runs rollouts with a :class:`~osmosis_ai.rollout.RolloutRunner` whose endpoint is the
+    policy gateway, and swaps new adapters into the gateway's engine.
+
+    Args:
+        runner: the runner for training steps (its ``n_samples`` is the group size).
+        gateway: the policy gateway (``swap_adapter``).
+        make_runner: builds a runner with another ``n_samples`` (for validation).
+        max_prompt_length: samples with a longer policy prompt are left out (counted).
+    """
+
+    def __init__(
+        self,
+        runner: Any,
+        gateway: Any,
+        *,
+        make_runner: Any = None,
+        max_prompt_length: int | None = None,
+    ) -> None:
+        self.runner = runner
+        self.gateway = gateway
+        self.make_runner = make_runner
+        self.max_prompt_length = max_prompt_length
+        self._runners: dict[int, Any] = {runner.n_samples: runner}
+
+    def _runner(self, n_samples: int | None) -> Any:
+        n = n_samples or self.runner.n_samples
+        if n not in self._runners:
+            if self.make_runner is None:
+                raise ValueError(f"no runner for n_samples={n}")
+            self._runners[n] = self.make_runner(n)
+        return self._runners[n]
+
+    async def collect(
+        self, rows: Sequence[Any], *, step: int, n_samples: int | None = None
+    ) -> StepRollouts:
+        out = StepRollouts()
+        async for outcome in self._runner(n_samples).run(list(rows)):
+            out.n_rollouts += 1
+            if outcome.status is SampleStatus.FAILED:
+                out.n_failed += 1
+                category = outcome.error.category.value if outcome.error else "failed"
+                out.failure_reasons[category] += 1
+                if outcome.error and len(out.failure_examples) < 3:
+                    out.failure_examples.append(
+                        f"rollout {outcome.rollout_id} (row {outcome.row_index}): "
+                        f"{outcome.error.message[:300]}"
+                    )
+                continue
+            for sample in outcome.samples:
+                self._add_sample(out, outcome.row_index, outcome.rollout_id, sample)
+        return out
+
+    def _add_sample(
+        self, out: StepRollouts, row_index: int, rollout_id: str, sample: RolloutSample
+    ) -> None:
+        if not sample.trainable or sample.reward is None:
+            out.n_untrainable += 1
+            return
+        if self.max_prompt_length is not None and any(
+            len(c.prompt_token_ids or []) > self.max_prompt_length for c in sample.calls
+        ):
+            out.n_untrainable += 1
+            out.metrics["overlong_prompts"] = out.metrics.get("overlong_prompts", 0.0) + 1
+            return
+        seqs, mismatches = sample_sequences(sample.calls)
+        out.prefix_mismatch += mismatches
+        if not seqs:
+            out.n_untrainable += 1
+            return
+        out.samples.append(
+            GradedSample(
+                group_id=row_index,
+                rollout_id=rollout_id,
+                sample_id=sample.id,
+                reward=float(sample.reward),
+                sequences=seqs,
+                completion_tokens=sum(len(c.completion_token_ids or []) for c in sample.calls),
+                truncated=any(c.finish_reason == "length" for c in sample.calls),
+            )
+        )
+        out.metrics["policy_calls"] = out.metrics.get("policy_calls", 0.0) + len(sample.calls)
+
+    async def push_adapter(self, path: Path, version: int) -> None:
+        await self.gateway.swap_adapter(str(path), version)
+
+    async def aclose(self) -> None:
+        for runner in self._runners.values():
+            await runner.aclose()
