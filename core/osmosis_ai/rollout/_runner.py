@@ -147,7 +147,13 @@ class RolloutRunner:
                     return
                 task = asyncio.create_task(self._rollout(row, sample_index))
                 tasks.add(task)
-                task.add_done_callback(done.put_nowait)
+                self.in_flight += 1
+                self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
+                task.add_done_callback(finished)
+
+        def finished(task: asyncio.Task[RolloutOutcome]) -> None:
+            self.in_flight -= 1
+            done.put_nowait(task)
 
         try:
             await fill()
@@ -211,8 +217,6 @@ class RolloutRunner:
     async def _rollout(self, row: Any, sample_index: int) -> RolloutOutcome:
         started = time.perf_counter()
         rollout_id = f"r{row.row_index}s{sample_index}-{uuid.uuid4().hex[:16]}"
-        self.in_flight += 1
-        self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
         request = self._request(row, sample_index, rollout_id)
         samples: dict[str, RolloutSample] = {}
         error: SampleError | None = None
@@ -247,8 +251,6 @@ class RolloutRunner:
             logger.exception("rollout %s failed inside the runner", rollout_id)
             error = classify_exception(exc, "runner")
             error.category = ErrorCategory.INTERNAL_ERROR
-        finally:
-            self.in_flight -= 1
         return _outcome(row, sample_index, rollout_id, samples, error, started)
 
     async def _discard_calls(self, rollout_id: str) -> None:
