@@ -430,3 +430,16 @@ async def test_outcome_is_json_serialisable(endpoint: RecordingEndpoint) -> None
     data = o.model_dump(mode="json")
     assert data["status"] == "success" and len(data["samples"]) == 3
     assert data["samples"][0]["calls"] or data["samples"][1]["calls"]
+
+
+async def test_a_thousand_concurrent_rollouts_are_held(endpoint: RecordingEndpoint) -> None:
+    class Wait(AgentWorkflow[Any]):
+        async def run(self, ctx: AgentWorkflowContext[Any]) -> Any:
+            await asyncio.sleep(0.05)
+            return [{"role": "assistant", "content": "A"}]
+
+    r = runner(endpoint, Wait, Exact, concurrency=1000)
+    outcomes = await r.run_all([make_row(i) for i in range(1000)])
+    assert r.peak_in_flight == 1000
+    assert sum(o.reward == 1.0 for o in outcomes) == 1000
+    assert len({o.rollout_id for o in outcomes}) == 1000
