@@ -22,6 +22,7 @@ import logging
 import time
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Iterable, Mapping
+from contextlib import aclosing
 from os import PathLike
 from pathlib import Path
 from types import TracebackType
@@ -69,6 +70,10 @@ class RolloutRunner:
             as ``ctx.artifacts_dir``.
         max_workers: cap on worker processes for the process backend.
         memory_limit_mb: per-worker address-space cap for the process backend.
+
+    Attributes:
+        in_flight: rollouts scheduled and not finished yet.
+        peak_in_flight: the most rollouts ever in flight at once.
     """
 
     def __init__(
@@ -132,28 +137,61 @@ class RolloutRunner:
 
     async def run(self, rows: Rows) -> AsyncIterator[RolloutOutcome]:
         """Run every row ``n_samples`` times; yield each outcome as soon as it is done."""
+        async with aclosing(self._stream(rows)) as stream:
+            async for _, _, outcome in stream:
+                yield outcome
+
+    async def run_all(self, rows: Rows) -> list[RolloutOutcome]:
+        """Run everything and return the outcomes ordered by (row_index, sample_index)."""
+        outcomes = [o async for o in self.run(rows)]
+        outcomes.sort(key=lambda o: (o.row_index, o.sample_index))
+        return outcomes
+
+    async def run_groups(self, rows: Rows) -> AsyncIterator[RolloutGroup]:
+        """Like :meth:`run`, but yield each row's ``n_samples`` outcomes together (a GRPO
+        group), sorted by sample index, as soon as the row's last rollout finishes.
+
+        Groups are keyed by the row's position in ``rows``, so repeated rows (or repeated
+        ``row_index`` values) form separate groups.
+        """
+        pending: dict[int, list[RolloutOutcome]] = {}
+        async with aclosing(self._stream(rows)) as stream:
+            async for seq, row, outcome in stream:
+                got = pending.setdefault(seq, [])
+                got.append(outcome)
+                if len(got) == self.n_samples:
+                    del pending[seq]
+                    got.sort(key=lambda o: o.sample_index)
+                    yield RolloutGroup(row=row, outcomes=got)
+
+    async def _stream(self, rows: Rows) -> AsyncGenerator[tuple[int, Any, RolloutOutcome], None]:
+        """Yield ``(row position, row, outcome)`` as rollouts finish, keeping at most
+        ``concurrency`` rollouts (and rows read) ahead."""
         items = _work_items(rows, self.n_samples)
-        done: asyncio.Queue[asyncio.Task[RolloutOutcome]] = asyncio.Queue()
-        tasks: set[asyncio.Task[RolloutOutcome]] = set()
+        done: asyncio.Queue[asyncio.Task[tuple[int, Any, RolloutOutcome]]] = asyncio.Queue()
+        tasks: set[asyncio.Task[tuple[int, Any, RolloutOutcome]]] = set()
         exhausted = False
+
+        async def one(seq: int, row: Any, sample_index: int) -> tuple[int, Any, RolloutOutcome]:
+            return seq, row, await self._rollout(row, sample_index)
+
+        def finished(task: asyncio.Task[tuple[int, Any, RolloutOutcome]]) -> None:
+            self.in_flight -= 1
+            done.put_nowait(task)
 
         async def fill() -> None:
             nonlocal exhausted
             while not exhausted and len(tasks) < self.concurrency:
                 try:
-                    row, sample_index = await anext(items)
+                    seq, row, sample_index = await anext(items)
                 except StopAsyncIteration:
                     exhausted = True
                     return
-                task = asyncio.create_task(self._rollout(row, sample_index))
+                task = asyncio.create_task(one(seq, row, sample_index))
                 tasks.add(task)
                 self.in_flight += 1
                 self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
                 task.add_done_callback(finished)
-
-        def finished(task: asyncio.Task[RolloutOutcome]) -> None:
-            self.in_flight -= 1
-            done.put_nowait(task)
 
         try:
             await fill()
@@ -165,32 +203,6 @@ class RolloutRunner:
         finally:
             await _cancel_all(tasks)
             await items.aclose()
-
-    async def run_all(self, rows: Rows) -> list[RolloutOutcome]:
-        """Run everything and return the outcomes ordered by (row_index, sample_index)."""
-        outcomes = [o async for o in self.run(rows)]
-        outcomes.sort(key=lambda o: (o.row_index, o.sample_index))
-        return outcomes
-
-    async def run_groups(self, rows: Rows) -> AsyncIterator[RolloutGroup]:
-        """Like :meth:`run`, but yield each row's ``n_samples`` outcomes together (a GRPO
-        group), sorted by sample index, as soon as the row's last rollout finishes."""
-        pending: dict[int, tuple[Any, list[RolloutOutcome]]] = {}
-        by_index: dict[int, Any] = {}
-
-        async def remember(source: Rows) -> AsyncIterator[Any]:
-            async for row in _aiter(source):
-                by_index[row.row_index] = row
-                yield row
-
-        async for outcome in self.run(remember(rows)):
-            row, got = pending.setdefault(outcome.row_index, (by_index[outcome.row_index], []))
-            got.append(outcome)
-            if len(got) == self.n_samples:
-                del pending[outcome.row_index]
-                del by_index[outcome.row_index]
-                got.sort(key=lambda o: o.sample_index)
-                yield RolloutGroup(row=row, outcomes=got)
 
     def _request(self, row: Any, sample_index: int, rollout_id: str) -> WorkflowRequest:
         artifacts: str | None = None
@@ -302,13 +314,15 @@ async def _aiter(rows: Rows) -> AsyncIterator[Any]:
             yield row
 
 
-async def _work_items(rows: Rows, n_samples: int) -> AsyncGenerator[tuple[Any, int], None]:
+async def _work_items(rows: Rows, n_samples: int) -> AsyncGenerator[tuple[int, Any, int], None]:
+    seq = 0
     async for row in _aiter(rows):
         for sample_index in range(n_samples):
-            yield row, sample_index
+            yield seq, row, sample_index
+        seq += 1
 
 
-async def _cancel_all(tasks: set[asyncio.Task[RolloutOutcome]]) -> None:
+async def _cancel_all(tasks: set[asyncio.Task[Any]]) -> None:
     if not tasks:
         return
     for task in tasks:

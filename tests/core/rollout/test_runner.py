@@ -443,3 +443,10 @@ async def test_a_thousand_concurrent_rollouts_are_held(endpoint: RecordingEndpoi
     assert r.peak_in_flight == 1000
     assert sum(o.reward == 1.0 for o in outcomes) == 1000
     assert len({o.rollout_id for o in outcomes}) == 1000
+
+
+async def test_run_groups_keeps_repeated_rows_apart(endpoint: RecordingEndpoint) -> None:
+    row = make_row(3, "a", "A")
+    groups = [g async for g in runner(endpoint, n_samples=2, concurrency=3).run_groups([row, row])]
+    assert len(groups) == 2
+    assert all(len(g.outcomes) == 2 and g.row is row for g in groups)
