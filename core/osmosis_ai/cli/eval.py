@@ -37,6 +37,12 @@ class _ProgressView:
     def on_start(self, total: int, done: int) -> None:
         self.task = self.progress.add_task("eval", total=total, completed=done, mean="-", failed=0)
 
+    def on_phase(self, phase: str) -> None:
+        if self.task is not None:
+            self.progress.update(
+                self.task, description=f"eval ({phase})" if phase != "running" else "eval"
+            )
+
     def on_record(self, record: EvalRecord) -> None:
         if record.reward is not None:
             self.rewards.append(record.reward)
@@ -181,6 +187,7 @@ def run_command(
         on_plan=lambda plan: holder.__setitem__("plan", plan),
         on_start=view.on_start,
         on_record=view.on_record,
+        on_phase=view.on_phase,
     )
     try:
         with progress:
@@ -195,6 +202,7 @@ def run_command(
                 "run_dir": str(result.plan.run_dir),
                 "status": status,
                 "model": result.plan.model,
+                "model_load_s": result.info.model_load_s,
                 "new_records": result.new_records,
                 "resumed_records": result.resumed_records,
                 "summary": result.summary.model_dump(mode="json"),

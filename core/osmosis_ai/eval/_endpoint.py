@@ -9,6 +9,7 @@ imported only here, when an eval actually runs.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
@@ -26,16 +27,15 @@ async def open_policy_endpoint(
     """Start a gateway for ``model`` on 127.0.0.1 and yield it; stop it and its engine after."""
     try:
         from osmosis_trainer.engines import create_engine
-        from osmosis_trainer.gateway import PolicyGateway
+        from osmosis_trainer.gateway import GatewaySampling, PolicyGateway
     except ImportError as exc:
-        missing = getattr(exc, "name", None) or "osmosis_trainer"
-        raise MissingExtraError(f"osmosis eval run (model {model!r})", "trainer", missing) from exc
-    engine = create_engine(model)
+        missing = (getattr(exc, "name", None) or "osmosis_trainer").split(".")[0]
+        extra = "server" if missing in {"fastapi", "uvicorn", "starlette"} else "trainer"
+        raise MissingExtraError(f"osmosis eval run (model {model!r})", extra, missing) from exc
+    # Loading a model takes seconds (the embedded one ~20 s): keep the event loop free.
+    engine = await asyncio.to_thread(create_engine, model)
     try:
-        async with PolicyGateway(engine, sampling=sampling or None) as gateway:
+        async with PolicyGateway(engine, sampling=GatewaySampling(**sampling)) as gateway:
             yield gateway
     finally:
-        close = getattr(engine, "close", None)
-        if close is not None:
-            with contextlib.suppress(Exception):
-                await close()
+        await engine.close()

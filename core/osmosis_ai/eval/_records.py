@@ -60,5 +60,6 @@ class EvalRunInfo(BaseModel):
     status: Literal["running", "interrupted", "completed", "failed"] = "running"
     finished_at: str | None = None
     work_items: int = 0
+    model_load_s: float | None = Field(default=None, description="Seconds to start the model.")
     osmosis_version: str = ""
     summary: dict[str, Any] | None = None

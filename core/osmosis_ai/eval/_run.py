@@ -94,6 +94,8 @@ class EvalEvents:
     on_plan: Callable[[EvalPlan], None] = lambda plan: None
     on_start: Callable[[int, int], None] = lambda total, done: None
     on_record: Callable[[EvalRecord], None] = lambda record: None
+    on_phase: Callable[[str], None] = lambda phase: None
+    """Called with "loading model" before the endpoint starts and "running" once it is up."""
 
 
 def _now() -> str:
@@ -290,7 +292,11 @@ async def run_eval(
     try:
         with Journal(plan.run_dir / "results.jsonl") as journal:
             if pending_rows:
+                events.on_phase("loading model")
                 async with factory(plan.model, plan.sampling) as endpoint:
+                    info.model_load_s = round(time.perf_counter() - started, 3)
+                    started = time.perf_counter()
+                    events.on_phase("running")
                     async for record in _stream(plan, entry, endpoint, pending_rows, done):
                         journal.append(record)
                         new.append(record)
@@ -341,12 +347,13 @@ async def _stream(
         grader_timeout_s=plan.grader_timeout_s,
         sampling=plan.sampling,
     )
-    async for outcome in runner.run(rows):
-        if (int(outcome.row_index), int(outcome.sample_index)) in done:
-            continue  # finished before the interruption; keep the journaled result
-        for record, sample in outcome_records(outcome, pass_threshold=plan.pass_threshold):
-            record.trace = write_trace(plan.run_dir, record, sample, outcome)
-            yield record
+    async with runner:
+        async for outcome in runner.run(rows):
+            if (outcome.row_index, outcome.sample_index) in done:
+                continue  # finished before the interruption; keep the journaled result
+            for record, sample in outcome_records(outcome, pass_threshold=plan.pass_threshold):
+                record.trace = write_trace(plan.run_dir, record, sample, outcome)
+                yield record
 
 
 def iter_records(run_dir: Path) -> Iterator[EvalRecord]:

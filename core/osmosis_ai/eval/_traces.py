@@ -3,24 +3,20 @@
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 from typing import Any
 
 from osmosis_ai.eval._records import EvalRecord, RecordStatus
-from osmosis_ai.rollout._types import RolloutSample, SampleStatus
+from osmosis_ai.rollout._outcome import RolloutOutcome
+from osmosis_ai.rollout._types import RolloutSample, SampleError, SampleStatus
 
 __all__ = ["outcome_records", "write_trace"]
 
 
-def _error_fields(error: Any) -> tuple[str | None, str | None]:
+def _error_fields(error: SampleError | None) -> tuple[str | None, str | None]:
     if error is None:
         return None, None
-    category = getattr(error, "category", None)
-    message = getattr(error, "message", None)
-    if category is None and message is None:
-        return type(error).__name__, str(error)
-    return (str(category.value if hasattr(category, "value") else category), message)
+    return str(error.category.value), error.message
 
 
 def _sample_status(sample: RolloutSample) -> RecordStatus:
@@ -33,63 +29,58 @@ def _sample_status(sample: RolloutSample) -> RecordStatus:
     return "success"
 
 
-def outcome_records(outcome: Any, *, pass_threshold: float) -> list[tuple[EvalRecord, Any]]:
+def _record(outcome: RolloutOutcome, **fields: Any) -> EvalRecord:
+    return EvalRecord(
+        row_index=outcome.row_index,
+        source_row_index=outcome.source_row_index,
+        run_index=outcome.sample_index,
+        rollout_id=outcome.rollout_id,
+        duration_ms=outcome.duration_ms,
+        **fields,
+    )
+
+
+def outcome_records(
+    outcome: RolloutOutcome, *, pass_threshold: float
+) -> list[tuple[EvalRecord, RolloutSample | None]]:
     """One record per sample of a runner outcome (one failed record if it has no sample).
 
     Returns ``(record, sample_or_None)`` pairs so the caller can write the sample's trace.
     """
-    base = {
-        "row_index": int(outcome.row_index),
-        "source_row_index": getattr(outcome, "source_row_index", None),
-        "run_index": int(outcome.sample_index),
-        "rollout_id": str(outcome.rollout_id),
-        "duration_ms": float(getattr(outcome, "duration_ms", 0.0) or 0.0),
-    }
-    samples: list[RolloutSample] = list(getattr(outcome, "samples", None) or [])
-    if not samples:
-        error_type, error = _error_fields(getattr(outcome, "error", None))
-        return [
-            (
-                EvalRecord(
-                    **base,
-                    status="failed",
-                    error_type=error_type or "internal_error",
-                    error=error or "the rollout produced no sample",
-                ),
-                None,
-            )
-        ]
-    out: list[tuple[EvalRecord, Any]] = []
-    for sample in samples:
+    if not outcome.samples:
+        error_type, error = _error_fields(outcome.error)
+        record = _record(
+            outcome,
+            status="failed",
+            error_type=error_type or "internal_error",
+            error=error or "the rollout produced no sample",
+        )
+        return [(record, None)]
+    out: list[tuple[EvalRecord, RolloutSample | None]] = []
+    for sample in outcome.samples:
         status = _sample_status(sample)
         error_type, error = _error_fields(sample.error)
         if status == "failed" and error_type is None:
             error_type, error = "grader_error", "the grader set no reward for this sample"
         reward = sample.reward if status == "success" else None
-        if reward is not None and not math.isfinite(reward):  # pragma: no cover - model forbids
-            reward = None
         prompt_tokens = sum(c.prompt_tokens or len(c.prompt_token_ids or []) for c in sample.calls)
         completion_tokens = sum(
             c.completion_tokens or len(c.completion_token_ids or []) for c in sample.calls
         )
-        out.append(
-            (
-                EvalRecord(
-                    **base,
-                    sample_id=sample.id,
-                    status=status,
-                    reward=reward,
-                    passed=(reward >= pass_threshold) if reward is not None else None,
-                    tokens=prompt_tokens + completion_tokens,
-                    prompt_tokens=prompt_tokens,
-                    completion_tokens=completion_tokens,
-                    num_calls=len(sample.calls),
-                    error_type=error_type,
-                    error=error,
-                ),
-                sample,
-            )
+        record = _record(
+            outcome,
+            sample_id=sample.id,
+            status=status,
+            reward=reward,
+            passed=(reward >= pass_threshold) if reward is not None else None,
+            tokens=prompt_tokens + completion_tokens,
+            prompt_tokens=prompt_tokens,
+            completion_tokens=completion_tokens,
+            num_calls=len(sample.calls),
+            error_type=error_type,
+            error=error,
         )
+        out.append((record, sample))
     return out
 
 
@@ -98,7 +89,9 @@ def trace_name(record: EvalRecord) -> str:
     return f"traces/row{record.row_index:05d}-run{record.run_index:03d}-{sample}.json"
 
 
-def write_trace(run_dir: Path, record: EvalRecord, sample: Any, outcome: Any) -> str:
+def write_trace(
+    run_dir: Path, record: EvalRecord, sample: RolloutSample | None, outcome: RolloutOutcome
+) -> str:
     """Write one sample's trace (prompt, messages, policy calls, reward, error); return its path."""
     rel = trace_name(record)
     payload: dict[str, Any] = {
@@ -110,8 +103,8 @@ def write_trace(run_dir: Path, record: EvalRecord, sample: Any, outcome: Any) ->
         "reward": record.reward,
         "error_type": record.error_type,
         "error": record.error,
-        "label": getattr(outcome, "label", None),
-        "metadata": getattr(outcome, "metadata", None) or {},
+        "label": outcome.label,
+        "metadata": outcome.metadata,
         "messages": sample.messages if sample is not None else [],
         "calls": [c.model_dump(mode="json") for c in sample.calls] if sample is not None else [],
         "metrics": dict(sample.metrics) if sample is not None else {},

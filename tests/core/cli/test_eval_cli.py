@@ -1,0 +1,204 @@
+"""Every template: ``template create`` -> ``validate`` -> ``eval run --limit 2`` on a tiny model.
+
+The model is a random-init tiny Qwen2 built offline (``build_tiny_model``); it outputs garbage,
+so rewards are low. What is asserted is that the real path (gateway + HF engine + runner +
+adapters) produces results, traces and a summary, and that errors read well.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from .conftest import RunCli
+
+TEMPLATES = ["single-call", "strands", "openai-agents"]
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from osmosis_trainer.models import build_tiny_model
+
+    return build_tiny_model(tmp_path_factory.mktemp("tiny") / "model")
+
+
+def _create(run_cli: RunCli, ws: Path, template: str) -> None:
+    res = run_cli("template", "create", "calc", "--template", template, "--dir", ws)
+    assert res.code == 0, res.err
+
+
+@pytest.mark.parametrize("template", TEMPLATES)
+def test_template_is_created_validated_and_evaluated(
+    run_cli: RunCli,
+    tmp_path: Path,
+    tiny_model: Path,
+    template: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    _create(run_cli, tmp_path, template)
+    monkeypatch.chdir(tmp_path)
+
+    res = run_cli("validate", "rollouts/calc/main.py")
+    assert res.code == 0, res.err
+    assert "CalculatorWorkflow" in res.out and "CalculatorGrader" in res.out
+    report = run_cli("validate", "configs/eval/calc.toml", "--json").json()
+    assert report["ok"] is True
+    assert report["workflow"]["name"] == "CalculatorWorkflow"
+    assert report["grader"]["name"] == "CalculatorGrader"
+    assert report["dataset"]["rows"] >= 20 and report["dataset"]["ok"] is True
+
+    out = tmp_path / "evals" / "run1"
+    res = run_cli(
+        "eval",
+        "run",
+        "configs/eval/calc.toml",
+        "--limit",
+        "2",
+        "--model",
+        tiny_model,
+        "--output",
+        out,
+    )
+    assert res.code == 0, res.err
+    assert "eval calc" in res.out and "pass rate (reward >= 1)" in res.out
+    assert "reward" in res.out and "latency" in res.out and "tokens" in res.out
+    records = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert sorted(r["row_index"] for r in records) == [0, 1]
+    for r in records:
+        assert set(r) >= {
+            "row_index",
+            "run_index",
+            "rollout_id",
+            "status",
+            "reward",
+            "tokens",
+            "duration_ms",
+            "error_type",
+            "error",
+        }
+        if r["status"] == "success":
+            assert 0.0 <= r["reward"] <= 1.0 and r["error"] is None
+            assert r["tokens"] > 0  # token counts come from the gateway's records
+        else:  # a garbage model may fail a sample: that is data, never a 0.0 reward
+            assert r["reward"] is None and r["error_type"]
+        trace = json.loads((out / r["trace"]).read_text())
+        assert trace["messages"] or trace["error"]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["samples"] == 2
+    info = json.loads((out / "run.json").read_text())
+    assert info["status"] == "completed" and info["model"] == str(tiny_model)
+
+
+def test_eval_resume_continues_an_interrupted_run(
+    run_cli: RunCli, tmp_path: Path, tiny_model: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _create(run_cli, tmp_path, "single-call")
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "run"
+    args = ["eval", "run", "configs/eval/calc.toml", "--limit", "3", "--model", str(tiny_model)]
+    assert run_cli(*args, "--output", out).code == 0
+    # Simulate a Ctrl-C after the first result: keep one complete line plus a torn write.
+    lines = (out / "results.jsonl").read_text().splitlines()
+    (out / "results.jsonl").write_text(lines[0] + "\n" + lines[1][:20])
+    info = json.loads((out / "run.json").read_text())
+    info["status"] = "interrupted"
+    (out / "run.json").write_text(json.dumps(info))
+
+    res = run_cli(*args, "--output", out, "--resume", "--json")
+    assert res.code == 0, res.err
+    data = res.json()
+    assert data["status"] == "completed"
+    assert (data["resumed_records"], data["new_records"]) == (1, 2)
+    assert data["summary"]["samples"] == 3
+    rows = [json.loads(x)["row_index"] for x in (out / "results.jsonl").read_text().splitlines()]
+    assert sorted(rows) == [0, 1, 2]
+
+    (tmp_path / "rollouts/calc/main.py").write_text(
+        (tmp_path / "rollouts/calc/main.py").read_text() + "\n# changed\n"
+    )
+    res = run_cli(*args, "--output", out, "--resume")
+    assert res.code == 1
+    assert "--resume refused: the rollout code" in res.err and "changed" in res.err
+    assert "Traceback" not in res.err
+
+
+def test_eval_bad_config_is_one_clear_line(run_cli: RunCli, tmp_path: Path) -> None:
+    _create(run_cli, tmp_path, "single-call")
+    cfg = tmp_path / "configs/eval/calc.toml"
+    cfg.write_text(cfg.read_text().replace("pass_threshold", "pass_treshold"))
+    res = run_cli("eval", "run", cfg, "--limit", "1")
+    assert res.code == 1
+    assert "pass_treshold" in res.err and "did you mean 'pass_threshold'" in res.err
+    assert "Traceback" not in res.err and len(res.err.strip().splitlines()) == 1
+
+
+def test_eval_missing_config(run_cli: RunCli, tmp_path: Path) -> None:
+    res = run_cli("eval", "run", tmp_path / "configs/eval/nope.toml")
+    assert res.code == 1
+    assert "does not exist" in res.err and "osmosis template create" in res.err
+
+
+def test_eval_bad_dataset_names_file_and_line(run_cli: RunCli, tmp_path: Path) -> None:
+    _create(run_cli, tmp_path, "single-call")
+    data = tmp_path / "data/calc.jsonl"
+    lines = data.read_text().splitlines()
+    lines[2] = '{"user_prompt": "", "ground_truth": "1"}'
+    data.write_text("\n".join(lines) + "\n")
+    res = run_cli("eval", "run", tmp_path / "configs/eval/calc.toml", "--limit", "5")
+    assert res.code == 1
+    assert "calc.jsonl:3" in res.err and "user_prompt" in res.err
+    assert "Traceback" not in res.err
+
+
+def test_eval_missing_rollout_entrypoint(run_cli: RunCli, tmp_path: Path) -> None:
+    _create(run_cli, tmp_path, "single-call")
+    (tmp_path / "rollouts/calc/main.py").unlink()
+    res = run_cli("eval", "run", tmp_path / "configs/eval/calc.toml")
+    assert res.code == 1 and "main.py" in res.err and "Traceback" not in res.err
+
+
+def test_validate_reports_discovery_errors(run_cli: RunCli, tmp_path: Path) -> None:
+    bad = tmp_path / "main.py"
+    bad.write_text("from osmosis_ai.rollout import AgentWorkflow\nx = 1\n")
+    res = run_cli("validate", bad)
+    assert res.code == 1
+    assert "main.py" in res.err and "AgentWorkflow" in res.err
+    res = run_cli("validate", tmp_path / "missing.py")
+    assert res.code == 1 and "does not exist" in res.err
+    res = run_cli("validate")
+    assert res.code == 1 and "exactly one of ENTRYPOINT" in res.err
+
+
+def test_validate_module_delegates_to_the_remote_validator(
+    run_cli: RunCli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "myloop.py").write_text(
+        "from osmosis_ai.rollout.remote import RolloutAgentLoop\n\n"
+        "class Calc(RolloutAgentLoop):\n"
+        "    name = 'calc'\n\n"
+        "    def get_tools(self, request):\n"
+        "        return [{'type': 'function', 'function': {'name': 'add', 'description': 'add',"
+        " 'parameters': {'type': 'object', 'properties': {'a': {'type': 'number'}}}}}]\n\n"
+        "    async def run(self, ctx):\n"
+        "        return ctx.complete([])\n\n"
+        "agent_loop = Calc()\n"
+        "class Broken(RolloutAgentLoop):\n"
+        "    name = 'broken'\n\n"
+        "    def get_tools(self, request):\n"
+        "        return None\n\n"
+        "    async def run(self, ctx):\n"
+        "        return ctx.complete([])\n\n"
+        "broken = Broken()\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    res = run_cli("validate", "-m", "myloop:agent_loop")
+    assert res.code == 0, res.out + res.err
+    assert "calc" in res.out
+    data = run_cli("validate", "-m", "myloop:agent_loop", "--json").json()
+    assert data["ok"] is True
+    res = run_cli("validate", "-m", "myloop:broken")
+    assert res.code == 1
+    assert "GET_TOOLS_RETURNS_NONE" in res.out

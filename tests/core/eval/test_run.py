@@ -1,0 +1,253 @@
+"""run_eval end to end against a scripted OpenAI-compatible server (no model).
+
+The single-call template is scaffolded into a temp workspace; the fake server answers each
+question right, right-with-extra-text, or wrong depending on the row, so the expected rewards
+are known. Interruption is simulated by cancelling the eval task after k results.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import re
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from osmosis_ai.errors import ConfigError, OsmosisError
+from osmosis_ai.eval import EvalEvents, EvalOptions, EvalRecord, read_journal, run_eval
+from osmosis_ai.templates import create_from_template
+from osmosis_ai.testing import FakeOpenAIServer, FakeReply, FakeRequest, http_error
+
+_Q = re.compile(r"What is (\d+) ([-+*/]) (\d+)\?")
+
+
+def _truth(question: str) -> int:
+    m = _Q.search(question)
+    assert m is not None, question
+    a, op, b = int(m.group(1)), m.group(2), int(m.group(3))
+    return {"+": a + b, "-": a - b, "*": a * b, "/": a // b if b else 0}[op]
+
+
+def _answer(req: FakeRequest) -> str | FakeReply:
+    """Even questions (by answer): exact; odd multiples of 3: chatty; others: wrong."""
+    question = next(m["content"] for m in req.messages if m["role"] == "user")
+    truth = _truth(question)
+    if truth % 2 == 0:
+        return str(truth)
+    if truth % 3 == 0:
+        return f"The answer is {truth}."
+    return str(truth + 7)
+
+
+def _expected_reward(question: str) -> float:
+    truth = _truth(question)
+    return 1.0 if truth % 2 == 0 else (0.5 if truth % 3 == 0 else 0.0)
+
+
+def _factory(script: Any) -> Callable[..., contextlib.AbstractAsyncContextManager[Any]]:
+    @contextlib.asynccontextmanager
+    async def factory(model: str, sampling: dict[str, Any]) -> AsyncIterator[Any]:
+        async with FakeOpenAIServer(script=script) as server:
+            yield server
+
+    return factory
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    create_from_template("single-call", "calc", tmp_path)
+    return tmp_path
+
+
+def _questions(ws: Path) -> list[str]:
+    lines = (ws / "data/calc.jsonl").read_text().splitlines()
+    return [json.loads(line)["user_prompt"] for line in lines]
+
+
+async def test_eval_writes_results_traces_and_summary(workspace: Path) -> None:
+    out = workspace / "out"
+    result = await run_eval(
+        workspace / "configs/eval/calc.toml",
+        EvalOptions(limit=6, output=out),
+        endpoint_factory=_factory(_answer),
+    )
+    assert result.info.status == "completed"
+    records = read_journal(out / "results.jsonl")
+    assert sorted(r.row_index for r in records) == list(range(6))
+    expected = [_expected_reward(q) for q in _questions(workspace)[:6]]
+    assert [r.reward for r in sorted(records, key=lambda r: r.row_index)] == expected
+    for r in records:
+        assert r.status == "success" and r.sample_id == "main"
+        assert r.tokens == r.prompt_tokens + r.completion_tokens > 0
+        assert r.num_calls == 1 and r.trace is not None
+        trace = json.loads((out / r.trace).read_text())
+        assert trace["messages"][-1]["role"] == "assistant"
+        assert trace["calls"][0]["completion_token_ids"]
+        assert trace["label"] is not None
+    s = result.summary
+    assert s.samples == 6 and s.success == 6
+    assert s.reward.mean == pytest.approx(sum(expected) / 6)
+    assert s.passed == expected.count(1.0)
+    assert s.pass_rate == pytest.approx(expected.count(1.0) / 6)
+    assert s.pass_at_k == {}  # n == 1
+    assert json.loads((out / "summary.json").read_text())["samples"] == 6
+    info = json.loads((out / "run.json").read_text())
+    assert info["status"] == "completed" and info["model"] == "embedded"
+    assert len(info["rollout_hash"]) == 64 and len(info["dataset_hash"]) == 64
+
+
+async def test_eval_with_n_runs_reports_pass_at_k(workspace: Path) -> None:
+    result = await run_eval(
+        workspace / "configs/eval/calc.toml",
+        EvalOptions(limit=3, n=4, output=workspace / "out"),
+        endpoint_factory=_factory(_answer),
+    )
+    s = result.summary
+    assert s.samples == 12
+    assert set(s.pass_at_k) == {"pass@1", "pass@2", "pass@4"}
+    assert {(r.row_index, r.run_index) for r in result.records} == {
+        (i, k) for i in range(3) for k in range(4)
+    }
+
+
+async def test_failed_policy_calls_are_failures_not_zero_rewards(workspace: Path) -> None:
+    result = await run_eval(
+        workspace / "configs/eval/calc.toml",
+        EvalOptions(limit=2, output=workspace / "out"),
+        endpoint_factory=_factory(lambda req: http_error(400, "bad request")),
+    )
+    assert result.summary.failed == 2 and result.summary.success == 0
+    for r in result.records:
+        assert r.status == "failed" and r.reward is None
+        assert r.error_type and r.error
+    assert result.summary.pass_rate == 0.0
+    assert sum(result.summary.failures_by_reason.values()) == 2
+
+
+async def _interrupted_run(ws: Path, out: Path, after: int) -> int:
+    """Run the eval and cancel it after ``after`` results; return how many were journaled."""
+    seen: list[EvalRecord] = []
+    task: asyncio.Task[Any] | None = None
+
+    def on_record(record: EvalRecord) -> None:
+        seen.append(record)
+        if len(seen) == after and task is not None:
+            task.cancel()
+
+    task = asyncio.create_task(
+        run_eval(
+            ws / "configs/eval/calc.toml",
+            EvalOptions(limit=8, concurrency=1, output=out),
+            events=EvalEvents(on_record=on_record),
+            endpoint_factory=_factory(_answer),
+        )
+    )
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    return len(read_journal(out / "results.jsonl"))
+
+
+async def test_interrupted_run_keeps_finished_rows_and_resumes(workspace: Path) -> None:
+    out = workspace / "out"
+    kept = await _interrupted_run(workspace, out, after=3)
+    assert kept >= 3
+    info = json.loads((out / "run.json").read_text())
+    assert info["status"] == "interrupted"
+    result = await run_eval(
+        workspace / "configs/eval/calc.toml",
+        EvalOptions(limit=8, resume=True, output=out),
+        endpoint_factory=_factory(_answer),
+    )
+    assert result.info.status == "completed"
+    assert result.resumed_records == kept and result.new_records == 8 - kept
+    records = read_journal(out / "results.jsonl")
+    assert sorted((r.row_index, r.run_index) for r in records) == [(i, 0) for i in range(8)]
+    expected = [_expected_reward(q) for q in _questions(workspace)[:8]]
+    assert [r.reward for r in sorted(records, key=lambda r: r.row_index)] == expected
+
+
+async def test_resume_without_output_picks_the_latest_run(workspace: Path) -> None:
+    first = await run_eval(
+        workspace / "configs/eval/calc.toml",
+        EvalOptions(limit=2),
+        endpoint_factory=_factory(_answer),
+    )
+    assert first.plan.run_dir.parent == workspace / ".osmosis" / "evals"
+    assert first.plan.run_dir.name.startswith("calc-")
+    again = await run_eval(
+        workspace / "configs/eval/calc.toml",
+        EvalOptions(limit=2, resume=True),
+        endpoint_factory=_factory(_answer),
+    )
+    assert again.plan.run_dir == first.plan.run_dir
+    assert again.new_records == 0 and again.resumed_records == 2
+
+
+async def test_resume_refuses_when_the_rollout_code_changed(workspace: Path) -> None:
+    out = workspace / "out"
+    await _interrupted_run(workspace, out, after=2)
+    main_py = workspace / "rollouts/calc/main.py"
+    main_py.write_text(main_py.read_text() + "\n# tweak\n")
+    with pytest.raises(OsmosisError, match=r"--resume refused: the rollout code in .* changed"):
+        await run_eval(
+            workspace / "configs/eval/calc.toml",
+            EvalOptions(limit=8, resume=True, output=out),
+            endpoint_factory=_factory(_answer),
+        )
+
+
+async def test_resume_refuses_when_the_dataset_changed(workspace: Path) -> None:
+    out = workspace / "out"
+    await _interrupted_run(workspace, out, after=2)
+    data = workspace / "data/calc.jsonl"
+    data.write_text(data.read_text().replace("What is", "Compute", 1))
+    with pytest.raises(OsmosisError, match=r"--resume refused: the dataset .* changed"):
+        await run_eval(
+            workspace / "configs/eval/calc.toml",
+            EvalOptions(limit=8, resume=True, output=out),
+            endpoint_factory=_factory(_answer),
+        )
+
+
+async def test_resume_refuses_other_settings(workspace: Path) -> None:
+    out = workspace / "out"
+    await _interrupted_run(workspace, out, after=2)
+    with pytest.raises(OsmosisError, match=r"used model='embedded'.*model='other/model'"):
+        await run_eval(
+            workspace / "configs/eval/calc.toml",
+            EvalOptions(limit=8, resume=True, output=out, model="other/model"),
+            endpoint_factory=_factory(_answer),
+        )
+
+
+async def test_resume_with_nothing_to_resume(workspace: Path) -> None:
+    with pytest.raises(OsmosisError, match="no earlier eval run of 'calc'"):
+        await run_eval(
+            workspace / "configs/eval/calc.toml",
+            EvalOptions(resume=True),
+            endpoint_factory=_factory(_answer),
+        )
+
+
+async def test_a_used_output_folder_needs_resume(workspace: Path) -> None:
+    out = workspace / "out"
+    opts = EvalOptions(limit=1, output=out)
+    await run_eval(workspace / "configs/eval/calc.toml", opts, endpoint_factory=_factory(_answer))
+    with pytest.raises(OsmosisError, match="already holds an eval run; pass --resume"):
+        await run_eval(
+            workspace / "configs/eval/calc.toml", opts, endpoint_factory=_factory(_answer)
+        )
+
+
+async def test_missing_secrets_stop_before_running(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cfg = workspace / "configs/eval/calc.toml"
+    cfg.write_text(cfg.read_text() + '\n[secrets]\nrequired = ["OSMOSIS_TEST_KEY"]\n')
+    monkeypatch.delenv("OSMOSIS_TEST_KEY", raising=False)
+    with pytest.raises(ConfigError, match="OSMOSIS_TEST_KEY.*not set"):
+        await run_eval(cfg, EvalOptions(limit=1), endpoint_factory=_factory(_answer))
