@@ -8,7 +8,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from osmosis_ai.data._readers import SUPPORTED_SUFFIXES, count_records, iter_records
+from osmosis_ai.data._readers import SUPPORTED_SUFFIXES, RawRecord, count_records, iter_records
 from osmosis_ai.data._row import DatasetIssue, DatasetRow, DatasetRowError, build_row
 from osmosis_ai.errors import DatasetError
 
@@ -116,6 +116,13 @@ class DatasetReport(BaseModel):
         return out
 
 
+def _scan(p: Path, label: str) -> Iterator[RawRecord]:
+    try:
+        yield from iter_records(p, label)
+    except DatasetRowError as exc:  # the file cannot be opened as its format at all
+        yield RawRecord(0, None, issue=exc.issue, fatal=True)
+
+
 def validate_dataset(path: str | PathLike[str], *, max_errors: int = 5) -> DatasetReport:
     """Read a whole dataset and report every problem (listing the first ``max_errors``).
 
@@ -138,7 +145,7 @@ def validate_dataset(path: str | PathLike[str], *, max_errors: int = 5) -> Datas
         if len(errors) < max_errors:
             errors.append(issue)
 
-    for item in iter_records(p, label):
+    for item in _scan(p, label):
         if item.issue is not None:
             add(item.issue)
             if item.fatal:

@@ -74,3 +74,12 @@ def test_empty_dataset_is_an_error(tmp_path: Path) -> None:
 def test_missing_file_raises(tmp_path: Path) -> None:
     with pytest.raises(DatasetError, match="dataset file not found"):
         validate_dataset(tmp_path / "x.csv")
+
+
+def test_unreadable_parquet_is_reported(tmp_path: Path) -> None:
+    pytest.importorskip("pyarrow")
+    f = tmp_path / "d.parquet"
+    f.write_text("not parquet at all")
+    report = validate_dataset(f)
+    assert not report.ok and report.error_count == 1
+    assert str(report.errors[0]).startswith(f"{f}: not a readable parquet file: ")
