@@ -312,7 +312,7 @@ class RolloutRegistry:
             "status": "shutting_down" if self.closing else "healthy",
             "agent_loop": self.agent_loop.name,
             "active_rollouts": self.running,
-            "queued_rollouts": max(self.pending - self.running, 0),
+            "pending_rollouts": self.pending,
             "completed_rollouts": self.counts["completed"],
             "errored_rollouts": self.counts["errored"],
             "delivery_failed": self.counts["delivery_failed"],

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Callable
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -70,7 +73,29 @@ def run_server(opts: ServeOptions, *, announce: Callable[[str, Any], None]) -> N
         app, host=opts.host, port=opts.port, log_level=opts.log_level, access_log=False,
         timeout_keep_alive=KEEP_ALIVE_S, backlog=4096,
     )
-    asyncio.run(_serve(uvicorn.Server(config), opts, announce))
+    asyncio.run(_serve(_server_class()(config), opts, announce))
+
+
+def _server_class() -> Any:
+    """uvicorn's Server, but Ctrl-C / SIGTERM only stop it (no re-raise after the graceful
+    shutdown), so ``osmosis serve`` exits 0 once in-flight rollouts are finished or reported."""
+    import uvicorn
+
+    class _Server(uvicorn.Server):  # type: ignore[misc]
+        @contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            if threading.current_thread() is not threading.main_thread():
+                yield
+                return
+            handled = (signal.SIGINT, signal.SIGTERM)
+            original = {sig: signal.signal(sig, self.handle_exit) for sig in handled}
+            try:
+                yield
+            finally:
+                for sig, handler in original.items():
+                    signal.signal(sig, handler)
+
+    return _Server
 
 
 async def _serve(server: Any, opts: ServeOptions, announce: Callable[[str, Any], None]) -> None:

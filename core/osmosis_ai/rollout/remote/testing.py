@@ -14,7 +14,8 @@ import asyncio
 import json
 import random
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from typing import Any
 
 from osmosis_ai.errors import MissingExtraError
@@ -25,7 +26,7 @@ try:
 except ImportError as _exc:  # pragma: no cover - depends on the environment
     raise MissingExtraError("osmosis_ai.rollout.remote.testing", "server", "fastapi") from _exc
 
-__all__ = ["FakeCluster", "tool_call_message"]
+__all__ = ["FakeCluster", "serve_in_loop", "tool_call_message"]
 
 Reply = Callable[[dict[str, Any]], "dict[str, Any] | str"]
 
@@ -52,8 +53,9 @@ class FakeCluster:
         reply: maps a chat request body to the assistant message (or its text). Default: the
             text ``"done"``.
         api_key: if set, every request must carry ``Authorization: Bearer <api_key>``.
-        llm_fault_rate: fraction of chat calls that fail: half answer 500, half hang for
-            ``hang_seconds`` (then answer normally, too late for a short client timeout).
+        llm_fault_rate: fraction of chat calls that fail: ``hang_fraction`` of them hang for
+            ``hang_seconds`` (then answer normally, too late for a short client timeout), the
+            others answer 500.
         callback_fault_rate: the same for completion callbacks (a hung callback is still
             recorded, as a real cluster that processed it but whose answer was lost would).
         seed: seeds the fault choice.
@@ -72,6 +74,7 @@ class FakeCluster:
         llm_fault_rate: float = 0.0,
         callback_fault_rate: float = 0.0,
         hang_seconds: float = 2.0,
+        hang_fraction: float = 0.5,
         seed: int = 0,
     ) -> None:
         self.reply = reply or (lambda _body: "done")
@@ -79,13 +82,13 @@ class FakeCluster:
         self.llm_fault_rate = llm_fault_rate
         self.callback_fault_rate = callback_fault_rate
         self.hang_seconds = hang_seconds
+        self.hang_fraction = hang_fraction
         self.chat_calls: list[dict[str, Any]] = []
         self.callbacks: dict[str, list[dict[str, Any]]] = {}
         self.faults = {"llm_500": 0, "llm_hang": 0, "callback_500": 0, "callback_hang": 0}
         self._rng = random.Random(seed)
         self._waiters: dict[str, asyncio.Event] = {}
-        self._server: Any = None
-        self._task: asyncio.Task[None] | None = None
+        self._serving: Any = None
         self.url = ""
         self.app = self._build_app()
 
@@ -130,7 +133,7 @@ class FakeCluster:
     async def _maybe_fault(self, rate: float, what: str) -> Any:
         if rate <= 0 or self._rng.random() >= rate:
             return None
-        if self._rng.random() < 0.5:
+        if self._rng.random() >= self.hang_fraction:
             self.faults[f"{what}_500"] += 1
             return JSONResponse({"error": "injected fault"}, status_code=500)
         self.faults[f"{what}_hang"] += 1
@@ -175,25 +178,37 @@ class FakeCluster:
     # -- serving -----------------------------------------------------------------------------
 
     async def __aenter__(self) -> FakeCluster:
-        import uvicorn
-
-        config = uvicorn.Config(
-            self.app, host="127.0.0.1", port=0, log_level="warning", lifespan="off",
-            timeout_keep_alive=30, limit_concurrency=None, backlog=4096,
-        )
-        self._server = uvicorn.Server(config)
-        self._server.install_signal_handlers = lambda: None  # older uvicorn
-        self._task = asyncio.create_task(self._server.serve(sockets=None))
-        while not self._server.started:
-            if self._task.done():
-                self._task.result()
-            await asyncio.sleep(0.01)
-        port = self._server.servers[0].sockets[0].getsockname()[1]
-        self.url = f"http://127.0.0.1:{port}"
+        self._serving = serve_in_loop(self.app)
+        self.url = await self._serving.__aenter__()
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        if self._server is not None:
-            self._server.should_exit = True
-        if self._task is not None:
-            await self._task
+        await self._serving.__aexit__(None, None, None)
+
+
+@asynccontextmanager
+async def serve_in_loop(app: Any, *, host: str = "127.0.0.1", lifespan: str = "on") -> AsyncIterator[str]:
+    """Serve an ASGI app with uvicorn as a task of the running loop; yields ``http://host:port``.
+
+    The port is picked by the OS. Leaving the block stops the server (running the app's
+    shutdown, e.g. a rollout server's graceful shutdown).
+    """
+    import uvicorn
+
+    config = uvicorn.Config(
+        app, host=host, port=0, log_level="warning", lifespan=lifespan,  # type: ignore[arg-type]
+        timeout_keep_alive=75, backlog=4096,
+    )
+    server = uvicorn.Server(config)
+    task = asyncio.create_task(server.serve())
+    try:
+        while not server.started:
+            if task.done():
+                task.result()
+                raise RuntimeError("uvicorn stopped before it started")
+            await asyncio.sleep(0.01)
+        port = server.servers[0].sockets[0].getsockname()[1]
+        yield f"http://{host}:{port}"
+    finally:
+        server.should_exit = True
+        await task
