@@ -6,8 +6,9 @@ A rollout is one :class:`AgentWorkflow` (produces samples for a dataset row) plu
 
 from __future__ import annotations
 
-from osmosis_ai.rollout._backends import LocalBackend, ProcessBackend
+from osmosis_ai.rollout._backends import Backend, LocalBackend, ProcessBackend
 from osmosis_ai.rollout._discovery import Entrypoint, load_entrypoint
+from osmosis_ai.rollout._execution import WorkflowRequest, WorkflowRun
 from osmosis_ai.rollout._grader import Grader, GraderContext
 from osmosis_ai.rollout._outcome import RolloutGroup, RolloutOutcome, classify_exception
 from osmosis_ai.rollout._runner import RolloutRunner
@@ -69,6 +70,7 @@ __all__ = [
     "AgentWorkflowConfig",
     "AgentWorkflowContext",
     "AgentWorkflowOutput",
+    "Backend",
     "BaseConfig",
     "ChatResult",
     "ConcurrencyConfig",
@@ -92,7 +94,9 @@ __all__ = [
     "SampleSource",
     "SampleStatus",
     "ToolCall",
+    "WorkflowRequest",
     "WorkflowResult",
+    "WorkflowRun",
     "classify_exception",
     "current_rollout",
     "get_rollout_scope",

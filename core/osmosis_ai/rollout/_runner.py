@@ -65,7 +65,8 @@ class RolloutRunner:
         sampling: default chat parameters (``temperature``, ``top_p``, ``max_tokens``) put on
             ``ctx.sampling`` and sent by ``ctx.chat``.
         backend: ``"local"`` (in-process) or ``"process"`` (one worker process per rollout at
-            a time, from a pool of ``min(concurrency, max_workers)``).
+            a time, from a pool of ``min(concurrency, max_workers)``), or any object with
+            ``async run_workflow(WorkflowRequest) -> WorkflowRun`` and ``async aclose()``.
         artifacts_root: if set, each rollout gets ``<artifacts_root>/<rollout_id>/artifacts``
             as ``ctx.artifacts_dir``.
         max_workers: cap on worker processes for the process backend.
@@ -86,7 +87,7 @@ class RolloutRunner:
         workflow_timeout_s: float | None = 450,
         grader_timeout_s: float | None = 150,
         sampling: Mapping[str, Any] | None = None,
-        backend: Literal["local", "process"] = "local",
+        backend: Literal["local", "process"] | Backend = "local",
         artifacts_root: str | PathLike[str] | None = None,
         max_workers: int = 8,
         memory_limit_mb: int | None = None,
@@ -95,7 +96,7 @@ class RolloutRunner:
             raise ValueError(f"n_samples must be >= 1, got {n_samples}")
         if concurrency < 1:
             raise ValueError(f"concurrency must be >= 1, got {concurrency}")
-        if backend not in ("local", "process"):
+        if isinstance(backend, str) and backend not in ("local", "process"):
             raise ValueError(f"backend must be 'local' or 'process', got {backend!r}")
         self.entrypoint = (
             entrypoint if isinstance(entrypoint, Entrypoint) else load_entrypoint(entrypoint)
@@ -107,9 +108,10 @@ class RolloutRunner:
         self.grader_timeout_s = grader_timeout_s
         self.sampling = dict(sampling or {})
         self.artifacts_root = Path(artifacts_root) if artifacts_root is not None else None
-        self.backend_name = backend
         self.backend: Backend
-        if backend == "process":
+        if not isinstance(backend, str):
+            self.backend = backend
+        elif backend == "process":
             self.backend = ProcessBackend(
                 self.entrypoint, endpoint, max_workers=min(concurrency, max_workers),
                 memory_limit_mb=memory_limit_mb,

@@ -450,3 +450,23 @@ async def test_run_groups_keeps_repeated_rows_apart(endpoint: RecordingEndpoint)
     groups = [g async for g in runner(endpoint, n_samples=2, concurrency=3).run_groups([row, row])]
     assert len(groups) == 2
     assert all(len(g.outcomes) == 2 and g.row is row for g in groups)
+
+
+async def test_a_custom_backend_can_run_the_workflows(endpoint: RecordingEndpoint) -> None:
+    from osmosis_ai.rollout import WorkflowRequest, WorkflowRun
+
+    seen: list[WorkflowRequest] = []
+
+    class Canned:
+        async def run_workflow(self, request: WorkflowRequest) -> WorkflowRun:
+            seen.append(request)
+            return WorkflowRun(messages=[{"role": "assistant", "content": "A"}])
+
+        async def aclose(self) -> None:
+            return None
+
+    r = RolloutRunner(Entrypoint(Echo, Exact), endpoint, backend=Canned(), n_samples=2,
+                      workflow_timeout_s=9)
+    outcomes = await r.run_all([make_row(0, "ignored", "A")])
+    assert [o.reward for o in outcomes] == [1.0, 1.0]
+    assert [(q.row_index, q.sample_index, q.timeout_s) for q in seen] == [(0, 0, 9), (0, 1, 9)]
