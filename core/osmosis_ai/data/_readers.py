@@ -217,52 +217,53 @@ def _decode_next(cur: _TextCursor, decoder: json.JSONDecoder) -> Any:
         return value
 
 
+def _fatal(cur: _TextCursor, file: str, message: str, row: int) -> RawRecord:
+    line, col = cur.where(cur.pos)
+    return RawRecord(row, line, issue=_issue(file, message, line=line, char=col), fatal=True)
+
+
 def _json_array(path: Path, file: str, skip: int) -> Iterator[RawRecord]:
-    decoder = json.JSONDecoder()
     with path.open(encoding="utf-8-sig") as f:
         cur = _TextCursor(f)
-
-        def fatal(message: str, row: int) -> RawRecord:
-            line, col = cur.where(cur.pos)
-            return RawRecord(row, line, issue=_issue(file, message, line=line, char=col), fatal=True)
-
         try:
             if cur.peek() != "[":
-                yield fatal(
-                    "expected a JSON array of row objects ('[{...}, ...]'); "
-                    "for one object per line use a .jsonl file",
-                    0,
-                )
+                yield _fatal(cur, file, "expected a JSON array of row objects ('[{...}, ...]'); "
+                             "for one object per line use a .jsonl file", 0)
                 return
             cur.pos += 1
-            row = 0
-            if cur.peek() == "]":
-                return
-            while True:
-                cur.peek()
-                line, col = cur.where(cur.pos)
-                try:
-                    value = _decode_next(cur, decoder)
-                except json.JSONDecodeError as exc:
-                    eline, ecol = cur.where(exc.pos)
-                    issue = _issue(file, f"invalid JSON: {exc.msg}", line=eline, char=ecol, row=row)
-                    yield RawRecord(row, eline, issue=issue, fatal=True)
-                    return
-                if row >= skip:
-                    yield RawRecord(row, line, value)
-                row += 1
-                sep = cur.peek()
-                if sep == "]":
-                    break
-                if sep != ",":
-                    yield fatal(f"invalid JSON: expected ',' or ']' after row {row - 1}", row)
-                    return
-                cur.pos += 1
-            cur.pos += 1
-            if cur.peek() != "":
-                yield fatal("invalid JSON: extra data after the closing ']'", row)
+            if cur.peek() != "]":
+                yield from _json_elements(cur, file, skip)
         except UnicodeDecodeError as exc:
             yield RawRecord(0, None, issue=_issue(file, f"not valid UTF-8 ({exc.reason})"), fatal=True)
+
+
+def _json_elements(cur: _TextCursor, file: str, skip: int) -> Iterator[RawRecord]:
+    """The elements of an array whose '[' was consumed, then its closing ']' and the end."""
+    decoder = json.JSONDecoder()
+    row = 0
+    while True:
+        cur.peek()
+        line, _ = cur.where(cur.pos)
+        try:
+            value = _decode_next(cur, decoder)
+        except json.JSONDecodeError as exc:
+            eline, ecol = cur.where(exc.pos)
+            issue = _issue(file, f"invalid JSON: {exc.msg}", line=eline, char=ecol, row=row)
+            yield RawRecord(row, eline, issue=issue, fatal=True)
+            return
+        if row >= skip:
+            yield RawRecord(row, line, value)
+        row += 1
+        sep = cur.peek()
+        if sep == "]":
+            break
+        if sep != ",":
+            yield _fatal(cur, file, f"invalid JSON: expected ',' or ']' after row {row - 1}", row)
+            return
+        cur.pos += 1
+    cur.pos += 1
+    if cur.peek() != "":
+        yield _fatal(cur, file, "invalid JSON: extra data after the closing ']'", row)
 
 
 def _open_parquet(path: Path, file: str) -> Any:

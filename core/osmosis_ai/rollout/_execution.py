@@ -212,15 +212,7 @@ def join_samples(
             sample.calls = recorded
         samples[sample_id] = sample
     if run.messages is not None:
-        main = samples.get(DEFAULT_SAMPLE_ID)
-        if main is not None:
-            main.messages = run.messages
-        else:
-            samples[DEFAULT_SAMPLE_ID] = RolloutSample(
-                id=DEFAULT_SAMPLE_ID,
-                messages=run.messages,
-                calls=calls.pop(DEFAULT_SAMPLE_ID, []),
-            )
+        _set_main(samples, run.messages, calls.pop(DEFAULT_SAMPLE_ID, []))
     for sample_id, recorded in calls.items():
         if recorded:
             last = recorded[-1]
@@ -238,6 +230,20 @@ def join_samples(
         if run.error is not None and sample.status is SampleStatus.SUCCESS:
             _fail(sample, run.error)
     return samples
+
+
+def _set_main(
+    samples: dict[str, RolloutSample], messages: list[Message], calls: list[LLMCall]
+) -> None:
+    main = samples.get(DEFAULT_SAMPLE_ID)
+    if main is None:
+        samples[DEFAULT_SAMPLE_ID] = RolloutSample(
+            id=DEFAULT_SAMPLE_ID, messages=messages, calls=calls
+        )
+        return
+    main.messages = messages
+    if calls:
+        main.calls = calls
 
 
 def _fail(sample: RolloutSample, error: SampleError) -> None:
@@ -260,34 +266,9 @@ async def grade_samples(
     grader, samples keep whatever reward their source gave them (possibly none).
     """
     gradable = {k: s for k, s in samples.items() if s.status is SampleStatus.SUCCESS}
-    if not gradable:
+    if not gradable or entrypoint.grader_cls is None:
         return
-    error: SampleError | None = None
-    try:
-        grader = entrypoint.new_grader()
-        if grader is None:
-            return
-        ctx: GraderContext[Any] = GraderContext(
-            samples=gradable,
-            label=request.label,
-            metadata=request.metadata,
-            prompt=request.prompt,
-            config=grader.config,
-            artifacts_dir=Path(request.artifacts_dir) if request.artifacts_dir else None,
-        )
-        async with limit or nullcontext():
-            async with asyncio.timeout(timeout_s):
-                await grader.grade(ctx)
-    except TimeoutError as exc:
-        error = _timeout_error(exc, "grader", timeout_s)
-    except asyncio.CancelledError:
-        if _really_cancelled():
-            raise
-        error = SampleError(
-            category=ErrorCategory.CANCELLED, message="grade raised CancelledError", where="grader"
-        )
-    except Exception as exc:
-        error = classify_exception(exc, "grader")
+    error = await _run_grader(entrypoint, gradable, request, timeout_s, limit)
     for sample_id, sample in gradable.items():
         if error is not None:
             _fail(sample, error)
@@ -300,3 +281,38 @@ async def grade_samples(
                 f"ctx.set_sample_reward({sample_id!r}, reward) or ctx.remove_sample({sample_id!r})",
                 where="grader",
             ))
+
+
+async def _run_grader(
+    entrypoint: Entrypoint,
+    gradable: dict[str, RolloutSample],
+    request: WorkflowRequest,
+    timeout_s: float | None,
+    limit: AbstractAsyncContextManager[Any] | None,
+) -> SampleError | None:
+    """Run the grader once; its failure as data (``None`` when it finished)."""
+    try:
+        grader = entrypoint.new_grader()
+        assert grader is not None
+        ctx: GraderContext[Any] = GraderContext(
+            samples=gradable,
+            label=request.label,
+            metadata=request.metadata,
+            prompt=request.prompt,
+            config=grader.config,
+            artifacts_dir=Path(request.artifacts_dir) if request.artifacts_dir else None,
+        )
+        async with limit or nullcontext():
+            async with asyncio.timeout(timeout_s):
+                await grader.grade(ctx)
+    except TimeoutError as exc:
+        return _timeout_error(exc, "grader", timeout_s)
+    except asyncio.CancelledError:
+        if _really_cancelled():
+            raise
+        return SampleError(
+            category=ErrorCategory.CANCELLED, message="grade raised CancelledError", where="grader"
+        )
+    except Exception as exc:
+        return classify_exception(exc, "grader")
+    return None
