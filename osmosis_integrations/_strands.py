@@ -116,6 +116,7 @@ class OsmosisStrandsAgent(Agent):
             kwargs["retry_strategy"] = _gateway_retry_strategy()
         name = kwargs.get("name")
         self._osmosis_stop_reason: str | None = None
+        self._osmosis_structured: dict[str, Any] | None = None
         policy = OsmosisStrandsModel(placeholder, route=lambda: self._osmosis_binding.route())
         super().__init__(policy, *args, **kwargs)
         self.add_hook(self._osmosis_after_invocation, AfterInvocationEvent)
@@ -140,6 +141,9 @@ class OsmosisStrandsAgent(Agent):
     def _osmosis_after_invocation(self, event: AfterInvocationEvent) -> None:
         if event.result is not None:
             self._osmosis_stop_reason = str(event.result.stop_reason)
+            structured = event.result.structured_output
+            if isinstance(structured, BaseModel):
+                self._osmosis_structured = structured.model_dump(mode="json")
 
 
 def _placeholder_from(model: Any) -> OsmosisRolloutModel:
@@ -175,6 +179,10 @@ class _StrandsSampleSource:
         }
         if agent._osmosis_stop_reason is not None:
             extra["stop_reason"] = agent._osmosis_stop_reason
+        if agent._osmosis_structured is not None:
+            extra["structured_output"] = agent._osmosis_structured
+            if not extra["final_answer"]:
+                extra["final_answer"] = json.dumps(agent._osmosis_structured, ensure_ascii=False)
         turns = sum(1 for m in agent.messages if m.get("role") == "assistant")
         sample = RolloutSample(
             id=sample_id,

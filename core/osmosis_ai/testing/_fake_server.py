@@ -79,6 +79,8 @@ class FakeOpenAIServer:
         """Every chat-completions request received (answered or failed), in arrival order."""
         self.calls: list[LLMCall] = []
         """Every recorded call, in order (``collect`` does not remove them from here)."""
+        self.errors: list[Exception] = []
+        """Exceptions raised by a script callable (each answered with HTTP 400)."""
         self._lock = threading.Lock()
         self._counters: dict[tuple[str, str], int] = {}
         self._pending: dict[str, dict[str, list[LLMCall]]] = {}
@@ -176,7 +178,13 @@ class FakeOpenAIServer:
                 return request, self._fail_next.pop(0)
             self._counters[key] = index + 1
         if callable(self.script):
-            return request, self.script(request)
+            try:
+                return request, self.script(request)
+            except Exception as exc:  # a bug in the test's script: fail the call loudly, fast
+                self.errors.append(exc)
+                return request, HTTPFailure(
+                    400, None, f"FakeOpenAIServer script raised {type(exc).__name__}: {exc}"
+                )
         if index < len(self.script):
             return request, self.script[index]
         return request, HTTPFailure(
@@ -284,6 +292,7 @@ class FakeOpenAIServer:
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
+    request_queue_size = 256  # many rollouts open connections at once
     allow_reuse_address = True
     fake: FakeOpenAIServer
 

@@ -90,6 +90,17 @@ class FakeRequest:
         return [content_text(m.get("content")) for m in self.messages if m.get("role") == "tool"]
 
     @property
+    def new_tool_results(self) -> list[str]:
+        """Contents of the ``tool`` messages after the last ``user`` message (this turn's)."""
+        results: list[str] = []
+        for message in self.messages:
+            if message.get("role") == "user":
+                results = []
+            elif message.get("role") == "tool":
+                results.append(content_text(message.get("content")))
+        return results
+
+    @property
     def last_user_text(self) -> str:
         for message in reversed(self.messages):
             if message.get("role") == "user":
