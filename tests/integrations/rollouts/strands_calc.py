@@ -11,6 +11,7 @@ import asyncio
 from typing import Any
 
 from strands import tool
+from strands.types.exceptions import MaxTokensReachedException
 
 from osmosis_ai.rollout import (
     AgentWorkflow,
@@ -73,10 +74,14 @@ class CalcWorkflow(AgentWorkflow[AgentWorkflowConfig]):
                 model=model, tools=[add, subtract, multiply], system_prompt=system,
                 callback_handler=None, **({"name": name} if name else {}),
             )
-            if mode == "sync":
-                await asyncio.to_thread(agent, question)
-            else:
-                await agent.invoke_async(question)
+            try:
+                if mode == "sync":
+                    await asyncio.to_thread(agent, question)
+                else:
+                    await agent.invoke_async(question)
+            except MaxTokensReachedException:
+                if not ctx.metadata.get("tolerant"):
+                    raise
 
 
 class CalcGrader(Grader):
