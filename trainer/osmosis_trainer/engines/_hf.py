@@ -247,7 +247,13 @@ class HFEngine:
             return
         self.stats["batches"] += 1
         for row in rows:
-            result = row.result(self.tokenizer, self._served_name(), self._version)
+            try:
+                result = row.result(self.tokenizer, self._served_name(), self._version)
+            except Exception as exc:  # keep the worker alive; fail only this request
+                row.payload.future.set_exception(
+                    EngineError(f"could not decode the generation: {exc!r}", status_code=502)
+                )
+                continue
             self.stats["requests"] += 1
             self.stats["tokens"] += len(row.out_ids)
             row.payload.future.set_result(result)

@@ -233,7 +233,10 @@ class VLLMEngine:
                 status_code=status,
                 code="upstream_error",
             )
-        return resp.json() if resp.content else {}
+        try:
+            return resp.json() if resp.content else {}
+        except ValueError:  # the LoRA routes answer plain text
+            return {"text": resp.text}
 
     # -- InferenceEngine ---------------------------------------------------------------------
 
