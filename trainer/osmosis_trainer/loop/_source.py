@@ -15,11 +15,12 @@ __all__ = ["GatewayRolloutSource", "sample_sequences"]
 logger = logging.getLogger("osmosis")
 
 
-def sample_sequences(calls: list[LLMCall]) -> tuple[list[SequenceData], int]:
-    """Token-exact training sequences of one sample's calls, and the prefix-mismatch count.
+def sample_sequences(calls: list[LLMCall]) -> tuple[list[SequenceData], dict[str, float]]:
+    """Token-exact training sequences of one sample's calls, and trajectory counters.
 
     Turns merge into one sequence where the next prompt extends the previous prompt and
-    completion exactly; otherwise the trajectory builder splits them and counts a mismatch.
+    completion exactly; otherwise the trajectory builder splits them and records a mismatch
+    (``prefix_mismatch`` counts those, untrainable calls aside).
     """
     from osmosis_trainer.trajectory import build_sequences
 
@@ -31,8 +32,13 @@ def sample_sequences(calls: list[LLMCall]) -> tuple[list[SequenceData], int]:
             sampler_logprobs=[float(x) for x in s.sampler_logprobs],
         )
         for s in built.sequences
+        if any(s.loss_mask[1:])
     ]
-    return seqs, int(built.prefix_mismatches)
+    counters = built.metrics()
+    counters["prefix_mismatch"] = float(
+        sum(1 for m in built.mismatches if m.kind != "untrainable")
+    )
+    return seqs, counters
 
 
 class GatewayRolloutSource:
@@ -100,8 +106,10 @@ class GatewayRolloutSource:
             out.n_untrainable += 1
             out.metrics["overlong_prompts"] = out.metrics.get("overlong_prompts", 0.0) + 1
             return
-        seqs, mismatches = sample_sequences(sample.calls)
-        out.prefix_mismatch += mismatches
+        seqs, counters = sample_sequences(sample.calls)
+        out.prefix_mismatch += int(counters.pop("prefix_mismatch"))
+        for key, value in counters.items():
+            out.metrics[key] = out.metrics.get(key, 0.0) + value
         if not seqs:
             out.n_untrainable += 1
             return
