@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 from pathlib import Path
 
 import pytest
+import uvicorn
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
 
 from osmosis_ai.errors import ConfigError, MissingExtraError
 from osmosis_trainer.engines import (
@@ -97,3 +102,47 @@ def test_missing_extra_names_the_install_command(monkeypatch: pytest.MonkeyPatch
     )
     with pytest.raises(MissingExtraError, match=r'pip install "osmosis-ai\[litellm\]"'):
         create_engine("anthropic/claude-sonnet")
+
+
+async def test_vllm_engine_falls_back_for_servers_without_token_fields() -> None:
+    """An OpenAI-compatible server that refuses vLLM's extra fields still serves (untrainable)."""
+    app = FastAPI()
+    seen: list[dict] = []  # type: ignore[type-arg]
+
+    @app.post("/v1/chat/completions")
+    async def chat(request: Request) -> JSONResponse:
+        body = await request.json()
+        seen.append(body)
+        if "return_token_ids" in body:
+            msg = "Unrecognized request argument supplied: return_token_ids"
+            return JSONResponse({"error": {"message": msg}}, status_code=400)
+        return JSONResponse(
+            {
+                "model": "plain",
+                "choices": [
+                    {
+                        "index": 0,
+                        "finish_reason": "stop",
+                        "message": {"role": "assistant", "content": "hi"},
+                    }
+                ],
+                "usage": {"prompt_tokens": 3, "completion_tokens": 1},
+            }
+        )
+
+    server = uvicorn.Server(uvicorn.Config(app, port=0, log_level="warning", lifespan="off"))
+    server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign]
+    task = asyncio.create_task(server.serve())
+    while not server.started:  # noqa: ASYNC110 (uvicorn exposes no event)
+        await asyncio.sleep(0.01)
+    port = server.servers[0].sockets[0].getsockname()[1]
+    try:
+        engine = VLLMEngine(base_url=f"http://127.0.0.1:{port}", model="plain")
+        res = await engine.generate(REQ)
+        assert res.message["content"] == "hi" and res.completion_token_ids is None
+        assert engine.provides_token_ids is False
+        await engine.generate(REQ)
+        assert ["return_token_ids" in b for b in seen] == [True, False, False]
+    finally:
+        server.should_exit = True
+        await task

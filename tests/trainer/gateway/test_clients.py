@@ -30,7 +30,7 @@ MESSAGES = [{"role": "user", "content": "What is 2 + 3?"}]
 
 
 def _script() -> list[FakeReply | str]:
-    return [tool_call("add", a=2, b=3), "The answer is 5."] * 2
+    return [tool_call("add", a=2, b=3), "The answer is 5."] * 2 + [tool_call("add", a=2, b=3)]
 
 
 async def test_openai_client_tools_and_streaming() -> None:
@@ -131,5 +131,17 @@ async def test_litellm_tools_and_streaming() -> None:
             )
             text = "".join([c.choices[0].delta.content or "" async for c in stream if c.choices])
             assert text == "The answer is 5."
+        stream = await litellm.acompletion(
+            model="openai/osmosis-policy",
+            messages=MESSAGES,
+            tools=TOOLS,
+            api_base=route.base_url,
+            api_key=route.api_key,
+            stream=True,
+        )
+        chunks = [c async for c in stream]
+        rebuilt = litellm.stream_chunk_builder(chunks, messages=MESSAGES)
+        tc = rebuilt.choices[0].message.tool_calls[0]
+        assert tc.function.name == "add" and json.loads(tc.function.arguments) == {"a": 2, "b": 3}
         calls = (await gw.collect("r2"))["main"]
-        assert len(calls) == 4 and all(c.trainable for c in calls)
+        assert len(calls) == 5 and all(c.trainable for c in calls)

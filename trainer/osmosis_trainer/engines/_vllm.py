@@ -102,6 +102,7 @@ class VLLMEngine:
         self._version = 0
         self._in_flight: Counter[str] = Counter()
         self._start_lock = asyncio.Lock()
+        self._plain_openai = False
         self._started = False
 
     @property
@@ -249,10 +250,9 @@ class VLLMEngine:
             "messages": req.messages,
             "temperature": req.temperature,
             "top_p": req.top_p,
-            "logprobs": True,
-            "top_logprobs": 0,
-            "return_token_ids": True,
         }
+        if not self._plain_openai:
+            body.update(logprobs=True, top_logprobs=0, return_token_ids=True)
         for key in ("max_tokens", "stop", "seed"):
             if (value := getattr(req, key)) is not None:
                 body[key] = value
@@ -260,7 +260,20 @@ class VLLMEngine:
             body["tools"] = tools
         self._in_flight[served] += 1
         try:
-            data = await self._request("POST", "/v1/chat/completions", body)
+            try:
+                data = await self._request("POST", "/v1/chat/completions", body)
+            except EngineError as exc:
+                if self._plain_openai or exc.status_code != 400 or "token_ids" not in str(exc):
+                    raise
+                # Not vLLM: a server that refuses the token fields. Serve without them
+                # (calls are then recorded as not trainable).
+                logger.warning(
+                    "%s refuses return_token_ids; its calls are not trainable", self.base_url
+                )
+                self._plain_openai = True
+                for key in ("logprobs", "top_logprobs", "return_token_ids"):
+                    body.pop(key)
+                data = await self._request("POST", "/v1/chat/completions", body)
         finally:
             self._in_flight[served] -= 1
         result = result_from_openai(

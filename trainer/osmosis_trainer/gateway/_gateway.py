@@ -247,7 +247,9 @@ class PolicyGateway:
         await self._in_loop(self._swap(path, version))
 
     async def _swap(self, path: str, version: int) -> None:
-        assert self._swap_lock is not None and self._resumed and self._idle
+        if self._swap_lock is None or self._resumed is None or self._idle is None:
+            await self.engine.load_adapter(path, version)  # not serving: nothing to drain
+            return
         async with self._swap_lock:
             t0 = time.perf_counter()
             self._paused = True
