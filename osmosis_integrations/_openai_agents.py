@@ -31,6 +31,7 @@ import dataclasses
 import logging
 import os
 import threading
+from collections import OrderedDict
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any, TypeVar, cast
@@ -66,6 +67,7 @@ logger = logging.getLogger("osmosis")
 TContext = TypeVar("TContext")
 
 TRACE_UPLOAD_ENV = "OSMOSIS_OPENAI_TRACE_UPLOAD"
+_MAX_CACHED_MODELS = 64
 _SETTINGS_FIELDS = {
     "temperature", "top_p", "frequency_penalty", "presence_penalty", "tool_choice",
     "parallel_tool_calls", "max_tokens", "metadata", "top_logprobs", "extra_query",
@@ -88,20 +90,27 @@ class _Recorder:
     def __init__(self, agent_name: str) -> None:
         self.agent_name = agent_name
         self.turns = 0
-        self.system: str | None = None
-        self.items: list[TResponseInputItem] = []
+        self._last: tuple[str | None, str | list[TResponseInputItem], list[Any]] | None = None
 
     def record(
         self, system: str | None, input: str | list[TResponseInputItem], output: list[Any]
     ) -> None:
-        replay = ModelResponse(output=list(output), usage=Usage(), response_id=None).to_input_items()
-        self.system = system
-        self.items = [*ItemHelpers.input_to_new_input_list(input), *replay]
+        # Keep references only: the conversion runs once, when the sample is built.
+        self._last = (system, input, list(output))
         self.turns += 1
 
+    def items(self) -> tuple[str | None, list[TResponseInputItem]]:
+        """The system prompt and the last call's input plus its output, as input items."""
+        if self._last is None:
+            return None, []
+        system, input, output = self._last
+        replay = ModelResponse(output=output, usage=Usage(), response_id=None).to_input_items()
+        return system, [*ItemHelpers.input_to_new_input_list(input), *replay]
+
     def build_sample(self, sample_id: str) -> RolloutSample:
-        chat = agents_items_to_chat(self.items, self.system)
-        tools = _tool_records(self.items)
+        system, items = self.items()
+        chat = agents_items_to_chat(items, system)
+        tools = _tool_records(items)
         sample = RolloutSample(
             id=sample_id,
             messages=chat,
@@ -123,8 +132,8 @@ class _Recorder:
 class OsmosisAgentsModel(Model):
     """An Agents SDK ``Model`` that sends each call to the policy route of its sample.
 
-    Each call resolves the route from the current rollout, opens a fresh ``AsyncOpenAI`` client
-    for it (closed when the call or stream ends) and delegates to the SDK's own
+    Each call resolves the route from the current rollout, makes an ``AsyncOpenAI`` client for
+    it (over the running loop's connection pool) and delegates to the SDK's own
     ``OpenAIChatCompletionsModel``: conversions, streaming events, tool calls and retries behave
     exactly as with a stock chat-completions model. Placeholder params are defaults under the
     agent's and the run's ``ModelSettings``.
@@ -135,16 +144,36 @@ class OsmosisAgentsModel(Model):
         self.samples = samples
         self.what = what
         self._defaults = _settings_from_params(placeholder.params)
+        implicit = get_default_model_settings()
+        self._implicit = (implicit.reasoning, implicit.verbosity)
         # Retry advice is a pure function of the error; a client-less stock model computes it.
         self._advisor = OpenAIChatCompletionsModel(POLICY_MODEL_NAME, openai_client=cast(Any, None))
+        # Stock models by client (a client is per route and loop); bounded, least recent out.
+        self._inner: OrderedDict[Any, OpenAIChatCompletionsModel] = OrderedDict()
+        self._lock = threading.Lock()
 
     def _settings(self, model_settings: ModelSettings) -> ModelSettings:
         settings = self._defaults.resolve(model_settings)
-        implicit = get_default_model_settings()
-        if (settings.reasoning, settings.verbosity) == (implicit.reasoning, implicit.verbosity):
+        if self._implicit != (None, None) and (settings.reasoning, settings.verbosity) == self._implicit:
             # The SDK's implicit defaults for its default (GPT-5) model name, not the user's choice.
             settings = dataclasses.replace(settings, reasoning=None, verbosity=None)
         return settings
+
+    async def _resolve(self) -> tuple[OpenAIChatCompletionsModel, _Recorder]:
+        """The stock chat-completions model for this call's route, and the sample's recorder."""
+        scope, sample_id, recorder = self.samples.resolve(self.what)
+        route = scope.route(sample_id)
+        client = await policy_client(route, max_retries=2)
+        with self._lock:  # one model may serve rollouts on several threads (run_sync)
+            inner = self._inner.get(client)
+            if inner is None:
+                inner = OpenAIChatCompletionsModel(route.model, openai_client=client)
+                self._inner[client] = inner
+                if len(self._inner) > _MAX_CACHED_MODELS:
+                    self._inner.popitem(last=False)
+            else:
+                self._inner.move_to_end(client)
+        return inner, recorder
 
     def get_retry_advice(self, request: ModelRetryAdviceRequest) -> ModelRetryAdvice | None:
         return self._advisor.get_retry_advice(request)
@@ -163,15 +192,12 @@ class OsmosisAgentsModel(Model):
         conversation_id: str | None = None,
         prompt: Any = None,
     ) -> ModelResponse:
-        scope, sample_id, recorder = self.samples.resolve(self.what)
-        route = scope.route(sample_id)
-        async with policy_client(route, max_retries=2) as client:
-            inner = OpenAIChatCompletionsModel(route.model, openai_client=client)
-            response = await inner.get_response(
-                system_instructions, input, self._settings(model_settings), tools, output_schema,
-                handoffs, tracing, previous_response_id=previous_response_id,
-                conversation_id=conversation_id, prompt=prompt,
-            )
+        inner, recorder = await self._resolve()
+        response = await inner.get_response(
+            system_instructions, input, self._settings(model_settings), tools, output_schema,
+            handoffs, tracing, previous_response_id=previous_response_id,
+            conversation_id=conversation_id, prompt=prompt,
+        )
         recorder.record(system_instructions, input, response.output)
         return response
 
@@ -189,18 +215,15 @@ class OsmosisAgentsModel(Model):
         conversation_id: str | None = None,
         prompt: Any = None,
     ) -> AsyncIterator[TResponseStreamEvent]:
-        scope, sample_id, recorder = self.samples.resolve(self.what)
-        route = scope.route(sample_id)
-        async with policy_client(route, max_retries=2) as client:
-            inner = OpenAIChatCompletionsModel(route.model, openai_client=client)
-            async for event in inner.stream_response(
-                system_instructions, input, self._settings(model_settings), tools, output_schema,
-                handoffs, tracing, previous_response_id=previous_response_id,
-                conversation_id=conversation_id, prompt=prompt,
-            ):
-                if event.type == "response.completed":
-                    recorder.record(system_instructions, input, event.response.output)
-                yield event
+        inner, recorder = await self._resolve()
+        async for event in inner.stream_response(
+            system_instructions, input, self._settings(model_settings), tools, output_schema,
+            handoffs, tracing, previous_response_id=previous_response_id,
+            conversation_id=conversation_id, prompt=prompt,
+        ):
+            if event.type == "response.completed":
+                recorder.record(system_instructions, input, event.response.output)
+            yield event
 
 
 @dataclass

@@ -33,7 +33,7 @@ from strands.types.tools import ToolChoice, ToolSpec
 
 from osmosis_ai.rollout import DEFAULT_SAMPLE_ID, PolicyRoute, RolloutSample, SampleStatus
 from osmosis_integrations._binding import AgentBinding
-from osmosis_integrations._http import client_args
+from osmosis_integrations._http import policy_client
 from osmosis_integrations._placeholder import POLICY_MODEL_NAME, OsmosisRolloutModel
 
 __all__ = ["OsmosisStrandsAgent", "OsmosisStrandsModel", "strands_messages_to_chat"]
@@ -51,10 +51,10 @@ def _gateway_retry_strategy() -> ModelRetryStrategy:
 class OsmosisStrandsModel(OpenAIModel):
     """A Strands ``OpenAIModel`` whose endpoint is resolved per call from the rollout.
 
-    Every call builds a stock ``OpenAIModel`` for the route of that moment (a fresh HTTP client,
-    closed when the call ends, so Strands' new event loop per synchronous call is safe) and
-    delegates to it; that model maps HTTP 429 to ``ModelThrottledException`` so Strands' retry
-    strategy retries it. The model never mutates its own config per call.
+    Every call builds a stock ``OpenAIModel`` for the route of that moment (its client uses the
+    running loop's connection pool, so Strands' new event loop per synchronous call is safe)
+    and delegates to it; that model maps HTTP 429 to ``ModelThrottledException`` so Strands'
+    retry strategy retries it. The model never mutates its own config per call.
     """
 
     def __init__(self, placeholder: OsmosisRolloutModel, route: Callable[[], PolicyRoute]) -> None:
@@ -63,11 +63,22 @@ class OsmosisStrandsModel(OpenAIModel):
         )
         self.placeholder = placeholder
         self._route = route
+        self._last: tuple[Any, OpenAIModel] | None = None
 
-    def _delegate(self) -> OpenAIModel:
+    def update_config(self, **model_config: Any) -> None:
+        super().update_config(**model_config)
+        self._last = None
+
+    async def _delegate(self) -> OpenAIModel:
         route = self._route()
+        client = await policy_client(route)
+        # Reuse the stock model while the route's client is the same (same sample, same loop).
+        if self._last is not None and self._last[0] is client:
+            return self._last[1]
         config: dict[str, Any] = {**self.config, "model_id": route.model}
-        return OpenAIModel(client_args=client_args(route), **config)
+        delegate = OpenAIModel(client=client, **config)
+        self._last = (client, delegate)
+        return delegate
 
     async def stream(
         self,
@@ -79,7 +90,7 @@ class OsmosisStrandsModel(OpenAIModel):
         **kwargs: Any,
     ) -> AsyncGenerator[StreamEvent, None]:
         """Stream one policy call (resolved now) as Strands events."""
-        delegate = self._delegate()
+        delegate = await self._delegate()
         async for event in delegate.stream(
             messages, tool_specs, system_prompt, tool_choice=tool_choice, **kwargs
         ):
@@ -89,7 +100,7 @@ class OsmosisStrandsModel(OpenAIModel):
         self, output_model: type[T], prompt: Messages, system_prompt: str | None = None, **kwargs: Any
     ) -> AsyncGenerator[dict[str, T | Any], None]:
         """``agent.structured_output()`` bypasses ``stream()``: route it to the policy too."""
-        delegate = self._delegate()
+        delegate = await self._delegate()
         async for event in delegate.structured_output(output_model, prompt, system_prompt, **kwargs):
             yield event
 

@@ -79,6 +79,8 @@ class FakeOpenAIServer:
         """Every chat-completions request received (answered or failed), in arrival order."""
         self.calls: list[LLMCall] = []
         """Every recorded call, in order (``collect`` does not remove them from here)."""
+        self.connections = 0
+        """How many TCP connections clients opened (keep-alive reuse keeps this low)."""
         self.errors: list[Exception] = []
         """Exceptions raised by a script callable (each answered with HTTP 400)."""
         self._lock = threading.Lock()
@@ -313,12 +315,14 @@ class _Server(ThreadingHTTPServer):
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # headers and body are separate writes: no 40 ms stalls
     server: _Server
 
     def setup(self) -> None:
         super().setup()
         with self.server.connections_lock:
             self.server.connections.add(self.connection)
+            self.server.fake.connections += 1
 
     def finish(self) -> None:
         with self.server.connections_lock:
