@@ -86,11 +86,15 @@ def _fmt(x: float | None, digits: int = 3) -> str:
     return "-" if x is None else f"{x:.{digits}f}"
 
 
-def _print_summary(plan: EvalPlan, summary: EvalSummary, status: str) -> None:
+def _print_summary(
+    plan: EvalPlan, summary: EvalSummary, status: str, load_s: float | None = None
+) -> None:
     from rich.table import Table
 
     console = state.console
     wall = f" in {summary.wall_time_s:.1f} s" if summary.wall_time_s is not None else ""
+    if load_s is not None:
+        wall += f" (+ {load_s:.1f} s model start)"
     console.print(
         f"[bold]eval {plan.config_name}[/]: {summary.samples} samples, model {plan.model}, "
         f"n={plan.n}{wall} ([bold]{status}[/])"
@@ -180,6 +184,8 @@ def run_command(
     options = EvalOptions(
         limit=limit, n=n, concurrency=concurrency, model=model, output=output, resume=resume
     )
+    if not state.debug:
+        _quiet_third_party_output()
     holder: dict[str, Any] = {}
     progress = _make_progress(enabled=not json_out)
     view = _ProgressView(progress)
@@ -213,7 +219,27 @@ def run_command(
         state.console.print(
             f"resumed: kept {result.resumed_records} earlier results, ran {result.new_records} more"
         )
-    _print_summary(result.plan, result.summary, status)
+    _print_summary(result.plan, result.summary, status, result.info.model_load_s)
+
+
+def _quiet_third_party_output() -> None:
+    """Keep the terminal for the progress bar: no model-loading bars, no server tracebacks.
+
+    This is the application (the CLI), not the library, so it may set these; ``--debug``
+    leaves them alone. Rollout failures are still recorded in the results and traces.
+    """
+    import logging
+    import os
+    import sys
+
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    if "transformers" in sys.modules:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
+    # uvicorn logs a traceback for every request still in flight when the gateway stops
+    # (e.g. a generation abandoned by a rollout that timed out).
+    logging.getLogger("uvicorn.error").setLevel(logging.CRITICAL)
 
 
 def _report_interrupted(plan: EvalPlan | None, json_out: bool) -> None:

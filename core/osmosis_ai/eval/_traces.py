@@ -60,6 +60,11 @@ def outcome_records(
     for sample in outcome.samples:
         status = _sample_status(sample)
         error_type, error = _error_fields(sample.error)
+        if outcome.error is not None and status != "success" and sample.error is None:
+            # The rollout itself failed (a timeout, say) before the grader could judge this
+            # sample; an adapter may have marked it skipped, but the failure is what happened.
+            status = "failed"
+            error_type, error = _error_fields(outcome.error)
         if status == "failed" and error_type is None:
             error_type, error = "grader_error", "the grader set no reward for this sample"
         reward = sample.reward if status == "success" else None

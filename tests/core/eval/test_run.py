@@ -251,3 +251,23 @@ async def test_missing_secrets_stop_before_running(
     monkeypatch.delenv("OSMOSIS_TEST_KEY", raising=False)
     with pytest.raises(ConfigError, match="OSMOSIS_TEST_KEY.*not set"):
         await run_eval(cfg, EvalOptions(limit=1), endpoint_factory=_factory(_answer))
+
+
+def test_a_sample_left_unfinished_by_a_failed_rollout_counts_as_that_failure() -> None:
+    from osmosis_ai.eval._traces import outcome_records
+    from osmosis_ai.rollout import ErrorCategory, RolloutSample, SampleError, SampleStatus
+    from osmosis_ai.rollout._outcome import RolloutOutcome
+
+    timeout = SampleError(category=ErrorCategory.TIMEOUT, message="workflow took > 300 s")
+    never_answered = RolloutSample(id="main", status=SampleStatus.SKIPPED, remove_sample=True)
+    outcome = RolloutOutcome(
+        rollout_id="r0",
+        row_index=0,
+        sample_index=0,
+        samples=[never_answered],
+        status=SampleStatus.FAILED,
+        error=timeout,
+    )
+    [(record, _sample)] = outcome_records(outcome, pass_threshold=1.0)
+    assert record.status == "failed" and record.reward is None
+    assert record.error_type == "timeout" and record.error == "workflow took > 300 s"
