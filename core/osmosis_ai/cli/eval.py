@@ -230,13 +230,9 @@ def _quiet_third_party_output() -> None:
     """
     import logging
     import os
-    import sys
 
+    # Read by transformers when it is first imported (the engine imports it later).
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-    if "transformers" in sys.modules:
-        from transformers.utils import logging as hf_logging
-
-        hf_logging.disable_progress_bar()
     # uvicorn logs a traceback for every request still in flight when the gateway stops
     # (e.g. a generation abandoned by a rollout that timed out).
     logging.getLogger("uvicorn.error").setLevel(logging.CRITICAL)
