@@ -158,9 +158,12 @@ def _print(report: dict[str, Any]) -> None:
         )
         table.add_row(name, _yes(info["installed"]), pkgs)
     console.print(table)
+    for name, info in report["extras"].items():
+        if info["install"]:
+            console.print(f"  {name}: {info['install']}", markup=False)
     t = report["torch"]
     if not t.get("installed"):
-        console.print('torch: [yellow]not installed[/] (pip install "osmosis-ai[trainer]")')
+        console.print('torch: [yellow]not installed[/] (pip install "osmosis-ai\\[trainer]")')
     elif "error" in t:
         console.print(f"torch: [red]broken[/] {t['error']}")
     else:

@@ -100,7 +100,7 @@ def create_command(
         console.print(f"  [yellow]~[/] {rel} (overwritten)")
     if result.template.requires:
         extras = ",".join(result.template.requires)
-        console.print(f'This rollout needs: pip install "osmosis-ai[{extras}]"')
+        console.print(f'This rollout needs: pip install "osmosis-ai[{extras}]"', markup=False)
     if result.next_steps:
         console.print("Next:")
         for step in result.next_steps:

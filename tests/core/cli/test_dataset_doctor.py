@@ -73,6 +73,8 @@ def test_doctor_names_the_install_command_of_a_missing_extra(
 
     real = doctor._present
     monkeypatch.setattr(doctor, "_present", lambda m: False if m == "litellm" else real(m))
+    res = run_cli("doctor")
+    assert 'litellm: pip install "osmosis-ai[litellm]"' in res.out
     report = run_cli("doctor", "--json").json()
     assert report["extras"]["litellm"]["installed"] is False
     assert report["extras"]["litellm"]["install"] == 'pip install "osmosis-ai[litellm]"'

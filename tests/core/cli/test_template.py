@@ -58,6 +58,8 @@ def test_create_writes_the_scaffold_with_the_name_substituted(
         assert (tmp_path / rel).is_file(), rel
         assert rel in res.out
     assert "osmosis eval run configs/eval/calc.toml" in res.out
+    if template != "single-call":
+        assert f'pip install "osmosis-ai[{template}]"' in res.out
     for kind in ("eval", "training"):
         cfg = tomllib.loads((tmp_path / f"configs/{kind}/calc.toml").read_text())
         assert cfg["experiment"]["rollout"] == "calc"
@@ -205,3 +207,17 @@ def test_the_grading_helpers_are_the_same_in_every_calculator_template() -> None
         return text[text.index("class CalculatorGrader") :]
 
     assert helpers("strands") == helpers("single-call") == helpers("openai-agents")
+
+
+def test_remote_server_template_is_created_and_validated(
+    run_cli: RunCli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    res = run_cli("template", "create", "calc", "-t", "remote-server", "--dir", tmp_path)
+    assert res.code == 0, res.err
+    assert (tmp_path / "rollouts/calc/server.py").is_file()
+    assert (tmp_path / "configs/training/calc.toml").is_file()
+    monkeypatch.chdir(tmp_path / "rollouts/calc")
+    monkeypatch.syspath_prepend(str(tmp_path / "rollouts/calc"))
+    res = run_cli("validate", "-m", "server:agent_loop", "--json")
+    assert res.code == 0, res.out + res.err
+    assert res.json()["ok"] is True and len(res.json()["tools"]) == 4
