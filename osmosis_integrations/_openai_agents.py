@@ -34,7 +34,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from agents import Agent, ModelProvider, ModelSettings, RunConfig
 from agents.items import ItemHelpers, ModelResponse, TResponseInputItem, TResponseStreamEvent
@@ -64,7 +64,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger("osmosis")
-TContext = TypeVar("TContext")
 
 TRACE_UPLOAD_ENV = "OSMOSIS_OPENAI_TRACE_UPLOAD"
 _MAX_CACHED_MODELS = 64
@@ -227,7 +226,7 @@ class OsmosisAgentsModel(Model):
 
 
 @dataclass
-class OsmosisAgent(Agent[TContext]):
+class OsmosisAgent(Agent[Any]):
     """An ``agents.Agent`` trained by osmosis: same fields, model resolved to the policy.
 
     ``model`` takes ``OsmosisRolloutModel(...)`` or nothing; a model name or a real ``Model`` is
@@ -235,6 +234,13 @@ class OsmosisAgent(Agent[TContext]):
     sample id in each rollout. Without ``model_settings.retry``, 429s from the gateway are
     retried by the runner (up to 8 times, 0.5 s doubling to 30 s, honouring ``Retry-After``).
     """
+
+    if TYPE_CHECKING:
+        # What type checkers see: the dataclass fields of ``agents.Agent``, with ``model``
+        # taking the placeholder (it is replaced by the policy model in ``__post_init__``).
+        def __init__(
+            self, name: str, *, model: OsmosisRolloutModel | None = None, **fields: Any
+        ) -> None: ...
 
     def __post_init__(self) -> None:
         placeholder = _placeholder_from(self.model)

@@ -74,6 +74,18 @@ async def test_sixteen_concurrent_calculator_rollouts_through_the_gateway(framew
     assert merged == 16
 
 
+@pytest.mark.parametrize(("framework", "mode"), [("strands", "stream"), ("openai-agents", "streamed")])
+async def test_streaming_policy_calls_through_the_gateway(framework: str, mode: str) -> None:
+    entrypoint, sample_id = ROLLOUTS[framework]
+    engine = FakeEngine(script=engine_calculator)
+    async with PolicyGateway(engine, sampling=GatewaySampling(max_tokens=256)) as gw:
+        outcomes, _ = await run_rollouts(entrypoint, gw, rows(2, mode=mode), n_samples=2)
+    for outcome in outcomes:
+        sample = outcome.sample(sample_id)
+        assert sample is not None and sample.reward == 1.0
+        assert len(_assert_trainable(outcome, sample_id)) == 1  # streamed ids merge too
+
+
 @pytest.fixture(scope="module")
 def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Any:
     from osmosis_trainer.models import build_tiny_model, load_model
