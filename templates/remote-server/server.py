@@ -19,6 +19,7 @@ from tools import CALCULATOR_TOOLS, execute_tool
 from osmosis_ai.rollout import (
     RolloutAgentLoop,
     RolloutContext,
+    RolloutLimitExceeded,
     RolloutRequest,
     RolloutResult,
     create_app,
@@ -42,20 +43,26 @@ class CalculatorAgent(RolloutAgentLoop):
         messages = list(ctx.request.messages)
         if not any(m.get("role") == "system" for m in messages):
             messages.insert(0, {"role": "system", "content": SYSTEM_PROMPT})
-        for _ in range(ctx.request.max_turns):
-            result = await ctx.chat(messages)
-            messages.append(result.message)  # only ever append: the trainer relies on it
-            if not result.has_tool_calls:
-                break
-            for call in result.tool_calls:
-                started = time.perf_counter()
-                function = call.get("function", {})
-                output = execute_tool(function.get("name", ""), function.get("arguments", "{}"))
-                messages.append({"role": "tool", "tool_call_id": call.get("id"), "content": output})
-                ctx.record_tool_call(latency_ms=(time.perf_counter() - started) * 1000)
-        else:
-            return ctx.complete(messages, finish_reason="max_turns", reward=self.reward(ctx, messages))
-        return ctx.complete(messages, reward=self.reward(ctx, messages))
+        finish_reason = "stop"
+        try:
+            for _ in range(ctx.request.max_turns):
+                result = await ctx.chat(messages)
+                messages.append(result.message)  # only ever append: the trainer relies on it
+                if not result.has_tool_calls:
+                    break
+                for call in result.tool_calls:
+                    started = time.perf_counter()
+                    function = call.get("function", {})
+                    output = execute_tool(function.get("name", ""), function.get("arguments", "{}"))
+                    messages.append({"role": "tool", "tool_call_id": call.get("id"), "content": output})
+                    ctx.record_tool_call(latency_ms=(time.perf_counter() - started) * 1000)
+            else:
+                finish_reason = "max_turns"
+        except RolloutLimitExceeded as exc:
+            # ctx.chat refused a call: the rollout used its max_turns or max_tokens_total.
+            finish_reason = exc.reason
+        # A truncated rollout still gets its reward (usually 0.0: no final answer yet).
+        return ctx.complete(messages, finish_reason=finish_reason, reward=self.reward(ctx, messages))
 
     def reward(self, ctx: RolloutContext, messages: list[dict]) -> float | None:
         """The reward, when the row carries a ground truth (``None`` leaves it to the trainer)."""

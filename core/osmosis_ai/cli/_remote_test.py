@@ -15,8 +15,18 @@ from rich.markup import escape
 
 from osmosis_ai.cli._output import state
 from osmosis_ai.rollout._types import ChatResult, Message
-from osmosis_ai.rollout.remote import ClientSettings, ClusterClient, RolloutAgentLoop, RolloutRequest
-from osmosis_ai.rollout.remote._local import LocalOutcome, LocalRow, QuitRequested, run_local_rollouts
+from osmosis_ai.rollout.remote import (
+    ClientSettings,
+    ClusterClient,
+    RolloutAgentLoop,
+    RolloutRequest,
+)
+from osmosis_ai.rollout.remote._local import (
+    LocalOutcome,
+    LocalRow,
+    QuitRequested,
+    run_local_rollouts,
+)
 
 __all__ = ["Debugger", "TestRun"]
 

@@ -109,8 +109,8 @@ async def asgi_server(loop: RolloutAgentLoop, **kwargs: Any) -> AsyncIterator[tu
             yield app, client
 
 
-async def wait_until(predicate: Any, timeout: float = 10.0) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
+async def wait_until(predicate: Any, timeout_s: float = 10.0) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout_s
     while not predicate():
         if asyncio.get_running_loop().time() > deadline:
             raise AssertionError("condition not reached in time")

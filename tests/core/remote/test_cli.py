@@ -40,6 +40,12 @@ def calculator(body: dict[str, Any]) -> Any:
     return tool_call_message("multiply", {"a": a, "b": b})
 
 
+def trace_events(root: Path, name: str) -> list[str]:
+    """The event names of the one trace file called ``name`` under ``root/<timestamp>/``."""
+    [trace] = list(root.glob(f"*/{name}"))
+    return [json.loads(line)["event"] for line in trace.read_text().splitlines()]
+
+
 @asynccontextmanager
 async def serve(*args: str, env: dict[str, str] | None = None) -> AsyncIterator[tuple[str, list[str], Any]]:
     """Run ``osmosis serve -m server:agent_loop -p 0 ARGS`` in the template; yield (url, lines, proc)."""
@@ -107,7 +113,7 @@ async def test_serve_the_template_for_a_cluster(tmp_path: Path) -> None:
             assert bad.status_code == 400
             big = await http.post("/v1/rollout/init", headers=auth, json={**body, "metadata": {"x": "y" * 200_000}})
             assert big.status_code == 413
-            result = await cluster.wait_for("cli-1", timeout=30)
+            result = await cluster.wait_for("cli-1", timeout_s=30)
             health = (await http.get("/health", headers=auth)).json()
     assert result["status"] == "COMPLETED" and result["reward"] == 1.0
     assert result["final_messages"][-1]["content"] == "42"
@@ -115,9 +121,7 @@ async def test_serve_the_template_for_a_cluster(tmp_path: Path) -> None:
     assert len(cluster.chat_calls) == 2  # the duplicate init ran nothing
     assert health["completed_rollouts"] == 1
     assert proc.returncode == 0  # SIGINT: graceful shutdown
-    traces = list(tmp_path.glob("*/rollout-cli-1.jsonl"))
-    assert len(traces) == 1
-    events = [json.loads(line)["event"] for line in traces[0].read_text().splitlines()]
+    events = trace_events(tmp_path, "rollout-cli-1.jsonl")
     assert events[0] == "init" and events[-2:] == ["result", "callback"]
     assert events.count("tool_call") == 1
 
@@ -160,6 +164,7 @@ async def test_test_command_prints_rewards() -> None:
     report = json.loads(out)
     assert report["summary"]["rows"] == 2
     assert {r["finish_reason"] for r in report["results"]} == {"max_turns"}
+    assert {r["reward"] for r in report["results"]} == {0.0}  # truncated: no answer yet, still scored
     assert all(r["llm_calls"] == 1 for r in report["results"])
 
 
@@ -193,10 +198,10 @@ class Pty:
         except OSError:  # the child closed the terminal
             return ""
 
-    async def expect(self, pattern: str, timeout: float = 60) -> str:
+    async def expect(self, pattern: str, timeout_s: float = 60) -> str:
         """Wait until ``pattern`` appears in the output; return the output up to it."""
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
+        deadline = loop.time() + timeout_s
         while True:
             m = re.search(pattern, self.buffer)
             if m:

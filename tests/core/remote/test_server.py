@@ -31,7 +31,7 @@ async def test_init_runs_the_loop_and_posts_the_result() -> None:
             assert resp.status_code == 202
             assert resp.json()["rollout_id"] == "r1"
             assert resp.json()["tools"][0]["function"]["name"] == "add"
-            result = await cluster.wait_for("r1", timeout=10)
+            result = await cluster.wait_for("r1", timeout_s=10)
     assert result["status"] == "COMPLETED"
     assert result["finish_reason"] == "stop"
     assert result["reward"] == 1.0
@@ -265,7 +265,7 @@ async def test_graceful_shutdown_reports_running_and_queued_rollouts() -> None:
             registry = app.state.registry
         # lifespan exit = shutdown
         for rid in ("run", "queued"):
-            result = await cluster.wait_for(rid, timeout=5)
+            result = await cluster.wait_for(rid, timeout_s=5)
             assert result["status"] == "ERROR"
             assert result["error_message"] == "server shutting down"
         assert registry.runs_of("queued") == 0

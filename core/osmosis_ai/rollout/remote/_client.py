@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import zlib
 from typing import Any
 
 import httpx
@@ -32,35 +33,44 @@ class CallbackDeliveryError(OsmosisError):
 
 
 class ClusterClient:
-    """Talks to one or more training clusters over a shared, pooled ``httpx.AsyncClient``."""
+    """Talks to one or more training clusters over pooled ``httpx.AsyncClient`` instances.
+
+    The connections are split over several small clients (picked by rollout id): httpx's pool
+    does work proportional to its size for every request it hands out, which makes one pool
+    of hundreds of connections slower than the requests it serves.
+    """
+
+    SHARD_SIZE = 25
 
     def __init__(
         self, settings: ClientSettings | None = None, *, http: httpx.AsyncClient | None = None
     ) -> None:
         """Args:
             settings: retry and timeout policy; default from ``OSMOSIS_ROLLOUT_CLIENT_*``.
-            http: an existing client to use (tests pass one with an ASGI transport); it is
-                closed by :meth:`aclose` like the one built here.
+            http: an existing client to use for every call (tests pass one with a mock or
+                ASGI transport); it is closed by :meth:`aclose` like the ones built here.
         """
         self.settings = settings or ClientSettings.from_env()
-        self._http: httpx.AsyncClient | None = http
+        self._shards: list[httpx.AsyncClient] = [http] if http is not None else []
 
-    @property
-    def http(self) -> httpx.AsyncClient:
-        if self._http is None:
+    def _client_for(self, key: str) -> httpx.AsyncClient:
+        if not self._shards:
             s = self.settings
-            self._http = httpx.AsyncClient(
-                timeout=httpx.Timeout(s.timeout_seconds, connect=s.connect_timeout_seconds),
-                limits=httpx.Limits(
-                    max_connections=s.max_connections, max_keepalive_connections=s.max_connections
-                ),
-            )
-        return self._http
+            count = max(1, -(-s.max_connections // self.SHARD_SIZE))
+            per = max(1, -(-s.max_connections // count))
+            self._shards = [
+                httpx.AsyncClient(
+                    timeout=httpx.Timeout(s.timeout_seconds, connect=s.connect_timeout_seconds),
+                    limits=httpx.Limits(max_connections=per, max_keepalive_connections=per),
+                )
+                for _ in range(count)
+            ]
+        return self._shards[zlib.crc32(key.encode()) % len(self._shards)]
 
     async def aclose(self) -> None:
-        if self._http is not None:
-            await self._http.aclose()
-            self._http = None
+        shards, self._shards = self._shards, []
+        for client in shards:
+            await client.aclose()
 
     def _backoff(self, attempt: int, retry_after: str | None = None) -> float:
         s = self.settings
@@ -69,7 +79,7 @@ class ClusterClient:
                 return min(max(float(retry_after), 0.0), s.retry_backoff_max_seconds)
             except ValueError:
                 pass
-        base = min(s.retry_backoff_seconds * (2**attempt), s.retry_backoff_max_seconds)
+        base: float = min(s.retry_backoff_seconds * 2.0**attempt, s.retry_backoff_max_seconds)
         return base * random.uniform(0.5, 1.0)  # jitter: retries of many rollouts spread out
 
     async def chat(
@@ -84,7 +94,9 @@ class ClusterClient:
         url = f"{server_url}/v1/chat/completions"
         body: dict[str, Any] = {"model": "default", **params, "messages": messages}
         body["rollout_id"] = rollout_id
-        data = await self._post(url, api_key, body, self.settings.max_retries, what="LLM call")
+        data = await self._post(
+            url, api_key, body, self.settings.max_retries, what="LLM call", key=rollout_id
+        )
         try:
             return parse_chat_reply(data)
         except PolicyCallError:
@@ -99,7 +111,8 @@ class ClusterClient:
         try:
             await self._post(
                 url, api_key, body, self.settings.completion_retries, what="completion callback",
-                timeout=self.settings.completion_timeout_seconds, want_json=False,
+                request_timeout=self.settings.completion_timeout_seconds, want_json=False,
+                key=response.rollout_id,
             )
         except PolicyCallError as exc:
             raise CallbackDeliveryError(str(exc)) from exc
@@ -112,16 +125,17 @@ class ClusterClient:
         retries: int,
         *,
         what: str,
-        timeout: float | None = None,
+        request_timeout: float | None = None,
         want_json: bool = True,
+        key: str = "",
     ) -> Any:
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        extra: dict[str, Any] = {} if timeout is None else {"timeout": timeout}
+        extra: dict[str, Any] = {} if request_timeout is None else {"timeout": request_timeout}
         attempts = retries + 1
         for attempt in range(attempts):
             last = attempt == attempts - 1
             try:
-                resp = await self.http.post(url, json=body, headers=headers, **extra)
+                resp = await self._client_for(key).post(url, json=body, headers=headers, **extra)
             except (httpx.TimeoutException, httpx.TransportError) as exc:
                 if last:
                     raise PolicyCallError(

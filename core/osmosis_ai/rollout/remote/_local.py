@@ -32,10 +32,17 @@ class QuitRequested(BaseException):
 class LocalRow(Protocol):
     """What a dataset row must offer (``osmosis_ai.data.DatasetRow`` does)."""
 
-    row_index: int
-    prompt: list[Message]
-    label: str | None
-    metadata: dict[str, Any]
+    @property
+    def row_index(self) -> int: ...
+
+    @property
+    def prompt(self) -> list[Message]: ...
+
+    @property
+    def label(self) -> str | None: ...
+
+    @property
+    def metadata(self) -> dict[str, Any]: ...
 
 
 class ChatHook(Protocol):

@@ -254,7 +254,9 @@ class RolloutAgentLoop(ABC):
             raise TypeError(f"{cls.__qualname__}.name must be a non-empty string, got {name!r}")
 
     @abstractmethod
-    def get_tools(self, request: RolloutRequest) -> list[dict[str, Any]]:
+    def get_tools(
+        self, request: RolloutRequest
+    ) -> list[dict[str, Any]] | Awaitable[list[dict[str, Any]]]:
         """The OpenAI function-tool schemas offered for ``request`` (called once per init).
 
         May also be ``async``. Keep it fast: it runs while the init request waits.

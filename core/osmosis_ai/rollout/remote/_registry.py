@@ -215,6 +215,9 @@ class RolloutRegistry:
         assert self._sem is not None and self._closing is not None
         if self._closing.is_set():
             return False
+        if not self._sem.locked():  # a free slot: no need to watch for shutdown
+            await self._sem.acquire()
+            return True
         acquire = asyncio.ensure_future(self._sem.acquire())
         closing = asyncio.ensure_future(self._closing.wait())
         try:

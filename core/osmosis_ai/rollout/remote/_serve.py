@@ -73,7 +73,9 @@ def run_server(opts: ServeOptions, *, announce: Callable[[str, Any], None]) -> N
         app, host=opts.host, port=opts.port, log_level=opts.log_level, access_log=False,
         timeout_keep_alive=KEEP_ALIVE_S, backlog=4096,
     )
-    asyncio.run(_serve(_server_class()(config), opts, announce))
+    factory = getattr(config, "get_loop_factory", lambda: None)()  # uvloop when installed
+    with asyncio.Runner(loop_factory=factory) as runner:
+        runner.run(_serve(_server_class()(config), opts, announce))
 
 
 def _server_class() -> Any:
@@ -81,7 +83,7 @@ def _server_class() -> Any:
     shutdown), so ``osmosis serve`` exits 0 once in-flight rollouts are finished or reported."""
     import uvicorn
 
-    class _Server(uvicorn.Server):  # type: ignore[misc]
+    class _Server(uvicorn.Server):
         @contextmanager
         def capture_signals(self) -> Iterator[None]:
             if threading.current_thread() is not threading.main_thread():

@@ -169,10 +169,10 @@ class FakeCluster:
         self.callbacks.setdefault(rid, []).append(body)
         self._waiters.setdefault(rid, asyncio.Event()).set()
 
-    async def wait_for(self, rollout_id: str, timeout: float = 30.0) -> dict[str, Any]:
+    async def wait_for(self, rollout_id: str, timeout_s: float = 30.0) -> dict[str, Any]:
         """Wait for the first completion callback of ``rollout_id`` and return its body."""
         event = self._waiters.setdefault(rollout_id, asyncio.Event())
-        await asyncio.wait_for(event.wait(), timeout)
+        await asyncio.wait_for(event.wait(), timeout_s)
         return self.callbacks[rollout_id][0]
 
     # -- serving -----------------------------------------------------------------------------

@@ -1,0 +1,83 @@
+"""Done-when test: the calculator ``remote-server`` template, scaffolded into a workspace and
+served by ``osmosis serve`` (a real subprocess on 127.0.0.1), driven by a test training cluster
+(policy gateway + FakeEngine + RolloutRunner) through the workspace's training config."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+from osmosis_ai.config import load_training_config
+from osmosis_ai.data import read_dataset
+from osmosis_ai.rollout import RolloutRunner
+from osmosis_ai.templates import create_from_template
+from osmosis_trainer.gateway import PolicyGateway
+from osmosis_trainer.remote import remote_entrypoint_for
+from osmosis_trainer.testing import FakeEngine, text, tool_call
+from osmosis_trainer.trajectory import build_sequences
+
+OSMOSIS = str(Path(sys.executable).parent / "osmosis")
+
+
+def calculator_policy(req: Any) -> Any:
+    """Uses the tool the question asks for (by its operator), then repeats the tool's answer."""
+    last = req.messages[-1]
+    if last["role"] == "tool":
+        return text(last["content"])
+    a, op, b = re.search(r"(\d+(?:\.\d+)?) ([-+*/]) (\d+(?:\.\d+)?)", last["content"]).groups()  # type: ignore[union-attr]
+    name = {"+": "add", "-": "subtract", "*": "multiply", "/": "divide"}[op]
+    return tool_call(name, a=float(a), b=float(b))
+
+
+async def test_template_served_by_osmosis_serve_trains_through_the_gateway(tmp_path: Path) -> None:
+    create_from_template("remote-server", "calc", tmp_path)
+    rollout_dir = tmp_path / "rollouts" / "calc"
+    config = load_training_config(tmp_path / "configs" / "training" / "calc.toml")
+    assert config.remote is not None and config.remote.server_url == "http://127.0.0.1:9000"
+    env = {**os.environ, "OSMOSIS_ROLLOUT_API_KEY": "shared-key", "NO_COLOR": "1", "COLUMNS": "200"}
+    proc = await asyncio.create_subprocess_exec(
+        OSMOSIS, "serve", "-m", "server:agent_loop", "-p", "0", "--log", str(tmp_path / "logs"), cwd=rollout_dir, env=env,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+    )
+    assert proc.stdout is not None
+    output = ""
+    try:
+        while (m := re.search(r"URL: (http://\S+)", output)) is None:
+            line = await asyncio.wait_for(proc.stdout.readline(), 60)
+            assert line, f"osmosis serve exited:\n{output}"
+            output += line.decode()
+        assert "API key (given): shared-key" in output  # taken from the environment
+        config.remote.server_url = m.group(1)
+        # FakeEngine counts bytes as tokens: give the rollouts a budget that fits the tool block
+        config.training.max_prompt_length = 8192
+        os.environ["OSMOSIS_ROLLOUT_API_KEY"] = "shared-key"
+        try:
+            async with PolicyGateway(FakeEngine(script=calculator_policy), api_key="gw") as gw:
+                entrypoint = remote_entrypoint_for(config, gw)
+                rows = list(read_dataset(config.dataset_path(), limit=4))
+                async with RolloutRunner(entrypoint, gw, n_samples=2, workflow_timeout_s=60) as runner:
+                    outcomes = await runner.run_all(rows)
+        finally:
+            del os.environ["OSMOSIS_ROLLOUT_API_KEY"]
+    finally:
+        proc.send_signal(signal.SIGINT)
+        rest, _ = await asyncio.wait_for(proc.communicate(), 30)
+    assert proc.returncode == 0, output + rest.decode()
+    assert len(outcomes) == 8
+    assert all(o.status == "success" for o in outcomes), [o.error for o in outcomes]
+    for outcome in outcomes:
+        [sample] = outcome.samples
+        assert sample.reward == 1.0  # rewards.py on the server: the tool's answer is right
+        assert sample.trainable and len(sample.calls) == 2
+        assert [m["role"] for m in sample.messages] == ["system", "user", "assistant", "tool", "assistant"]
+        built = build_sequences(sample.calls)
+        assert len(built.sequences) == 1  # the second prompt extends the first exactly
+        assert json.dumps(sample.messages)
+    traces = list((tmp_path / "logs").glob("*/rollout-*.jsonl"))
+    assert len(traces) == 8  # --log: one JSONL trace per rollout
