@@ -100,8 +100,8 @@ def _print_summary(
         f"n={plan.n}{wall} ([bold]{status}[/])"
     )
     table = Table(show_header=False, box=None, pad_edge=False)
-    table.add_column(style="cyan")
-    table.add_column()
+    table.add_column(style="cyan", no_wrap=True)
+    table.add_column(overflow="fold")
     r = summary.reward
     table.add_row(
         "reward",

@@ -202,3 +202,41 @@ def test_validate_module_delegates_to_the_remote_validator(
     res = run_cli("validate", "-m", "myloop:broken")
     assert res.code == 1
     assert "GET_TOOLS_RETURNS_NONE" in res.out
+
+
+def test_eval_against_an_openai_compatible_url(
+    run_cli: RunCli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--model http://.../v1`` (a vLLM-style server) goes through the gateway too."""
+    import re
+
+    from osmosis_ai.testing import FakeOpenAIServer, FakeRequest
+
+    def exact(req: FakeRequest) -> str:
+        question = next(m["content"] for m in req.messages if m["role"] == "user")
+        m = re.search(r"(\d+) ([-+*/]) (\d+)", question)
+        assert m is not None
+        a, op, b = int(m.group(1)), m.group(2), int(m.group(3))
+        ops = {"+": a + b, "-": a - b, "*": a * b, "/": a // b}
+        return str(ops[op])
+
+    _create(run_cli, tmp_path, "single-call")
+    monkeypatch.chdir(tmp_path)
+    with FakeOpenAIServer(script=exact) as server:
+        res = run_cli(
+            "eval",
+            "run",
+            "configs/eval/calc.toml",
+            "--limit",
+            "4",
+            "--n",
+            "2",
+            "--model",
+            server.base_url,
+            "--json",
+        )
+    assert res.code == 0, res.err
+    summary = res.json()["summary"]
+    assert summary["samples"] == 8 and summary["success"] == 8
+    assert summary["reward"]["mean"] == 1.0 and summary["pass_rate"] == 1.0
+    assert summary["pass_at_k"] == {"pass@1": 1.0, "pass@2": 1.0}
