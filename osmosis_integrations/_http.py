@@ -122,7 +122,9 @@ async def policy_client(route: PolicyRoute, *, max_retries: int = 0) -> AsyncOpe
     client = pool.clients.get(key)
     if client is None:
         client = openai.AsyncOpenAI(
-            base_url=route.base_url, api_key=route.api_key, max_retries=max_retries,
+            base_url=route.base_url,
+            api_key=route.api_key,
+            max_retries=max_retries,
             http_client=pool.http,
         )
         pool.clients[key] = client

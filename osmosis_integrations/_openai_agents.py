@@ -68,9 +68,18 @@ logger = logging.getLogger("osmosis")
 TRACE_UPLOAD_ENV = "OSMOSIS_OPENAI_TRACE_UPLOAD"
 _MAX_CACHED_MODELS = 64
 _SETTINGS_FIELDS = {
-    "temperature", "top_p", "frequency_penalty", "presence_penalty", "tool_choice",
-    "parallel_tool_calls", "max_tokens", "metadata", "top_logprobs", "extra_query",
-    "extra_body", "extra_headers",
+    "temperature",
+    "top_p",
+    "frequency_penalty",
+    "presence_penalty",
+    "tool_choice",
+    "parallel_tool_calls",
+    "max_tokens",
+    "metadata",
+    "top_logprobs",
+    "extra_query",
+    "extra_body",
+    "extra_headers",
 }
 
 
@@ -138,7 +147,9 @@ class OsmosisAgentsModel(Model):
     agent's and the run's ``ModelSettings``.
     """
 
-    def __init__(self, placeholder: OsmosisRolloutModel, samples: PerRolloutSamples[_Recorder], what: str) -> None:
+    def __init__(
+        self, placeholder: OsmosisRolloutModel, samples: PerRolloutSamples[_Recorder], what: str
+    ) -> None:
         self.placeholder = placeholder
         self.samples = samples
         self.what = what
@@ -153,7 +164,10 @@ class OsmosisAgentsModel(Model):
 
     def _settings(self, model_settings: ModelSettings) -> ModelSettings:
         settings = self._defaults.resolve(model_settings)
-        if self._implicit != (None, None) and (settings.reasoning, settings.verbosity) == self._implicit:
+        if (
+            self._implicit != (None, None)
+            and (settings.reasoning, settings.verbosity) == self._implicit
+        ):
             # The SDK's implicit defaults for its default (GPT-5) model name, not the user's choice.
             settings = dataclasses.replace(settings, reasoning=None, verbosity=None)
         return settings
@@ -193,9 +207,16 @@ class OsmosisAgentsModel(Model):
     ) -> ModelResponse:
         inner, recorder = await self._resolve()
         response = await inner.get_response(
-            system_instructions, input, self._settings(model_settings), tools, output_schema,
-            handoffs, tracing, previous_response_id=previous_response_id,
-            conversation_id=conversation_id, prompt=prompt,
+            system_instructions,
+            input,
+            self._settings(model_settings),
+            tools,
+            output_schema,
+            handoffs,
+            tracing,
+            previous_response_id=previous_response_id,
+            conversation_id=conversation_id,
+            prompt=prompt,
         )
         recorder.record(system_instructions, input, response.output)
         return response
@@ -216,9 +237,16 @@ class OsmosisAgentsModel(Model):
     ) -> AsyncIterator[TResponseStreamEvent]:
         inner, recorder = await self._resolve()
         async for event in inner.stream_response(
-            system_instructions, input, self._settings(model_settings), tools, output_schema,
-            handoffs, tracing, previous_response_id=previous_response_id,
-            conversation_id=conversation_id, prompt=prompt,
+            system_instructions,
+            input,
+            self._settings(model_settings),
+            tools,
+            output_schema,
+            handoffs,
+            tracing,
+            previous_response_id=previous_response_id,
+            conversation_id=conversation_id,
+            prompt=prompt,
         ):
             if event.type == "response.completed":
                 recorder.record(system_instructions, input, event.response.output)
@@ -265,7 +293,9 @@ class OsmosisModelProvider(ModelProvider):
     Agents that hold a ``Model`` instance (every ``OsmosisAgent``) never reach a provider.
     """
 
-    def __init__(self, placeholder: OsmosisRolloutModel | None = None, *, sample_id: str = DEFAULT_SAMPLE_ID) -> None:
+    def __init__(
+        self, placeholder: OsmosisRolloutModel | None = None, *, sample_id: str = DEFAULT_SAMPLE_ID
+    ) -> None:
         keep_traces_local()
         self.model = OsmosisAgentsModel(
             placeholder or OsmosisRolloutModel(),
@@ -278,7 +308,10 @@ class OsmosisModelProvider(ModelProvider):
 
 
 def osmosis_run_config(
-    placeholder: OsmosisRolloutModel | None = None, *, sample_id: str = DEFAULT_SAMPLE_ID, **kwargs: Any
+    placeholder: OsmosisRolloutModel | None = None,
+    *,
+    sample_id: str = DEFAULT_SAMPLE_ID,
+    **kwargs: Any,
 ) -> RunConfig:
     """A ``RunConfig`` that also sends plain ``agents.Agent`` calls to the policy.
 
@@ -327,7 +360,8 @@ def keep_traces_local() -> None:
         # An SDK whose provider we cannot inspect: never upload; tracing goes off entirely.
         logger.warning(
             "osmosis: cannot inspect the OpenAI Agents trace processors; tracing is disabled so "
-            "that no trace is uploaded to OpenAI (set %s=1 to keep it)", TRACE_UPLOAD_ENV,
+            "that no trace is uploaded to OpenAI (set %s=1 to keep it)",
+            TRACE_UPLOAD_ENV,
         )
         set_tracing_disabled(True)
 
@@ -359,7 +393,9 @@ def _warn_plain_handoffs(agent: Agent[Any]) -> None:
             logger.warning(
                 "osmosis: OsmosisAgent %r hands off to plain agent %r, whose calls will not go "
                 "to the policy; make it an OsmosisAgent or run with "
-                "run_config=osmosis_run_config()", agent.name, target.name,
+                "run_config=osmosis_run_config()",
+                agent.name,
+                target.name,
             )
 
 

@@ -97,11 +97,17 @@ class OsmosisStrandsModel(OpenAIModel):
             yield event
 
     async def structured_output(
-        self, output_model: type[T], prompt: Messages, system_prompt: str | None = None, **kwargs: Any
+        self,
+        output_model: type[T],
+        prompt: Messages,
+        system_prompt: str | None = None,
+        **kwargs: Any,
     ) -> AsyncGenerator[dict[str, T | Any], None]:
         """``agent.structured_output()`` bypasses ``stream()``: route it to the policy too."""
         delegate = await self._delegate()
-        async for event in delegate.structured_output(output_model, prompt, system_prompt, **kwargs):
+        async for event in delegate.structured_output(
+            output_model, prompt, system_prompt, **kwargs
+        ):
             yield event
 
 
@@ -141,9 +147,7 @@ class OsmosisStrandsAgent(Agent):
         """This agent's sample id in its rollout (``None`` until it is bound to one)."""
         return self._osmosis_binding.sample_id
 
-    async def stream_async(
-        self, *args: Any, **kwargs: Any
-    ) -> AsyncGenerator[Any, None]:
+    async def stream_async(self, *args: Any, **kwargs: Any) -> AsyncGenerator[Any, None]:
         """Check the rollout before Strands takes its invocation lock, then stream as usual."""
         self._osmosis_binding.resolve()
         async for event in super().stream_async(*args, **kwargs):
@@ -244,9 +248,7 @@ def _tool_records(messages: Messages) -> dict[str, dict[str, Any]]:
                 }
             elif "toolResult" in block:
                 result = block["toolResult"]
-                entry = records.setdefault(
-                    result["toolUseId"], {"name": None, "arguments": None}
-                )
+                entry = records.setdefault(result["toolUseId"], {"name": None, "arguments": None})
                 entry["output"] = "\n".join(
                     c["text"] if "text" in c else json.dumps(c.get("json"), ensure_ascii=False)
                     for c in result.get("content", [])

@@ -70,8 +70,12 @@ async def _variants(server: Any) -> dict[str, Callable[[], Awaitable[str]]]:
     shared = openai.AsyncOpenAI(base_url=server.base_url, api_key="k")
 
     async def strands_bare_docs() -> str:
-        model = OpenAIModel(client_args={"base_url": server.base_url, "api_key": "k"},
-                            model_id="m", params=params, stream=False)
+        model = OpenAIModel(
+            client_args={"base_url": server.base_url, "api_key": "k"},
+            model_id="m",
+            params=params,
+            stream=False,
+        )
         agent = StrandsAgent(model=model, tools=[add], callback_handler=None)
         return str(await agent.invoke_async(QUESTION)).strip()
 
@@ -83,14 +87,19 @@ async def _variants(server: Any) -> dict[str, Callable[[], Awaitable[str]]]:
     async def strands_adapter() -> str:
         scope = RolloutScope(rollout_id=uuid.uuid4().hex, endpoint=server)
         with rollout_scope(scope):
-            agent = OsmosisStrandsAgent(model=OsmosisRolloutModel(**params), tools=[add],
-                                        callback_handler=None)
+            agent = OsmosisStrandsAgent(
+                model=OsmosisRolloutModel(**params), tools=[add], callback_handler=None
+            )
             answer = str(await agent.invoke_async(QUESTION)).strip()
         scope.sources["main"].build_sample("main")
         return answer
 
-    bare_agent = Agent(name="calc", tools=[add_fn], model=OpenAIChatCompletionsModel("m", shared),
-                       model_settings=ModelSettings(**params))
+    bare_agent = Agent(
+        name="calc",
+        tools=[add_fn],
+        model=OpenAIChatCompletionsModel("m", shared),
+        model_settings=ModelSettings(**params),
+    )
     osmosis_agent = OsmosisAgent(name="calc", tools=[add_fn], model=OsmosisRolloutModel(**params))
 
     async def agents_bare() -> str:
@@ -187,8 +196,12 @@ def main() -> None:
     )
     body = "\n".join(lines)
     print(body)
-    write_section("adapters", "Framework adapters: overhead per rollout", body,
-                  "python -m tests.benchmarks adapters")
+    write_section(
+        "adapters",
+        "Framework adapters: overhead per rollout",
+        body,
+        "python -m tests.benchmarks adapters",
+    )
 
 
 if __name__ == "__main__":

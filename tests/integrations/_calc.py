@@ -14,8 +14,11 @@ from osmosis_ai.data import DatasetRow
 from osmosis_ai.testing import FakeRequest, ScriptItem, reply, text, tool_call
 
 SYSTEM = "You are a calculator. Use the tools, then answer with the number only."
-OPS = {"+": ("add", lambda a, b: a + b), "-": ("subtract", lambda a, b: a - b),
-       "*": ("multiply", lambda a, b: a * b)}
+OPS = {
+    "+": ("add", lambda a, b: a + b),
+    "-": ("subtract", lambda a, b: a - b),
+    "*": ("multiply", lambda a, b: a * b),
+}
 _QUESTION = re.compile(r"What is (-?\d+) ([+*-]) (-?\d+)\?")
 
 
@@ -30,11 +33,17 @@ def rows(n: int, **metadata: Any) -> list[DatasetRow]:
     out = []
     for i in range(n):
         q, answer = question(i)
-        out.append(DatasetRow(
-            row_index=i, source_row_index=i,
-            prompt=[{"role": "system", "content": SYSTEM}, {"role": "user", "content": q}],
-            label=answer, metadata=dict(metadata), system_prompt=SYSTEM, user_prompt=q,
-        ))
+        out.append(
+            DatasetRow(
+                row_index=i,
+                source_row_index=i,
+                prompt=[{"role": "system", "content": SYSTEM}, {"role": "user", "content": q}],
+                label=answer,
+                metadata=dict(metadata),
+                system_prompt=SYSTEM,
+                user_prompt=q,
+            )
+        )
     return out
 
 

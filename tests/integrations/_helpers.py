@@ -21,13 +21,21 @@ ROLLOUTS = Path(__file__).parent / "rollouts"
 
 
 async def run_rollouts(
-    entrypoint: str, endpoint: PolicyEndpoint, rows: list[Any], *, n_samples: int = 1,
+    entrypoint: str,
+    endpoint: PolicyEndpoint,
+    rows: list[Any],
+    *,
+    n_samples: int = 1,
     concurrency: int = 16,
 ) -> tuple[list[RolloutOutcome], RolloutRunner]:
     """Run ``rows`` through ``rollouts/<entrypoint>`` with the real RolloutRunner."""
     async with RolloutRunner(
-        ROLLOUTS / entrypoint, endpoint, n_samples=n_samples, concurrency=concurrency,
-        workflow_timeout_s=120, grader_timeout_s=30,
+        ROLLOUTS / entrypoint,
+        endpoint,
+        n_samples=n_samples,
+        concurrency=concurrency,
+        workflow_timeout_s=120,
+        grader_timeout_s=30,
     ) as runner:
         outcomes = await runner.run_all(rows)
     for outcome in outcomes:

@@ -28,14 +28,18 @@ async def test_openai_per_call_client_with_own_http_client_is_closed_with_it() -
         async with openai.AsyncOpenAI(
             base_url=server.base_url, api_key="k", max_retries=0, http_client=http_client
         ) as client:
-            reply = await client.chat.completions.create(model="m", messages=[{"role": "user", "content": "x"}])
+            reply = await client.chat.completions.create(
+                model="m", messages=[{"role": "user", "content": "x"}]
+            )
             assert reply.choices[0].message.content == "hi"
     assert http_client.is_closed
 
 
 async def test_openai_429_is_rate_limit_error() -> None:
     async with FakeOpenAIServer(script=[rate_limited()]) as server:
-        async with openai.AsyncOpenAI(base_url=server.base_url, api_key="k", max_retries=0) as client:
+        async with openai.AsyncOpenAI(
+            base_url=server.base_url, api_key="k", max_retries=0
+        ) as client:
             with pytest.raises(openai.RateLimitError):
                 await client.chat.completions.create(model="m", messages=[])
 
@@ -48,7 +52,12 @@ def test_strands_openai_model_constructor_and_config() -> None:
 
     params = inspect.signature(OpenAIModel.__init__).parameters
     assert {"client_args", "model_config"} <= set(params)
-    model = OpenAIModel(client_args={"base_url": "http://x/v1"}, model_id="m", params={"temperature": 1.0}, stream=False)
+    model = OpenAIModel(
+        client_args={"base_url": "http://x/v1"},
+        model_id="m",
+        params={"temperature": 1.0},
+        stream=False,
+    )
     assert model.config == {"model_id": "m", "params": {"temperature": 1.0}, "stream": False}
     assert model.client_args == {"base_url": "http://x/v1"}
 
@@ -59,8 +68,16 @@ def test_strands_format_request_messages_is_chat_shaped() -> None:
     assert isinstance(inspect.getattr_static(OpenAIModel, "format_request_messages"), classmethod)
     messages: Any = [
         {"role": "user", "content": [{"text": "2+3?"}]},
-        {"role": "assistant", "content": [{"toolUse": {"toolUseId": "c1", "name": "add", "input": {"a": 2, "b": 3}}}]},
-        {"role": "user", "content": [{"toolResult": {"toolUseId": "c1", "status": "success", "content": [{"text": "5"}]}}]},
+        {
+            "role": "assistant",
+            "content": [{"toolUse": {"toolUseId": "c1", "name": "add", "input": {"a": 2, "b": 3}}}],
+        },
+        {
+            "role": "user",
+            "content": [
+                {"toolResult": {"toolUseId": "c1", "status": "success", "content": [{"text": "5"}]}}
+            ],
+        },
     ]
     chat = OpenAIModel.format_request_messages(messages, "sys")
     assert [m["role"] for m in chat] == ["system", "user", "assistant", "tool"]
@@ -76,7 +93,12 @@ async def test_strands_openai_model_maps_429_and_opens_a_client_per_request() ->
         clients = [openai.DefaultAsyncHttpxClient() for _ in range(2)]
 
         def model(i: int) -> OpenAIModel:
-            args = {"base_url": server.base_url, "api_key": "k", "max_retries": 0, "http_client": clients[i]}
+            args = {
+                "base_url": server.base_url,
+                "api_key": "k",
+                "max_retries": 0,
+                "http_client": clients[i],
+            }
             return OpenAIModel(client_args=args, model_id="m", stream=False)
 
         with pytest.raises(ModelThrottledException):
@@ -92,12 +114,19 @@ def test_strands_model_and_agent_surface() -> None:
     from strands.hooks import AfterInvocationEvent
     from strands.models import Model
 
-    assert Model.__abstractmethods__ == {"update_config", "get_config", "structured_output", "stream"}
+    assert Model.__abstractmethods__ == {
+        "update_config",
+        "get_config",
+        "structured_output",
+        "stream",
+    }
     stream = inspect.signature(Model.stream).parameters
     assert list(stream)[:4] == ["self", "messages", "tool_specs", "system_prompt"]
     assert "kwargs" in stream
     init = inspect.signature(Agent.__init__).parameters
-    assert {"model", "name", "retry_strategy", "tools", "system_prompt", "callback_handler"} <= set(init)
+    assert {"model", "name", "retry_strategy", "tools", "system_prompt", "callback_handler"} <= set(
+        init
+    )
     assert list(init)[1] == "model"
     assert inspect.isasyncgenfunction(Agent.stream_async)
     retry = inspect.signature(ModelRetryStrategy.__init__).parameters
@@ -120,7 +149,9 @@ async def test_strands_sync_call_runs_on_a_fresh_loop_with_context_copied() -> N
         def structured_output(self, *a: Any, **kw: Any) -> Any:
             raise NotImplementedError
 
-        async def stream(self, messages: Any, tool_specs: Any = None, system_prompt: Any = None, **kw: Any) -> Any:
+        async def stream(
+            self, messages: Any, tool_specs: Any = None, system_prompt: Any = None, **kw: Any
+        ) -> Any:
             seen.append((marker.get(), id(asyncio.get_running_loop()), threading.get_ident()))
             yield {"messageStart": {"role": "assistant"}}
             yield {"contentBlockStart": {"start": {}}}
@@ -145,7 +176,13 @@ def test_agents_model_interface() -> None:
     assert Model.__abstractmethods__ == {"get_response", "stream_response"}
     params = inspect.signature(Model.get_response).parameters
     assert list(params)[1:8] == [
-        "system_instructions", "input", "model_settings", "tools", "output_schema", "handoffs", "tracing",
+        "system_instructions",
+        "input",
+        "model_settings",
+        "tools",
+        "output_schema",
+        "handoffs",
+        "tracing",
     ]
     kw_only = {n for n, p in params.items() if p.kind is p.KEYWORD_ONLY}
     assert kw_only == {"previous_response_id", "conversation_id", "prompt"}
@@ -156,7 +193,15 @@ def test_agents_agent_is_a_dataclass_whose_model_may_be_a_model() -> None:
     from agents import Agent
 
     fields = {f.name for f in dataclasses.fields(Agent)}
-    assert {"name", "model", "model_settings", "handoffs", "tools", "output_type", "instructions"} <= fields
+    assert {
+        "name",
+        "model",
+        "model_settings",
+        "handoffs",
+        "tools",
+        "output_type",
+        "instructions",
+    } <= fields
     assert callable(Agent.__post_init__) and callable(Agent.clone)
 
 
@@ -170,7 +215,9 @@ def test_agents_chat_completions_model_and_retry_advice() -> None:
     advisor = OpenAIChatCompletionsModel("m", openai_client=None)  # type: ignore[arg-type]
     request = httpx2.Request("POST", "http://x/v1/chat/completions")
     error = openai.RateLimitError(
-        "busy", response=httpx2.Response(429, request=request, headers={"retry-after": "2"}), body=None
+        "busy",
+        response=httpx2.Response(429, request=request, headers={"retry-after": "2"}),
+        body=None,
     )
     advice = advisor.get_retry_advice(ModelRetryAdviceRequest(error=error, attempt=1, stream=False))
     assert advice is not None and advice.suggested is True and advice.retry_after == 2
@@ -185,12 +232,19 @@ def test_agents_settings_retry_and_run_config() -> None:
 
     fields = {f.name for f in dataclasses.fields(ModelSettings)}
     assert _SETTINGS_FIELDS | {"retry", "extra_args", "reasoning", "verbosity"} <= fields
-    merged = ModelSettings(temperature=0.1, extra_args={"seed": 1}).resolve(ModelSettings(temperature=0.9))
+    merged = ModelSettings(temperature=0.1, extra_args={"seed": 1}).resolve(
+        ModelSettings(temperature=0.9)
+    )
     assert merged.temperature == 0.9 and merged.extra_args == {"seed": 1}
     assert isinstance(get_default_model_settings(), ModelSettings)
-    ModelRetrySettings(max_retries=1, backoff={"initial_delay": 0.1, "max_delay": 1.0, "multiplier": 2.0, "jitter": True},
-                       policy=retry_policies.provider_suggested())
-    assert {"model", "model_provider", "model_settings"} <= {f.name for f in dataclasses.fields(RunConfig)}
+    ModelRetrySettings(
+        max_retries=1,
+        backoff={"initial_delay": 0.1, "max_delay": 1.0, "multiplier": 2.0, "jitter": True},
+        policy=retry_policies.provider_suggested(),
+    )
+    assert {"model", "model_provider", "model_settings"} <= {
+        f.name for f in dataclasses.fields(RunConfig)
+    }
 
 
 def test_agents_items_convert_to_chat() -> None:
@@ -199,10 +253,15 @@ def test_agents_items_convert_to_chat() -> None:
     from agents.usage import Usage
     from openai.types.responses import ResponseFunctionToolCall
 
-    call = ResponseFunctionToolCall(type="function_call", call_id="c1", name="add", arguments='{"a":1}', id="x")
+    call = ResponseFunctionToolCall(
+        type="function_call", call_id="c1", name="add", arguments='{"a":1}', id="x"
+    )
     replay = ModelResponse(output=[call], usage=Usage(), response_id=None).to_input_items()
-    items = [*ItemHelpers.input_to_new_input_list("hi"), *replay,
-             {"type": "function_call_output", "call_id": "c1", "output": "1"}]
+    items = [
+        *ItemHelpers.input_to_new_input_list("hi"),
+        *replay,
+        {"type": "function_call_output", "call_id": "c1", "output": "1"},
+    ]
     chat = Converter.items_to_messages(items)
     assert [m["role"] for m in chat] == ["user", "assistant", "tool"]
     assert chat[1]["tool_calls"][0]["function"]["arguments"] == '{"a":1}'  # replayed verbatim
@@ -214,7 +273,9 @@ def test_agents_stream_completion_event_and_tracing_internals() -> None:
     from agents.tracing.processors import default_processor
     from openai.types.responses import ResponseCompletedEvent
 
-    assert ResponseCompletedEvent.model_fields["type"].annotation.__args__ == ("response.completed",)  # type: ignore[union-attr]
+    assert ResponseCompletedEvent.model_fields["type"].annotation.__args__ == (
+        "response.completed",
+    )  # type: ignore[union-attr]
     assert "response" in ResponseCompletedEvent.model_fields
     processors = get_trace_provider()._multi_processor._processors  # type: ignore[attr-defined]
     assert isinstance(processors, tuple)

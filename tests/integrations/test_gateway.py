@@ -26,7 +26,10 @@ from osmosis_trainer.trajectory import build_sequences  # noqa: E402
 from tests.integrations._calc import calculator, question, rows  # noqa: E402
 from tests.integrations._helpers import run_rollouts, tool_call_ids  # noqa: E402
 
-ROLLOUTS = {"strands": ("strands_calc.py", "main"), "openai-agents": ("agents_calc.py", "calculator")}
+ROLLOUTS = {
+    "strands": ("strands_calc.py", "main"),
+    "openai-agents": ("agents_calc.py", "calculator"),
+}
 
 
 def engine_calculator(req: GenerationRequest) -> Any:
@@ -55,7 +58,9 @@ def _assert_trainable(outcome: RolloutOutcome, sample_id: str) -> list[Any]:
 async def test_sixteen_concurrent_calculator_rollouts_through_the_gateway(framework: str) -> None:
     entrypoint, sample_id = ROLLOUTS[framework]
     engine = FakeEngine(script=engine_calculator)
-    async with PolicyGateway(engine, sampling=GatewaySampling(temperature=1.0, max_tokens=256)) as gw:
+    async with PolicyGateway(
+        engine, sampling=GatewaySampling(temperature=1.0, max_tokens=256)
+    ) as gw:
         outcomes, runner = await run_rollouts(entrypoint, gw, rows(8), n_samples=2, concurrency=16)
     assert len(outcomes) == 16 and runner.peak_in_flight > 8
     merged = 0
@@ -74,7 +79,9 @@ async def test_sixteen_concurrent_calculator_rollouts_through_the_gateway(framew
     assert merged == 16
 
 
-@pytest.mark.parametrize(("framework", "mode"), [("strands", "stream"), ("openai-agents", "streamed")])
+@pytest.mark.parametrize(
+    ("framework", "mode"), [("strands", "stream"), ("openai-agents", "streamed")]
+)
 async def test_streaming_policy_calls_through_the_gateway(framework: str, mode: str) -> None:
     entrypoint, sample_id = ROLLOUTS[framework]
     engine = FakeEngine(script=engine_calculator)

@@ -15,7 +15,9 @@ from osmosis_ai.testing import FakeOpenAIServer
 
 async def _ask(route: PolicyRoute) -> str:
     client = await http.policy_client(route)
-    reply = await client.chat.completions.create(model=route.model, messages=[{"role": "user", "content": "x"}])
+    reply = await client.chat.completions.create(
+        model=route.model, messages=[{"role": "user", "content": "x"}]
+    )
     return reply.choices[0].message.content or ""
 
 
@@ -53,7 +55,9 @@ def test_each_loop_gets_its_own_pool_closed_when_the_loop_ends() -> None:
 
 async def test_clients_per_loop_are_bounded(monkeypatch: Any) -> None:
     monkeypatch.setattr(http, "_MAX_CLIENTS_PER_LOOP", 3)
-    routes = [PolicyRoute(base_url=f"http://127.0.0.1:9/rollouts/r{i}/samples/main/v1") for i in range(5)]
+    routes = [
+        PolicyRoute(base_url=f"http://127.0.0.1:9/rollouts/r{i}/samples/main/v1") for i in range(5)
+    ]
     clients = [await http.policy_client(r) for r in routes]
     pool = await http._loop_pool()
     assert list(pool.clients.values()) == clients[2:]

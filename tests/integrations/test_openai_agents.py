@@ -44,7 +44,13 @@ async def test_calculator_rollouts_record_trainable_samples(mode: str) -> None:
     for outcome in outcomes:
         sample = outcome.sample("calculator")
         assert sample is not None and sample.reward == 1.0, sample
-        assert [m["role"] for m in sample.messages] == ["system", "user", "assistant", "tool", "assistant"]
+        assert [m["role"] for m in sample.messages] == [
+            "system",
+            "user",
+            "assistant",
+            "tool",
+            "assistant",
+        ]
         assert len(sample.calls) == 2 and all(c.trainable for c in sample.calls)
         assert {c.rollout_id for c in sample.calls} == {outcome.rollout_id}
         assert tool_call_ids(sample.messages) == [t.id for t in sample.calls[0].tool_calls]
@@ -65,14 +71,18 @@ async def test_one_module_level_agent_serves_sixteen_concurrent_rollouts() -> No
         q, answer = question(outcome.row_index)
         [sample] = outcome.samples
         assert sample.reward == 1.0 and sample.extra_fields["final_answer"] == answer
-        assert {(c.rollout_id, c.sample_id) for c in sample.calls} == {(outcome.rollout_id, "calculator")}
+        assert {(c.rollout_id, c.sample_id) for c in sample.calls} == {
+            (outcome.rollout_id, "calculator")
+        }
         for call in sample.calls:
             users = [m for m in call.request_messages if m["role"] == "user"]
             assert json.dumps(users).count("What is") == 1 and q in json.dumps(users)
 
 
 async def test_parallel_tool_calls_are_kept_by_call_id() -> None:
-    agent = OsmosisAgent(name="calc", tools=[add], model_settings=ModelSettings(parallel_tool_calls=True))
+    agent = OsmosisAgent(
+        name="calc", tools=[add], model_settings=ModelSettings(parallel_tool_calls=True)
+    )
     async with FakeOpenAIServer(script=parallel_calculator) as server:
         with in_rollout(server) as scope:
             result = await Runner.run(agent, question(0)[0])
@@ -156,7 +166,8 @@ async def test_structured_output_type() -> None:
 
 async def test_placeholder_params_are_defaults_under_model_settings() -> None:
     agent = OsmosisAgent(
-        name="p", model=OsmosisRolloutModel(temperature=0.2, max_tokens=64, seed=3),
+        name="p",
+        model=OsmosisRolloutModel(temperature=0.2, max_tokens=64, seed=3),
         model_settings=ModelSettings(temperature=0.9),
     )
     async with FakeOpenAIServer(script=["ok"]) as server:

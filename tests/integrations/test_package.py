@@ -67,7 +67,9 @@ def test_placeholder_keeps_params_and_copies_cleanly() -> None:
     assert clone == model and clone.params["extra_body"] is not model.params["extra_body"]
     assert pickle.loads(pickle.dumps(model)) == model
     assert model.copy() == model
-    assert repr(model) == "OsmosisRolloutModel(temperature=0.5, max_tokens=32, extra_body={'k': [1]})"
+    assert (
+        repr(model) == "OsmosisRolloutModel(temperature=0.5, max_tokens=32, extra_body={'k': [1]})"
+    )
     assert model != OsmosisRolloutModel()
 
 

@@ -37,7 +37,13 @@ async def test_calculator_rollouts_record_trainable_samples(mode: str) -> None:
     for outcome in outcomes:
         sample = outcome.sample("main")
         assert sample is not None and sample.reward == 1.0, sample
-        assert [m["role"] for m in sample.messages] == ["system", "user", "assistant", "tool", "assistant"]
+        assert [m["role"] for m in sample.messages] == [
+            "system",
+            "user",
+            "assistant",
+            "tool",
+            "assistant",
+        ]
         assert sample.extra_fields["final_answer"] == outcome.label
         assert len(sample.calls) == 2 and all(c.trainable for c in sample.calls)
         assert {c.rollout_id for c in sample.calls} == {outcome.rollout_id}
@@ -62,7 +68,9 @@ async def test_sixteen_concurrent_rollouts_two_agents_each_no_cross_talk() -> No
         assert sorted(s.id for s in outcome.samples) == ["checker", "main"]
         for sample in outcome.samples:
             assert sample.reward == 1.0 and sample.extra_fields["final_answer"] == answer
-            assert {(c.rollout_id, c.sample_id) for c in sample.calls} == {(outcome.rollout_id, sample.id)}
+            assert {(c.rollout_id, c.sample_id) for c in sample.calls} == {
+                (outcome.rollout_id, sample.id)
+            }
             for call in sample.calls:
                 users = [m for m in call.request_messages if m["role"] == "user"]
                 assert json.dumps(users).count("What is") == 1 and q in json.dumps(users)
@@ -86,7 +94,8 @@ async def test_a_429_is_retried_by_strands_not_recorded_as_failure() -> None:
         server.fail_next(3, retry_after=0.0)
         with in_rollout(server) as scope:
             agent = OsmosisStrandsAgent(
-                tools=[add], callback_handler=None,
+                tools=[add],
+                callback_handler=None,
                 retry_strategy=ModelRetryStrategy(max_attempts=5, initial_delay=0, max_delay=0),
             )
             result = await agent.invoke_async(question(0)[0])
@@ -144,14 +153,22 @@ async def test_sync_calls_each_on_a_fresh_event_loop() -> None:
 async def test_agents_in_one_rollout_get_distinct_sample_ids() -> None:
     async with FakeOpenAIServer(script=["a", "b", "c"]) as server:
         with in_rollout(server) as scope:
-            one, two = OsmosisStrandsAgent(callback_handler=None), OsmosisStrandsAgent(callback_handler=None)
+            one, two = (
+                OsmosisStrandsAgent(callback_handler=None),
+                OsmosisStrandsAgent(callback_handler=None),
+            )
             named = OsmosisStrandsAgent(name="critic", callback_handler=None)
             idle = OsmosisStrandsAgent(name="idle", callback_handler=None)
             for agent in (one, two, named):
                 await agent.invoke_async("hi")
         samples = await samples_of(scope)
     assert (one.sample_id, two.sample_id, named.sample_id) == ("main", "main-2", "critic")
-    assert {k: len(s.calls) for k, s in samples.items()} == {"main": 1, "main-2": 1, "critic": 1, "idle": 0}
+    assert {k: len(s.calls) for k, s in samples.items()} == {
+        "main": 1,
+        "main-2": 1,
+        "critic": 1,
+        "idle": 0,
+    }
     assert samples["idle"].status is SampleStatus.SKIPPED and samples["idle"].remove_sample
     assert idle.sample_id == "idle"
 
@@ -174,10 +191,14 @@ async def test_one_agent_in_two_rollouts_is_a_clear_error() -> None:
             with in_rollout(server, rollout_id):
                 return str(await agent.invoke_async("hi"))
 
-        first, second = await asyncio.gather(use("r-a", 0), use("r-b", 0.05), return_exceptions=True)
+        first, second = await asyncio.gather(
+            use("r-a", 0), use("r-b", 0.05), return_exceptions=True
+        )
     assert str(first).strip() == "slow"
     assert isinstance(second, AgentReuseError)
-    assert "'r-a'" in str(second) and "'r-b'" in str(second) and "AgentWorkflow.run()" in str(second)
+    assert (
+        "'r-a'" in str(second) and "'r-b'" in str(second) and "AgentWorkflow.run()" in str(second)
+    )
 
 
 def test_a_real_model_is_rejected_and_a_bare_placeholder_explains_itself() -> None:

@@ -100,8 +100,10 @@ class FakeOpenAIServer:
         httpd.fake = self
         self._httpd = httpd
         self._thread = threading.Thread(
-            target=httpd.serve_forever, kwargs={"poll_interval": 0.05},
-            name="FakeOpenAIServer", daemon=True,
+            target=httpd.serve_forever,
+            kwargs={"poll_interval": 0.05},
+            name="FakeOpenAIServer",
+            daemon=True,
         )
         self._thread.start()
         return self
@@ -159,7 +161,9 @@ class FakeOpenAIServer:
 
     # --- test controls --------------------------------------------------------------------
 
-    def fail_next(self, count: int = 1, *, status: int = 429, retry_after: float | None = 0.0) -> None:
+    def fail_next(
+        self, count: int = 1, *, status: int = 429, retry_after: float | None = 0.0
+    ) -> None:
         """Answer the next ``count`` requests (any sample) with HTTP ``status``."""
         with self._lock:
             self._fail_next.extend(HTTPFailure(status, retry_after) for _ in range(count))
@@ -170,7 +174,9 @@ class FakeOpenAIServer:
 
     # --- request handling (server thread) -------------------------------------------------
 
-    def _next_item(self, rollout_id: str, sample_id: str, body: dict[str, Any]) -> tuple[FakeRequest, ScriptItem]:
+    def _next_item(
+        self, rollout_id: str, sample_id: str, body: dict[str, Any]
+    ) -> tuple[FakeRequest, ScriptItem]:
         with self._lock:
             key = (rollout_id, sample_id)
             index = self._counters.get(key, 0)
@@ -190,12 +196,15 @@ class FakeOpenAIServer:
         if index < len(self.script):
             return request, self.script[index]
         return request, HTTPFailure(
-            400, None,
+            400,
+            None,
             f"FakeOpenAIServer script exhausted: rollout {rollout_id!r} sample {sample_id!r} "
             f"made request #{index + 1} but the script has {len(self.script)} item(s)",
         )
 
-    def _answer(self, request: FakeRequest, item: str | FakeReply) -> tuple[dict[str, Any], LLMCall]:
+    def _answer(
+        self, request: FakeRequest, item: str | FakeReply
+    ) -> tuple[dict[str, Any], LLMCall]:
         """Build the completion body and the call record for one scripted reply."""
         reply = FakeReply(content=item) if isinstance(item, str) else item
         body = request.body
@@ -235,7 +244,9 @@ class FakeOpenAIServer:
             "object": "chat.completion",
             "created": int(time.time()),
             "model": record.model,
-            "choices": [{"index": 0, "message": message, "finish_reason": reply.finish, "logprobs": None}],
+            "choices": [
+                {"index": 0, "message": message, "finish_reason": reply.finish, "logprobs": None}
+            ],
             "usage": {
                 "prompt_tokens": len(prompt_ids),
                 "completion_tokens": len(completion_ids),
@@ -260,30 +271,61 @@ class FakeOpenAIServer:
             by_sample = self._pending.setdefault(record.rollout_id, {})
             by_sample.setdefault(record.sample_id, []).append(record)
 
-    def _stream_chunks(self, completion: dict[str, Any], include_usage: bool) -> Iterator[dict[str, Any]]:
+    def _stream_chunks(
+        self, completion: dict[str, Any], include_usage: bool
+    ) -> Iterator[dict[str, Any]]:
         """Split a completion into chat.completion.chunk objects (vLLM-like)."""
         choice = completion["choices"][0]
         message = choice["message"]
-        base = {"id": completion["id"], "object": "chat.completion.chunk",
-                "created": completion["created"], "model": completion["model"]}
+        base = {
+            "id": completion["id"],
+            "object": "chat.completion.chunk",
+            "created": completion["created"],
+            "model": completion["model"],
+        }
 
         def chunk(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> dict[str, Any]:
-            return {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish,
-                                         "logprobs": None}], **extra}
+            return {
+                **base,
+                "choices": [
+                    {"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}
+                ],
+                **extra,
+            }
 
-        first_extra = {"prompt_token_ids": completion["prompt_token_ids"]} if "prompt_token_ids" in completion else {}
+        first_extra = (
+            {"prompt_token_ids": completion["prompt_token_ids"]}
+            if "prompt_token_ids" in completion
+            else {}
+        )
         yield chunk({"role": "assistant", "content": ""}, **first_extra)
         content = message.get("content") or ""
         step = self.stream_chunk_chars
         for i in range(0, len(content), step):
-            yield chunk({"content": content[i:i + step]})
+            yield chunk({"content": content[i : i + step]})
         for index, call in enumerate(message.get("tool_calls") or []):
             fn = call["function"]
-            yield chunk({"tool_calls": [{"index": index, "id": call["id"], "type": "function",
-                                         "function": {"name": fn["name"], "arguments": ""}}]})
+            yield chunk(
+                {
+                    "tool_calls": [
+                        {
+                            "index": index,
+                            "id": call["id"],
+                            "type": "function",
+                            "function": {"name": fn["name"], "arguments": ""},
+                        }
+                    ]
+                }
+            )
             args = fn["arguments"]
             for i in range(0, len(args), step):
-                yield chunk({"tool_calls": [{"index": index, "function": {"arguments": args[i:i + step]}}]})
+                yield chunk(
+                    {
+                        "tool_calls": [
+                            {"index": index, "function": {"arguments": args[i : i + step]}}
+                        ]
+                    }
+                )
         last = chunk({}, choice["finish_reason"])
         if "token_ids" in choice:
             last["choices"][0]["token_ids"] = choice["token_ids"]
@@ -344,22 +386,31 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:  # noqa: N802 - stdlib naming
         match = _PATH_RE.match(self.path.split("?", 1)[0])
         if match is None or match["op"] != "models":
-            self._send_json(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
+            self._send_json(
+                404, {"error": {"message": f"no route {self.path}", "type": "not_found"}}
+            )
             return
         model = self.server.fake.model
-        self._send_json(200, {"object": "list", "data": [{"id": model, "object": "model", "owned_by": "osmosis"}]})
+        self._send_json(
+            200,
+            {"object": "list", "data": [{"id": model, "object": "model", "owned_by": "osmosis"}]},
+        )
 
     def do_POST(self) -> None:  # noqa: N802 - stdlib naming
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length else b""
         match = _PATH_RE.match(self.path.split("?", 1)[0])
         if match is None or match["op"] != "chat/completions":
-            self._send_json(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
+            self._send_json(
+                404, {"error": {"message": f"no route {self.path}", "type": "not_found"}}
+            )
             return
         try:
             body = json.loads(raw or b"{}")
         except json.JSONDecodeError:
-            self._send_json(400, {"error": {"message": "body is not JSON", "type": "invalid_request_error"}})
+            self._send_json(
+                400, {"error": {"message": "body is not JSON", "type": "invalid_request_error"}}
+            )
             return
         fake = self.server.fake
         rollout_id = match["rid"] or ""
@@ -381,10 +432,15 @@ class _Handler(BaseHTTPRequestHandler):
     def _send_failure(self, failure: HTTPFailure) -> None:
         kind = "rate_limit_error" if failure.status == 429 else "invalid_request_error"
         headers = {} if failure.retry_after is None else {"Retry-After": f"{failure.retry_after:g}"}
-        self._send_json(failure.status, {"error": {"message": failure.message, "type": kind,
-                                                   "code": kind}}, headers)
+        self._send_json(
+            failure.status,
+            {"error": {"message": failure.message, "type": kind, "code": kind}},
+            headers,
+        )
 
-    def _send_json(self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None) -> None:
+    def _send_json(
+        self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None
+    ) -> None:
         data = json.dumps(payload).encode()
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
@@ -407,4 +463,3 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _write_chunk(self, data: bytes) -> None:
         self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
-

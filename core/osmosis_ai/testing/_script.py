@@ -142,9 +142,7 @@ def content_text(content: Any) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        return "".join(
-            str(part.get("text", "")) for part in content if isinstance(part, dict)
-        )
+        return "".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
     return ""
 
 
@@ -189,7 +187,11 @@ def render_prompt(messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, 
     assistant header the completion continues."""
     head = ""
     if tools:
-        head = "<|im_start|>system\n# Tools\n" + json.dumps(list(tools), sort_keys=True) + "<|im_end|>\n"
+        head = (
+            "<|im_start|>system\n# Tools\n"
+            + json.dumps(list(tools), sort_keys=True)
+            + "<|im_end|>\n"
+        )
     return head + "".join(_render_message(m) for m in messages) + "<|im_start|>assistant\n"
 
 

@@ -23,7 +23,9 @@ from osmosis_ai.testing import (
 USER = [{"role": "user", "content": "What is 2 + 3?"}]
 
 
-def _client(server: FakeOpenAIServer, rollout: str = "r1", sample: str = "main") -> openai.AsyncOpenAI:
+def _client(
+    server: FakeOpenAIServer, rollout: str = "r1", sample: str = "main"
+) -> openai.AsyncOpenAI:
     route = server.route(rollout, sample)
     return openai.AsyncOpenAI(base_url=route.base_url, api_key=route.api_key, max_retries=0)
 
@@ -42,15 +44,20 @@ async def test_non_streaming_tool_call_then_text_records_trainable_calls() -> No
     async with FakeOpenAIServer(script=[tool_call("add", a=2, b=3), "5"]) as server:
         async with _client(server) as client:
             first = await client.chat.completions.create(
-                model="osmosis-policy", messages=USER, logprobs=True,
+                model="osmosis-policy",
+                messages=USER,
+                logprobs=True,
                 extra_body={"return_token_ids": True},
             )
             call = first.choices[0].message.tool_calls[0]
             assert first.choices[0].finish_reason == "tool_calls"
             assert call.function.name == "add"
             assert json.loads(call.function.arguments) == {"a": 2, "b": 3}
-            history = [*USER, first.choices[0].message.model_dump(exclude_none=True),
-                       {"role": "tool", "tool_call_id": call.id, "content": "5"}]
+            history = [
+                *USER,
+                first.choices[0].message.model_dump(exclude_none=True),
+                {"role": "tool", "tool_call_id": call.id, "content": "5"},
+            ]
             second = await client.chat.completions.create(model="osmosis-policy", messages=history)
             assert second.choices[0].message.content == "5"
             assert second.choices[0].logprobs is None  # not requested
@@ -71,11 +78,17 @@ async def test_non_streaming_tool_call_then_text_records_trainable_calls() -> No
 
 
 async def test_streaming_reassembles_text_tool_calls_and_usage() -> None:
-    script = [reply("let me add", [("add", {"a": 1, "b": 2}), ("mul", {"a": 3, "b": 4})]), "3 and 12"]
+    script = [
+        reply("let me add", [("add", {"a": 1, "b": 2}), ("mul", {"a": 3, "b": 4})]),
+        "3 and 12",
+    ]
     async with FakeOpenAIServer(script=script, stream_chunk_chars=3) as server:
         async with _client(server) as client:
             stream = await client.chat.completions.create(
-                model="m", messages=USER, stream=True, stream_options={"include_usage": True},
+                model="m",
+                messages=USER,
+                stream=True,
+                stream_options={"include_usage": True},
                 extra_body={"return_token_ids": True},
             )
             content, args, names, finish, usage, token_ids = "", {}, {}, None, None, []
@@ -165,8 +178,9 @@ async def test_concurrent_samples_walk_their_own_scripts() -> None:
 
 def test_sync_usage_and_unscoped_route() -> None:
     with FakeOpenAIServer(script=["plain"]) as server:
-        r = httpx.post(server.base_url + "/chat/completions",
-                       json={"model": "m", "messages": USER}).json()
+        r = httpx.post(
+            server.base_url + "/chat/completions", json={"model": "m", "messages": USER}
+        ).json()
         assert r["choices"][0]["message"]["content"] == "plain"
         assert server.calls[0].rollout_id == "" and server.calls[0].sample_id == "main"
     with pytest.raises(RuntimeError, match="not running"):

@@ -71,8 +71,11 @@ class CalcWorkflow(AgentWorkflow[AgentWorkflowConfig]):
         names: list[Any] = [None] if ctx.metadata.get("agents", 1) == 1 else [None, "checker"]
         for name in names:
             agent = OsmosisStrandsAgent(
-                model=model, tools=[add, subtract, multiply], system_prompt=system,
-                callback_handler=None, **({"name": name} if name else {}),
+                model=model,
+                tools=[add, subtract, multiply],
+                system_prompt=system,
+                callback_handler=None,
+                **({"name": name} if name else {}),
             )
             try:
                 if mode == "sync":
