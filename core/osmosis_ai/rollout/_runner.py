@@ -138,7 +138,11 @@ class RolloutRunner:
         await self.backend.aclose()
 
     async def run(self, rows: Rows) -> AsyncIterator[RolloutOutcome]:
-        """Run every row ``n_samples`` times; yield each outcome as soon as it is done."""
+        """Run every row ``n_samples`` times; yield each outcome as soon as it is done.
+
+        Cancelling the consuming task, or closing the iterator early (``aclosing``), cancels the
+        rollouts still in flight; their outcomes are dropped and their recorded calls discarded.
+        """
         async with aclosing(self._stream(rows)) as stream:
             async for _, _, outcome in stream:
                 yield outcome
