@@ -103,8 +103,8 @@ class _Recorder:
     def record(
         self, system: str | None, input: str | list[TResponseInputItem], output: list[Any]
     ) -> None:
-        # Keep references only: the conversion runs once, when the sample is built.
-        self._last = (system, input, list(output))
+        # Keep (shallow copies of) the items only: the conversion runs once, at build time.
+        self._last = (system, input if isinstance(input, str) else list(input), list(output))
         self.turns += 1
 
     def items(self) -> tuple[str | None, list[TResponseInputItem]]:

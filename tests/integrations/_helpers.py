@@ -21,16 +21,16 @@ ROLLOUTS = Path(__file__).parent / "rollouts"
 
 
 async def run_rollouts(
-    entrypoint: str,
+    entrypoint: str | Path,
     endpoint: PolicyEndpoint,
     rows: list[Any],
     *,
     n_samples: int = 1,
     concurrency: int = 16,
 ) -> tuple[list[RolloutOutcome], RolloutRunner]:
-    """Run ``rows`` through ``rollouts/<entrypoint>`` with the real RolloutRunner."""
+    """Run ``rows`` through ``rollouts/<entrypoint>`` (or a path) with the real RolloutRunner."""
     async with RolloutRunner(
-        ROLLOUTS / entrypoint,
+        entrypoint if isinstance(entrypoint, Path) else ROLLOUTS / entrypoint,
         endpoint,
         n_samples=n_samples,
         concurrency=concurrency,
