@@ -103,16 +103,16 @@ def _now() -> str:
 
 
 def plan_eval(config_path: str | Path, options: EvalOptions) -> EvalPlan:
-    """Load the eval config and combine it with the command-line options."""
+    """Load the eval config and combine it with the command-line options.
+
+    With ``resume``, settings not given on the command line (model, n, limit) default to the
+    interrupted run's, so ``--resume`` alone continues it.
+    """
     from osmosis_ai.config import load_eval_config
 
     path = Path(config_path)
     cfg = load_eval_config(path)
-    exp, ev = cfg.experiment, cfg.evaluation
-    workspace = Path(cfg.workspace_root)
-    rollout_dir = cfg.rollout_dir()
-    entrypoint = cfg.entrypoint_path()
-    dataset = cfg.dataset_path()
+    ev = cfg.evaluation
     missing = cfg.missing_secrets()
     if missing:
         raise ConfigError(
@@ -120,31 +120,25 @@ def plan_eval(config_path: str | Path, options: EvalOptions) -> EvalPlan:
             f"{'is' if len(missing) == 1 else 'are'} not set in the environment; export "
             "them before running the eval"
         )
-    n = options.n if options.n is not None else int(ev.n)
-    limit = options.limit if options.limit is not None else ev.limit
-    if n < 1:
-        raise ConfigError(f"--n must be at least 1 (got {n})")
-    if limit is not None and limit < 1:
-        raise ConfigError(f"--limit must be at least 1 (got {limit})")
+    run_dir = _run_dir(Path(cfg.workspace_root), path.stem, options)
+    previous = _previous_info(run_dir) if options.resume else None
+    n = options.n if options.n is not None else (previous.n if previous else ev.n)
+    limit = (
+        options.limit if options.limit is not None else (previous.limit if previous else ev.limit)
+    )
+    model = options.model or (previous.model if previous else cfg.experiment.model_path)
     concurrency = options.concurrency or ev.concurrency or DEFAULT_CONCURRENCY
-    if concurrency < 1:
-        raise ConfigError(f"--concurrency must be at least 1 (got {concurrency})")
-    name = path.stem
-    if options.output is not None:
-        run_dir = options.output
-    elif options.resume:
-        run_dir = _latest_run_dir(workspace / ".osmosis" / "evals", name)
-    else:
-        stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
-        run_dir = workspace / ".osmosis" / "evals" / f"{name}-{stamp}"
+    for flag, value in (("--n", n), ("--limit", limit), ("--concurrency", concurrency)):
+        if value is not None and value < 1:
+            raise ConfigError(f"{flag} must be at least 1 (got {value})")
     return EvalPlan(
         config_path=path.resolve(),
-        config_name=name,
-        workspace=workspace,
-        rollout_dir=rollout_dir,
-        entrypoint=entrypoint,
-        dataset=dataset,
-        model=options.model or str(exp.model_path),
+        config_name=path.stem,
+        workspace=Path(cfg.workspace_root),
+        rollout_dir=cfg.rollout_dir(),
+        entrypoint=cfg.entrypoint_path(),
+        dataset=cfg.dataset_path(),
+        model=model,
         n=n,
         limit=limit,
         offset=0,
@@ -156,6 +150,25 @@ def plan_eval(config_path: str | Path, options: EvalOptions) -> EvalPlan:
         run_dir=run_dir,
         resume=options.resume,
     )
+
+
+def _run_dir(workspace: Path, name: str, options: EvalOptions) -> Path:
+    if options.output is not None:
+        return options.output
+    if options.resume:
+        return _latest_run_dir(workspace / ".osmosis" / "evals", name)
+    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+    return workspace / ".osmosis" / "evals" / f"{name}-{stamp}"
+
+
+def _previous_info(run_dir: Path) -> EvalRunInfo:
+    info_path = run_dir / "run.json"
+    if not info_path.is_file():
+        raise OsmosisError(
+            f"--resume: {run_dir} holds no eval run (no run.json); drop --resume to start a "
+            "fresh run there"
+        )
+    return EvalRunInfo.model_validate_json(info_path.read_text(encoding="utf-8"))
 
 
 def _sampling(cfg: Any) -> dict[str, Any]:
@@ -205,12 +218,7 @@ def _prepare_run_dir(plan: EvalPlan) -> tuple[EvalRunInfo, list[EvalRecord]]:
     dataset_hash = hash_file(plan.dataset)
     info_path = plan.run_dir / "run.json"
     if plan.resume:
-        if not info_path.is_file():
-            raise OsmosisError(
-                f"--resume: {plan.run_dir} holds no eval run (no run.json); drop --resume to "
-                "start a fresh run there"
-            )
-        info = EvalRunInfo.model_validate_json(info_path.read_text(encoding="utf-8"))
+        info = _previous_info(plan.run_dir)
         _check_resume(info, plan, rollout_hash, dataset_hash)
         records = read_journal(plan.run_dir / "results.jsonl", repair=True)
         info.status = "running"

@@ -106,7 +106,8 @@ def test_eval_resume_continues_an_interrupted_run(
     info["status"] = "interrupted"
     (out / "run.json").write_text(json.dumps(info))
 
-    res = run_cli(*args, "--output", out, "--resume", "--json")
+    # --resume alone continues with the run's own settings (limit, model)
+    res = run_cli("eval", "run", "configs/eval/calc.toml", "--output", out, "--resume", "--json")
     assert res.code == 0, res.err
     data = res.json()
     assert data["status"] == "completed"

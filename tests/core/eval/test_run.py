@@ -157,9 +157,9 @@ async def test_interrupted_run_keeps_finished_rows_and_resumes(workspace: Path) 
     assert kept >= 3
     info = json.loads((out / "run.json").read_text())
     assert info["status"] == "interrupted"
-    result = await run_eval(
+    result = await run_eval(  # --resume alone: limit, n and model come from the run
         workspace / "configs/eval/calc.toml",
-        EvalOptions(limit=8, resume=True, output=out),
+        EvalOptions(resume=True, output=out),
         endpoint_factory=_factory(_answer),
     )
     assert result.info.status == "completed"
