@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 
 __all__ = ["CliState", "state"]
 
@@ -19,10 +20,11 @@ class CliState:
     err_console: Console = field(default_factory=lambda: Console(stderr=True, highlight=False))
 
     def error(self, message: str) -> None:
-        self.err_console.print(f"[bold red]error:[/] {message}", soft_wrap=True)
+        # Messages are plain text: escape them, or rich eats '[trainer]' in install hints.
+        self.err_console.print(f"[bold red]error:[/] {escape(message)}", soft_wrap=True)
 
     def warn(self, message: str) -> None:
-        self.err_console.print(f"[bold yellow]warning:[/] {message}", soft_wrap=True)
+        self.err_console.print(f"[bold yellow]warning:[/] {escape(message)}", soft_wrap=True)
 
     def emit_json(self, payload: Any) -> None:
         sys.stdout.write(json.dumps(payload, indent=2, default=str) + "\n")

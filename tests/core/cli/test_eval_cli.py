@@ -241,3 +241,18 @@ def test_eval_against_an_openai_compatible_url(
     assert summary["samples"] == 8 and summary["success"] == 8
     assert summary["reward"]["mean"] == 1.0 and summary["pass_rate"] == 1.0
     assert summary["pass_at_k"] == {"pass@1": 1.0, "pass@2": 1.0}
+
+
+def test_eval_on_the_embedded_model_without_the_trainer_extra_names_the_install(
+    run_cli: RunCli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "torch" else real(name, *a)
+    )
+    _create(run_cli, tmp_path, "single-call")
+    res = run_cli("eval", "run", tmp_path / "configs/eval/calc.toml", "--limit", "1")
+    assert res.code == 1
+    assert 'pip install "osmosis-ai[trainer]"' in res.err and "Traceback" not in res.err
