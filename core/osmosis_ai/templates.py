@@ -188,9 +188,12 @@ def create_from_template(
     for item in planned:
         if item.destination.is_dir():
             raise TemplateError(f"cannot write {item.relative}: a folder of that name exists")
-        item.destination.parent.mkdir(parents=True, exist_ok=True)
         (result.overwritten if item.destination.exists() else result.written).append(item.relative)
-        item.destination.write_bytes(item.content)
+        try:
+            item.destination.parent.mkdir(parents=True, exist_ok=True)
+            item.destination.write_bytes(item.content)
+        except OSError as exc:
+            raise TemplateError(f"cannot write {item.destination}: {exc}") from exc
     values = {"name": name, "osmosis_version": _version()}
     result.next_steps = [_substitute(step, values) for step in template.next_steps]
     return result

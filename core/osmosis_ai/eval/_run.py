@@ -249,10 +249,16 @@ def _prepare_run_dir(plan: EvalPlan) -> tuple[EvalRunInfo, list[EvalRecord]]:
 
 
 def _write_info(run_dir: Path, info: EvalRunInfo) -> None:
-    run_dir.mkdir(parents=True, exist_ok=True)
-    tmp = run_dir / "run.json.tmp"
-    tmp.write_text(info.model_dump_json(indent=2), encoding="utf-8")
-    tmp.replace(run_dir / "run.json")
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        tmp = run_dir / "run.json.tmp"
+        tmp.write_text(info.model_dump_json(indent=2), encoding="utf-8")
+        tmp.replace(run_dir / "run.json")
+    except OSError as exc:
+        raise OsmosisError(
+            f"cannot write the eval run folder {run_dir}: {exc}. Pass --output with a "
+            "writable folder"
+        ) from exc
 
 
 @contextlib.asynccontextmanager
