@@ -292,11 +292,16 @@ async def run_eval(
     entry = load_entrypoint(plan.entrypoint)
     info, previous = _prepare_run_dir(plan)
     done = {(r.row_index, r.run_index) for r in previous}
-    rows = list(read_dataset(plan.dataset, limit=plan.limit, offset=plan.offset))
-    info.work_items = len(rows) * plan.n
-    pending_rows = [
-        row for row in rows if any((row.row_index, k) not in done for k in range(plan.n))
-    ]
+    # A first streaming pass validates and counts the selection, so a bad row stops the eval
+    # before any rollout runs; the runner then reads the rows lazily (datasets may be large).
+    selected = sum(1 for _ in read_dataset(plan.dataset, limit=plan.limit, offset=plan.offset))
+    info.work_items = selected * plan.n
+
+    def pending_rows() -> Iterator[Any]:
+        for row in read_dataset(plan.dataset, limit=plan.limit, offset=plan.offset):
+            if any((row.row_index, k) not in done for k in range(plan.n)):
+                yield row
+
     _write_info(plan.run_dir, info)
     events.on_start(info.work_items, len(done))
     new: list[EvalRecord] = []
@@ -305,13 +310,13 @@ async def run_eval(
     factory = endpoint_factory or default_endpoint
     try:
         with Journal(plan.run_dir / "results.jsonl") as journal:
-            if pending_rows:
+            if len(done) < info.work_items:
                 events.on_phase("loading model")
                 async with factory(plan.model, plan.sampling) as endpoint:
                     info.model_load_s = round(time.perf_counter() - started, 3)
                     started = time.perf_counter()
                     events.on_phase("running")
-                    async for record in _stream(plan, entry, endpoint, pending_rows, done):
+                    async for record in _stream(plan, entry, endpoint, pending_rows(), done):
                         journal.append(record)
                         new.append(record)
                         events.on_record(record)
@@ -322,9 +327,8 @@ async def run_eval(
         wall = time.perf_counter() - started
         records = previous + new
         summary = summarize(records, pass_threshold=plan.pass_threshold, n=plan.n, wall_time_s=wall)
-        complete = not interrupted and {(r.row_index, r.run_index) for r in records} >= {
-            (row.row_index, k) for row in rows for k in range(plan.n)
-        }
+        finished = {(r.row_index, r.run_index) for r in records}
+        complete = not interrupted and len(finished) >= info.work_items
         info.status = "completed" if complete else ("interrupted" if interrupted else "failed")
         info.finished_at = _now()
         info.summary = summary.model_dump(mode="json")
@@ -347,7 +351,7 @@ async def _stream(
     plan: EvalPlan,
     entry: Any,
     endpoint: PolicyEndpoint,
-    rows: list[Any],
+    rows: Iterator[Any],
     done: set[tuple[int, int]],
 ) -> AsyncIterator[EvalRecord]:
     from osmosis_ai.rollout import RolloutRunner
