@@ -89,6 +89,7 @@ def _fmt(x: float | None, digits: int = 3) -> str:
 def _print_summary(
     plan: EvalPlan, summary: EvalSummary, status: str, load_s: float | None = None
 ) -> None:
+    from rich.markup import escape
     from rich.table import Table
 
     console = state.console
@@ -123,6 +124,8 @@ def _print_summary(
     if summary.failures_by_reason:
         reasons = ", ".join(f"{k} {v}" for k, v in summary.failures_by_reason.items())
         table.add_row("failures", reasons)
+        for reason, example in summary.failure_examples.items():
+            table.add_row(f"  e.g. {reason}", escape(example))
     per = _fmt(summary.tokens_per_sample, 1)
     table.add_row(
         "tokens",

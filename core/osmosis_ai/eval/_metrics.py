@@ -64,6 +64,9 @@ class EvalSummary(BaseModel):
     pass_at_k: dict[str, float] = Field(default_factory=dict)
     pass_at_k_groups: int = Field(0, description="(row, sample id) groups behind pass@k.")
     failures_by_reason: dict[str, int] = Field(default_factory=dict)
+    failure_examples: dict[str, str] = Field(
+        default_factory=dict, description="The first error message of each failure reason."
+    )
     prompt_tokens: int = 0
     completion_tokens: int = 0
     tokens_per_sample: float | None = None
@@ -88,6 +91,15 @@ def _percentile(sorted_values: Sequence[float], q: float) -> float:
     """Nearest-rank percentile of an already sorted, non-empty sequence."""
     rank = max(1, math.ceil(q / 100.0 * len(sorted_values)))
     return sorted_values[rank - 1]
+
+
+def _first_errors(failed: Sequence[EvalRecord], limit: int = 300) -> dict[str, str]:
+    examples: dict[str, str] = {}
+    for r in failed:
+        reason = r.error_type or "unknown"
+        if reason not in examples and r.error:
+            examples[reason] = r.error if len(r.error) <= limit else r.error[: limit - 3] + "..."
+    return examples
 
 
 def summarize(
@@ -149,6 +161,7 @@ def summarize(
         pass_at_k=pass_k,
         pass_at_k_groups=len(used),
         failures_by_reason=dict(Counter(r.error_type or "unknown" for r in failed).most_common()),
+        failure_examples=_first_errors(failed),
         prompt_tokens=prompt_tokens,
         completion_tokens=completion_tokens,
         tokens_per_sample=((prompt_tokens + completion_tokens) / len(recs)) if recs else None,

@@ -75,10 +75,10 @@ def test_summarize_counts_failures_as_not_passed_and_leaves_out_skipped() -> Non
     records = [
         _rec(0, 0, "success", 1.0, prompt_tokens=10, completion_tokens=5, duration_ms=100),
         _rec(0, 1, "success", 0.5, prompt_tokens=10, completion_tokens=5, duration_ms=300),
-        _rec(1, 0, "failed", error_type="timeout", duration_ms=1000),
+        _rec(1, 0, "failed", error_type="timeout", error="took too long", duration_ms=1000),
         _rec(1, 1, "skipped", duration_ms=200),
-        _rec(2, 0, "failed", error_type="timeout"),
-        _rec(2, 1, "failed", error_type="agent_error"),
+        _rec(2, 0, "failed", error_type="timeout", error="again"),
+        _rec(2, 1, "failed", error_type="agent_error", error="boom"),
     ]
     s = summarize(records, pass_threshold=1.0, n=2, wall_time_s=3.0)
     assert (s.samples, s.success, s.failed, s.skipped) == (6, 2, 3, 1)
@@ -89,6 +89,7 @@ def test_summarize_counts_failures_as_not_passed_and_leaves_out_skipped() -> Non
     assert s.reward.std == pytest.approx(0.25)
     assert (s.reward.min, s.reward.max) == (0.5, 1.0)
     assert s.failures_by_reason == {"timeout": 2, "agent_error": 1}
+    assert s.failure_examples == {"timeout": "took too long", "agent_error": "boom"}
     # groups: row 0 -> 2 runs, 1 pass; row 1 -> 1 run (skipped one left out); row 2 -> 2 fails
     assert s.pass_at_k["pass@1"] == pytest.approx((0.5 + 0.0 + 0.0) / 3)
     assert s.pass_at_k["pass@2"] == pytest.approx((1.0 + 0.0) / 2)  # row 1 has < 2 runs
