@@ -266,3 +266,22 @@ def _check(report: LoadReport, ids: list[str], cluster: FakeCluster) -> list[str
         if any(c != copies[0] for c in copies[1:]):
             problems.append(f"{rid}: duplicate callbacks differ")
     return problems
+
+
+async def sequential_admission(n: int = 200) -> list[float]:
+    """Init latencies (ms) of ``n`` rollouts posted one after another (no burst) to a
+    subprocess server whose loops then run against the fake cluster."""
+    client = ClientSettings(timeout_seconds=5, retry_backoff_seconds=0.02, retry_backoff_max_seconds=0.2)
+    settings = ServerSettings(max_pending_rollouts=max(n, 1), shutdown_grace_seconds=5.0)
+    latencies = []
+    async with FakeCluster(_reply, api_key="cluster") as cluster, \
+            _subprocess_server(client, settings) as (url, pending, _runs):
+        for i in range(n):
+            code, ms = await _admit(url, cluster.url, f"seq-{i}", False)
+            assert code == 202, code
+            latencies.append(ms)
+        async with httpx.AsyncClient(base_url=url, timeout=60) as http:
+            deadline = time.perf_counter() + 120
+            while await pending(http) and time.perf_counter() < deadline:  # noqa: ASYNC110 - polls /health
+                await asyncio.sleep(0.05)
+    return latencies

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -291,3 +292,17 @@ async def test_log_dir_writes_one_trace_per_rollout(tmp_path: Path) -> None:
                       "llm_response", "result", "callback"]
     init = json.loads(files[0].read_text().splitlines()[0])
     assert "api_key" not in init["request"]
+
+
+async def test_finished_records_expire_after_the_ttl() -> None:
+    loop = ToolLoop()
+    async with FakeCluster(add_then_ok) as cluster:
+        async with asgi_server(loop, record_ttl_seconds=60) as (app, client):
+            await client.post("/v1/rollout/init", json=init_body("ttl", cluster.url), headers=AUTH)
+            await cluster.wait_for("ttl")
+            registry = app.state.registry
+            await wait_until(lambda: registry.pending == 0)
+            assert registry.prune() == 0  # still young
+            assert (await client.get("/v1/rollout/ttl", headers=AUTH)).status_code == 200
+            assert registry.prune(now=time.monotonic() + 61) == 1
+            assert (await client.get("/v1/rollout/ttl", headers=AUTH)).status_code == 404

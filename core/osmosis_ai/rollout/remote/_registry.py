@@ -288,6 +288,8 @@ class RolloutRegistry:
         finally:
             rec.finished_at = time.monotonic()
             self.pending -= 1
+            # Records live for record_ttl_seconds: keep the result, drop the prompt.
+            rec.request = rec.request.model_copy(update={"messages": [], "metadata": {}})
 
     def _trace(self, rec: _Record, event: str, data: dict[str, Any]) -> None:
         if self.traces is not None:
