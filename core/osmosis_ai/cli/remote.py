@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
-import json
 import os
 import secrets
 import sys
@@ -169,10 +168,6 @@ async def _open_policy(model: str) -> AsyncIterator[Any]:
             yield gateway
     finally:
         await engine.close()
-
-
-def _dump(obj: Any) -> str:
-    return json.dumps(obj, indent=2, ensure_ascii=False, default=str)
 
 
 def register(app: typer.Typer) -> None:

@@ -20,7 +20,8 @@ from osmosis_ai.rollout.remote import ClusterClient, ServerSettings, create_app
 from tests.core.remote._helpers import AUTH, KEY, ToolLoop, fast_client
 
 PROPERTY_SETTINGS = settings(
-    max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=120, deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 
 json_scalars = st.one_of(

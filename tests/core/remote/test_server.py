@@ -221,10 +221,13 @@ async def test_llm_5xx_is_retried_then_reported_as_error() -> None:
 
 async def test_llm_4xx_is_not_retried() -> None:
     async with FakeCluster(add_then_ok, api_key="right") as cluster:
-        async with asgi_server(ToolLoop()) as (_app, client):
+        async with asgi_server(ToolLoop()) as (app, client):
             await client.post("/v1/rollout/init", headers=AUTH,
                               json=init_body("k", cluster.url, api_key="wrong"))
-            await asyncio.sleep(0.5)
+            await wait_until(lambda: app.state.registry.pending == 0)
+            view = (await client.get("/v1/rollout/k", headers=AUTH)).json()
+    assert view["result"]["status"] == "ERROR" and "HTTP 401" in view["result"]["error_message"]
+    assert view["state"] == "delivery_failed"
     assert cluster.chat_calls == []  # the fake answers 401 before recording
     assert "k" not in cluster.callbacks  # the callback carries the same wrong key
 

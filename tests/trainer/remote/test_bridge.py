@@ -188,10 +188,13 @@ async def test_a_rollout_that_outlives_the_workflow_timeout() -> None:
         [outcome] = await run_rows(entrypoint, gw, [Row(0, sleep=1.5)], workflow_timeout_s=0.5)
         assert outcome.error is not None and outcome.error.category is ErrorCategory.TIMEOUT
         # the server finishes later; its callback finds nobody waiting and is refused (404)
-        await asyncio.sleep(2.0)
-        async with httpx.AsyncClient() as http:
-            view = (await http.get(f"{url}/v1/rollout/{loop.requests[0].rollout_id}",
-                                   headers={"Authorization": f"Bearer {KEY}"})).json()
+        status = f"{url}/v1/rollout/{loop.requests[0].rollout_id}"
+        async with httpx.AsyncClient(headers={"Authorization": f"Bearer {KEY}"}) as http:
+            for _ in range(300):
+                view = (await http.get(status)).json()
+                if view["state"] in ("delivered", "delivery_failed"):
+                    break
+                await asyncio.sleep(0.1)
     assert view["state"] == "delivery_failed" and "HTTP 404" in view["delivery_error"]
     assert entrypoint.workflow_config.callbacks.stats["unknown"] == 1
 
