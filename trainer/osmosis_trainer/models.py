@@ -104,15 +104,18 @@ def load_model(model_path: str, *, device: str = "cpu", dtype: str = "auto") -> 
     if getattr(model, "hf_quantizer", None) is not None:
         # GGUF weights are dequantised on load; drop the marker so peft/save_pretrained
         # treat the model as a plain fp model.
-        model.hf_quantizer = None
-        if hasattr(model.config, "quantization_config"):
-            del model.config.quantization_config
-        model.is_quantized = False
+        plain: Any = model
+        plain.hf_quantizer = None
+        if hasattr(plain.config, "quantization_config"):
+            del plain.config.quantization_config
+        plain.is_quantized = False
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     tokenizer.padding_side = "left"
-    model.to(device)
-    model.eval()
+    # transformers' decorated .to()/.eval() confuse type checkers; call them untyped.
+    untyped: Any = model
+    untyped.to(device)
+    untyped.eval()
     return LoadedModel(model=model, tokenizer=tokenizer, name=name)
 
 
@@ -181,7 +184,7 @@ def build_tiny_model(
         show_progress=False,
     )
     tok.train_from_iterator(corpus, trainer=trainer)
-    fast = PreTrainedTokenizerFast(
+    fast: Any = PreTrainedTokenizerFast(  # type: ignore[no-untyped-call]
         tokenizer_object=tok,
         bos_token=None,
         eos_token="<|im_end|>",
