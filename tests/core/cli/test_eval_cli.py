@@ -256,3 +256,19 @@ def test_eval_on_the_embedded_model_without_the_trainer_extra_names_the_install(
     res = run_cli("eval", "run", tmp_path / "configs/eval/calc.toml", "--limit", "1")
     assert res.code == 1
     assert 'pip install "osmosis-ai[trainer]"' in res.err and "Traceback" not in res.err
+
+
+def test_strands_reply_cut_at_max_tokens_is_graded_not_failed(
+    run_cli: RunCli, tmp_path: Path, tiny_model: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _create(run_cli, tmp_path, "strands")
+    cfg = tmp_path / "configs/eval/calc.toml"
+    cfg.write_text(cfg.read_text().replace("max_tokens = 128", "max_tokens = 3"))
+    monkeypatch.chdir(tmp_path)
+    res = run_cli(
+        "eval", "run", "configs/eval/calc.toml", "--limit", "2", "--model", tiny_model, "--json"
+    )
+    assert res.code == 0, res.err
+    summary = res.json()["summary"]
+    assert summary["success"] == 2, summary["failure_examples"]
+    assert summary["completion_tokens"] == 6  # 3 tokens per reply: every reply was cut
