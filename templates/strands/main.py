@@ -16,6 +16,7 @@ import re
 from typing import Any
 
 from strands import tool
+from strands.hooks import BeforeModelCallEvent
 from strands.types.exceptions import MaxTokensReachedException
 
 from osmosis_ai.rollout import AgentWorkflow, AgentWorkflowContext, Grader, GraderContext
@@ -25,6 +26,8 @@ SYSTEM_PROMPT = (
     "You are a calculator. Use the tools add, subtract, multiply and divide to compute the "
     "answer, then reply with only the final number, for example: 42"
 )
+MAX_MODEL_CALLS = 6
+"""A rollout that keeps calling tools is stopped here and graded as it stands."""
 
 
 @tool
@@ -85,6 +88,7 @@ class CalculatorWorkflow(AgentWorkflow):
             system_prompt=system or SYSTEM_PROMPT,
             callback_handler=None,
         )
+        agent.add_hook(_model_call_limit(MAX_MODEL_CALLS), BeforeModelCallEvent)
         try:
             await agent.invoke_async(question)
         except MaxTokensReachedException:
@@ -92,6 +96,20 @@ class CalculatorWorkflow(AgentWorkflow):
             # still graded (a cut-off ramble rarely holds a clean answer, so it scores low);
             # counting it as a failure would hide exactly the behaviour training should fix.
             pass
+
+
+def _model_call_limit(limit: int) -> Any:
+    """A Strands hook that ends the agent's turn instead of making model call ``limit + 1``."""
+    calls = 0
+
+    def before_model_call(event: BeforeModelCallEvent) -> None:
+        nonlocal calls
+        calls += 1
+        if calls > limit:
+            # Strands ends the turn with this text as the final answer (no digits: no credit).
+            event.cancel = "stopped: too many model calls"
+
+    return before_model_call
 
 
 class CalculatorGrader(Grader):

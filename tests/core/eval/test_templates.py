@@ -1,0 +1,110 @@
+"""The calculator templates, evaluated against a scripted policy (FakeOpenAIServer).
+
+A policy that calls the right tool and then answers with the tool's result must score 1.0 on
+every row, through the real adapters and tools; a policy that never stops calling tools must be
+cut off by the template's turn limit and graded (no credit), not left to time out.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from osmosis_ai.eval import EvalOptions, run_eval
+from osmosis_ai.templates import create_from_template
+from osmosis_ai.testing import FakeOpenAIServer, FakeReply, FakeRequest, tool_call
+
+_Q = re.compile(r"What is (\d+) ([-+*/]) (\d+)\?")
+_TOOL = {"+": "add", "-": "subtract", "*": "multiply", "/": "divide"}
+
+
+def _question(req: FakeRequest) -> str:
+    for message in req.messages:
+        if message.get("role") != "user":
+            continue
+        content = message.get("content")
+        text = content if isinstance(content, str) else json.dumps(content)
+        if _Q.search(text):
+            return text
+    raise AssertionError(f"no question in {req.messages}")
+
+
+def _solver(req: FakeRequest) -> str | FakeReply:
+    """Call the tool for the question, then answer with exactly what the tool returned."""
+    if req.tool_results:
+        return req.tool_results[-1].strip()
+    m = _Q.search(_question(req))
+    assert m is not None
+    return tool_call(_TOOL[m.group(2)], a=int(m.group(1)), b=int(m.group(3)))
+
+
+def _looper(req: FakeRequest) -> FakeReply:
+    return tool_call("add", a=1, b=len(req.tool_results))
+
+
+def _factory(script: Any) -> Callable[..., contextlib.AbstractAsyncContextManager[Any]]:
+    @contextlib.asynccontextmanager
+    async def factory(model: str, sampling: dict[str, Any]) -> AsyncIterator[Any]:
+        async with FakeOpenAIServer(script=script) as server:
+            yield server
+
+    return factory
+
+
+@pytest.mark.parametrize("template", ["strands", "openai-agents"])
+async def test_tool_agent_that_uses_its_tools_scores_full_marks(
+    tmp_path: Path, template: str
+) -> None:
+    create_from_template(template, "calc", tmp_path)
+    result = await run_eval(
+        tmp_path / "configs/eval/calc.toml",
+        EvalOptions(limit=8, output=tmp_path / "out"),
+        endpoint_factory=_factory(_solver),
+    )
+    s = result.summary
+    assert s.success == 8, s.failure_examples
+    assert s.reward.mean == 1.0 and s.pass_rate == 1.0
+    for record in result.records:
+        assert record.num_calls == 2  # the tool call, then the answer
+        trace = json.loads((tmp_path / "out" / str(record.trace)).read_text())
+        assert any(m.get("role") == "tool" for m in trace["messages"]), trace["messages"]
+
+
+@pytest.mark.parametrize("template", ["strands", "openai-agents"])
+async def test_tool_agent_that_never_stops_is_cut_off_and_graded(
+    tmp_path: Path, template: str
+) -> None:
+    create_from_template(template, "calc", tmp_path)
+    result = await run_eval(
+        tmp_path / "configs/eval/calc.toml",
+        EvalOptions(limit=2, output=tmp_path / "out"),
+        endpoint_factory=_factory(_looper),
+    )
+    s = result.summary
+    assert s.success == 2, s.failure_examples
+    assert s.reward.max == 0.0
+    for record in result.records:
+        assert 2 <= record.num_calls <= 7
+
+
+async def test_single_call_template_scores_an_exact_answer(tmp_path: Path) -> None:
+    create_from_template("single-call", "calc", tmp_path)
+
+    def exact(req: FakeRequest) -> str:
+        m = _Q.search(_question(req))
+        assert m is not None
+        a, op, b = int(m.group(1)), m.group(2), int(m.group(3))
+        return str({"+": a + b, "-": a - b, "*": a * b, "/": a // b}[op])
+
+    result = await run_eval(
+        tmp_path / "configs/eval/calc.toml",
+        EvalOptions(output=tmp_path / "out"),
+        endpoint_factory=_factory(exact),
+    )
+    assert result.summary.samples == 24 and result.summary.pass_rate == 1.0
