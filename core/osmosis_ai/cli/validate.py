@@ -129,6 +129,12 @@ def discovery_report(target: Path) -> dict[str, Any]:
     }
 
 
+def _doc(doc: str) -> str:
+    from rich.markup import escape
+
+    return f" [dim]- {escape(doc)}[/]" if doc else ""
+
+
 def _print_discovery(report: dict[str, Any]) -> None:
     from rich.markup import escape
 
@@ -136,11 +142,11 @@ def _print_discovery(report: dict[str, Any]) -> None:
     mark = "[green]ok[/]" if report["ok"] else "[red]invalid[/]"
     console.print(f"{mark} {escape(report['entrypoint'])}")
     wf, gr = report["workflow"], report["grader"]
-    console.print(f"  workflow: [bold]{wf['name']}[/] {escape(wf['doc'])}")
+    console.print(f"  workflow: [bold]{wf['name']}[/]{_doc(wf['doc'])}")
     if gr is None:
         console.print("  grader:   [yellow]none[/]")
     else:
-        console.print(f"  grader:   [bold]{gr['name']}[/] {escape(gr['doc'])}")
+        console.print(f"  grader:   [bold]{gr['name']}[/]{_doc(gr['doc'])}")
     for key, label in (("workflow_config", "workflow config"), ("grader_config", "grader config")):
         cfg = report.get(key)
         if cfg is not None:
