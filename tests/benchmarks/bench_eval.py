@@ -41,6 +41,7 @@ def main() -> None:
         started = time.perf_counter()
         proc = _osmosis(*args, cwd=ws)
         wall = time.perf_counter() - started
+        load_end = os.getloadavg()[0]
         if proc.returncode != 0:
             raise SystemExit(f"eval run failed ({proc.returncode}): {proc.stderr[-2000:]}")
         out = json.loads(proc.stdout)
@@ -65,7 +66,7 @@ default concurrency, `max_tokens` 128 per call. Wall time includes process start
 | mean reward / pass rate | {mean} / {pass_rate} |
 | tokens (prompt + completion) | {s["prompt_tokens"]} + {s["completion_tokens"]} |
 | rollout latency mean / p50 / p95 / max | {lat.get("mean", 0) / 1000:.1f} / {lat.get("p50", 0) / 1000:.1f} / {lat.get("p95", 0) / 1000:.1f} / {lat.get("max", 0) / 1000:.1f} s |
-| 1-min load average at start | {load:.2f} |
+| 1-min load average at start / end | {load:.2f} / {load_end:.2f} |
 
 The machine's 2 cores are shared with other jobs; the load average shows the contention at
 the time of the run.

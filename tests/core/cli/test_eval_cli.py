@@ -272,3 +272,55 @@ def test_strands_reply_cut_at_max_tokens_is_graded_not_failed(
     summary = res.json()["summary"]
     assert summary["success"] == 2, summary["failure_examples"]
     assert summary["completion_tokens"] == 6  # 3 tokens per reply: every reply was cut
+
+
+def test_ctrl_c_stops_cleanly_keeps_rows_and_says_how_to_resume(
+    run_cli: RunCli, tmp_path: Path
+) -> None:
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from osmosis_ai.testing import FakeOpenAIServer
+
+    _create(run_cli, tmp_path, "single-call")
+    out = tmp_path / "run"
+    code = "import sys; from osmosis_ai.cli import main; sys.exit(main(sys.argv[1:]))"
+    with FakeOpenAIServer(script=lambda req: "42", latency_s=0.2) as server:
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                code,
+                "eval",
+                "run",
+                "configs/eval/calc.toml",
+                "--concurrency",
+                "1",
+                "--model",
+                server.base_url,
+                "--output",
+                str(out),
+            ],
+            cwd=tmp_path,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        )
+        results = out / "results.jsonl"
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and proc.poll() is None:
+            if results.exists() and len(results.read_text().splitlines()) >= 2:
+                break
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stderr
+    assert "interrupted: finished results are kept" in stderr and "--resume" in stderr
+    assert "Traceback" not in stderr
+    assert "(interrupted)" in stdout
+    kept = len(results.read_text().splitlines())
+    assert 2 <= kept < 24
+    assert json.loads((out / "run.json").read_text())["status"] == "interrupted"
