@@ -54,7 +54,7 @@ def main() -> None:
     body = f"""
 `osmosis eval run` of the `strands` calculator template (OsmosisStrandsAgent, 4 tools) over
 {rows} rows on the embedded SmolLM2-135M-Instruct (HF engine behind the policy gateway, CPU),
-default concurrency, `max_tokens` 128 per call. Wall time includes process start and model load.
+default concurrency (8), `max_tokens` 128 per call. Wall time includes process start and model load.
 
 | metric | value |
 |---|---|
