@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import os
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -50,15 +51,17 @@ def ascii_chart(values: list[float], *, height: int = 8, label: str = "reward") 
     if not finite:
         return f"{label}: no data"
     lo, hi = min(0.0, min(finite)), max(1.0, max(finite))
+    labels = {height: hi, (height + 1) // 2: (lo + hi) / 2, 1: lo}
     rows = []
     for level in range(height, 0, -1):
         top = lo + (hi - lo) * level / height
         bottom = lo + (hi - lo) * (level - 1) / height
         cells = "".join(
-            "█" if math.isfinite(v) and v >= top else ("▄" if math.isfinite(v) and v > bottom else " ")
+            "█" if math.isfinite(v) and v >= top
+            else ("▄" if math.isfinite(v) and v > bottom else " ")
             for v in values
         )
-        axis = f"{top:6.2f} ┤" if level in (height, 1) or level == height // 2 else "       │"
+        axis = f"{labels[level]:6.2f} ┤" if level in labels else "       │"
         rows.append(axis + cells)
     rows.append("       └" + "─" * len(values) + f"  {label} per step (1..{len(values)})")
     return "\n".join(rows)
@@ -127,11 +130,12 @@ class _LiveView:
             )
             lines.append(
                 Text(
-                    f"loss {_fmt(m, 'loss', '.4f')}  entropy {_fmt(m, 'entropy')}  "
+                    f"loss {_fmt(m, 'loss', '.4f')}  entropy {_fmt(m, 'entropy', '.2f')}  "
                     f"kl {_fmt(m, 'kl', '.4f')}  len {_fmt(m, 'response_length', '.0f')}  "
-                    f"failed {_fmt(m, 'failed_rollouts', '.0f')}  "
-                    f"zero-var groups {_fmt(m, 'zero_variance_groups', '.0f')}  "
-                    f"step {_fmt(m, 'step_time_s', '.1f')}s",
+                    f"step {_fmt(m, 'step_time_s', '.0f')}s\n"
+                    f"rollouts {_fmt(m, 'rollouts', '.0f')}  failed "
+                    f"{_fmt(m, 'failed_rollouts', '.0f')}  zero-variance groups "
+                    f"{_fmt(m, 'zero_variance_groups', '.0f')}/{_fmt(m, 'groups', '.0f')}",
                     style="dim",
                 )
             )
@@ -176,6 +180,9 @@ def submit(
     from osmosis_ai.config import load_training_config
 
     config = load_training_config(config_path)
+    # Idle OpenMP threads sleep instead of spinning: on a CPU shared with other work, spinning
+    # threads made training steps several times slower. Read once, when torch first loads.
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     _require_trainer()
     from osmosis_trainer.loop import RunDir, create_run_dir, plan_job, run_training
 
@@ -198,11 +205,34 @@ def submit(
     _report(result, run, elapsed, json_out)
 
 
+def _quiet_libraries() -> None:
+    """Keep the live display readable: no download/convert bars, no library deprecation noise
+    (``--debug`` keeps everything)."""
+    if state.debug:
+        return
+    import warnings
+
+    os.environ.setdefault("TQDM_DISABLE", "1")  # GGUF conversion uses a bare tqdm bar
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+
+    for module in ("transformers", "peft", "torch"):
+        warnings.filterwarnings("ignore", category=FutureWarning, module=module)
+        warnings.filterwarnings("ignore", category=UserWarning, module=module)
+    try:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
+        hf_logging.set_verbosity_error()
+    except ImportError:  # pragma: no cover - the trainer extra brings transformers
+        pass
+
+
 def _run_live(config: Any, run: Any, plan: Any, resume: bool) -> Any:
     from rich.live import Live
 
     from osmosis_trainer.loop import run_training
 
+    _quiet_libraries()
     state.console.print(_summary(plan, config, run))
     view = _LiveView(plan.total_steps)
     with Live(view, console=state.console, refresh_per_second=4, transient=False):

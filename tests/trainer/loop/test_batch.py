@@ -10,8 +10,10 @@ from osmosis_trainer.loop import (
     TrainSequence,
     build_train_batch,
     collate,
+    common_prefix_len,
     lr_factor,
     plan_micro_batches,
+    plan_shared_prefix,
     plan_steps,
 )
 
@@ -97,3 +99,32 @@ def test_plan_steps_and_lr_schedule() -> None:
     assert lr_factor(100, warmup_steps=0, total_steps=8, schedule="constant") == 1.0
     with pytest.raises(ValueError):
         lr_factor(3, warmup_steps=0, total_steps=8, schedule="step")  # type: ignore[arg-type]
+
+
+def _seq(ids: list[int], n_prompt: int, group: int = 0) -> TrainSequence:
+    mask = [0] * n_prompt + [1] * (len(ids) - n_prompt)
+    return TrainSequence(ids, mask, [0.0] * len(ids), group_id=group)
+
+
+def test_common_prefix_stops_at_the_first_trained_token() -> None:
+    a = _seq([1, 2, 3, 4, 5, 6], 4)
+    b = _seq([1, 2, 3, 4, 9], 4)
+    c = _seq([1, 2, 7, 4, 9], 4)
+    assert common_prefix_len([a, b]) == 4
+    assert common_prefix_len([a, b, c]) == 2
+    assert common_prefix_len([a, _seq([1, 2, 3, 4, 5, 6], 3)]) == 3
+
+
+def test_plan_shared_prefix_groups_by_prompt() -> None:
+    prompt = list(range(3, 23))  # 20 shared tokens
+    seqs = [_seq(prompt + [50 + i] * (2 + i), 20, group=0) for i in range(4)]
+    seqs += [_seq([7, 8, 9, 10, 11], 2, group=1), _seq([7, 8, 1, 2], 2, group=1)]
+    seqs += [_seq(list(range(30, 60)), 25, group=2)]  # alone in its group
+    shared, rest = plan_shared_prefix(seqs, token_budget=30, min_prefix=16)
+    # group 0: 20 + k × suffix ≤ 30 → chunks of the longest-first members
+    assert shared == [([3, 2], 20), ([1, 0], 20)]
+    assert sorted(rest) == [4, 5, 6]
+    big, _ = plan_shared_prefix(seqs, token_budget=1000, min_prefix=16)
+    assert big == [([3, 2, 1, 0], 20)]
+    single, _ = plan_shared_prefix(seqs, token_budget=10, min_prefix=16)
+    assert all(p == 0 for _, p in single)  # one member per chunk: nothing to share

@@ -109,3 +109,16 @@ def test_cli_submit_bad_config(tmp_path: Path) -> None:
     with pytest.raises(ConfigError):
         plan_job(load_training_config(bad))
     assert main(["train", "submit", str(bad)]) == 1
+
+
+def test_reward_charts() -> None:
+    from osmosis_ai.cli.train import ascii_chart, sparkline
+
+    assert sparkline([0.0, 0.5, 1.0], lo=0.0, hi=1.0) == "▁▅█"
+    assert sparkline([2.0, 2.0]) == "▅▅"  # flat data sits in the middle
+    assert sparkline([float("nan"), 1.0], lo=0.0, hi=1.0) == " █"
+    assert sparkline([]) == ""
+    chart = ascii_chart([0.0, 1.0], height=4).splitlines()
+    assert len(chart) == 5 and chart[0].startswith("  1.00 ┤") and chart[-2].startswith("  0.00 ┤")
+    assert [row[-2:] for row in chart[:4]] == [" █", " █", " █", " █"]
+    assert ascii_chart([]) == "reward: no data"

@@ -172,3 +172,35 @@ def test_all_zero_mask_is_an_error(tiny_model_dir: Path) -> None:
     seqs = [TrainSequence([1, 2, 3, 4], [0, 0, 0, 0], [0.0] * 4, advantage=1.0)]
     with pytest.raises(TrainingError, match="selects no token"):
         policy_update(model, build_optimizer(model, lr=1e-3), seqs, UpdateSettings())
+
+
+def _group_sequences(model: torch.nn.Module) -> list[TrainSequence]:
+    """Two GRPO groups of 3 samples; each group shares a 24-token prompt."""
+    g = torch.Generator().manual_seed(3)
+    seqs = []
+    for group in range(2):
+        prompt = torch.randint(3, 300, (24,), generator=g).tolist()
+        for k in range(3):
+            completion = torch.randint(3, 300, (4 + 3 * k,), generator=g).tolist()
+            ids = prompt + completion
+            mask = [0] * len(prompt) + [1] * len(completion)
+            seqs.append(TrainSequence(ids, mask, [0.0] * len(ids), advantage=k - 1.0, group_id=group))
+    return seqs
+
+
+def test_shared_prompt_prefix_gives_the_same_update(tiny_model_dir: Path) -> None:
+    results = []
+    for share in (False, True):
+        model = _policy(tiny_model_dir)
+        for name, p in lora_parameters(model):
+            if "lora_B" in name:  # a non-zero adapter, so the prompt's gradient matters
+                torch.nn.init.normal_(p, std=0.05, generator=torch.Generator().manual_seed(1))
+        opt = torch.optim.SGD([p for _, p in lora_parameters(model)], lr=1.0)
+        settings = UpdateSettings(share_prompt_prefix=share, is_mode=None, max_grad_norm=None)
+        stats = policy_update(model, opt, _group_sequences(model), settings)
+        results.append((stats, {n: p.detach().clone() for n, p in lora_parameters(model)}))
+    (plain_stats, plain), (shared_stats, shared) = results
+    assert plain_stats.micro_batches == 1 and shared_stats.micro_batches == 2  # one per group
+    assert shared_stats.loss == pytest.approx(plain_stats.loss, abs=1e-6)
+    for name in plain:
+        torch.testing.assert_close(shared[name], plain[name], rtol=1e-3, atol=1e-6)

@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-from osmosis_trainer.loop._batch import MicroBatch, TrainSequence, collate, plan_micro_batches
+from osmosis_trainer.loop._batch import (
+    MicroBatch,
+    TrainSequence,
+    collate,
+    common_prefix_len,
+    plan_micro_batches,
+    plan_shared_prefix,
+)
 from osmosis_trainer.loop._data import DataCursor, plan_steps
 from osmosis_trainer.loop._job import (
     JobPlan,
@@ -65,12 +72,14 @@ __all__ = [
     "build_scheduler",
     "build_train_batch",
     "collate",
+    "common_prefix_len",
     "create_run_dir",
     "load_adapter_weights",
     "lora_parameters",
     "lr_factor",
     "plan_job",
     "plan_micro_batches",
+    "plan_shared_prefix",
     "plan_steps",
     "policy_update",
     "read_metrics",

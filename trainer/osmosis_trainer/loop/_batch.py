@@ -7,7 +7,14 @@ from dataclasses import dataclass, field
 
 import torch
 
-__all__ = ["MicroBatch", "TrainSequence", "collate", "plan_micro_batches"]
+__all__ = [
+    "MicroBatch",
+    "TrainSequence",
+    "collate",
+    "common_prefix_len",
+    "plan_micro_batches",
+    "plan_shared_prefix",
+]
 
 
 @dataclass
@@ -69,6 +76,8 @@ class MicroBatch:
     sampler_logp: torch.Tensor
     advantages: torch.Tensor
     weights: torch.Tensor
+    prefix_len: int = 0
+    """Tokens every row shares at the start (computed once by the forward pass), or 0."""
 
     @property
     def n_tokens(self) -> int:
@@ -103,8 +112,61 @@ def plan_micro_batches(lengths: Sequence[int], token_budget: int) -> list[list[i
     return batches
 
 
+def common_prefix_len(seqs: Sequence[TrainSequence]) -> int:
+    """Length of the token prefix all ``seqs`` share, capped before the first trained token
+    of any of them (the prefix is context only)."""
+    first = seqs[0].token_ids
+    limit = min(
+        next((i for i, m in enumerate(s.loss_mask) if m), len(s.loss_mask)) for s in seqs
+    )
+    limit = min(limit, *(len(s.token_ids) for s in seqs))
+    n = 0
+    while n < limit and all(s.token_ids[n] == first[n] for s in seqs[1:]):
+        n += 1
+    return n
+
+
+def plan_shared_prefix(
+    seqs: Sequence[TrainSequence], token_budget: int, *, min_prefix: int = 16
+) -> tuple[list[tuple[list[int], int]], list[int]]:
+    """Micro-batches of sequences of one GRPO group that share their prompt.
+
+    A group whose members share at least ``min_prefix`` leading tokens is split into chunks
+    costing ``prefix + k × longest suffix ≤ token_budget`` each; the shared prefix is then run
+    once per chunk instead of once per sequence.
+
+    Returns:
+        ``(shared, rest)``: shared micro-batches as ``(indices, prefix_len)``, and the indices
+        of the sequences left for plain packing (:func:`plan_micro_batches`).
+    """
+    groups: dict[int, list[int]] = {}
+    for i, s in enumerate(seqs):
+        groups.setdefault(s.group_id, []).append(i)
+    shared: list[tuple[list[int], int]] = []
+    rest: list[int] = []
+    for members in groups.values():
+        p = common_prefix_len([seqs[i] for i in members]) if len(members) > 1 else 0
+        if p < min_prefix:
+            rest.extend(members)
+            continue
+        members = sorted(members, key=lambda i: (-len(seqs[i].token_ids), i))
+        chunk: list[int] = []
+        for i in members:
+            longest = max([len(seqs[j].token_ids) for j in chunk] + [len(seqs[i].token_ids)])
+            if chunk and p + (len(chunk) + 1) * (longest - p) > token_budget:
+                shared.append((chunk, p if len(chunk) > 1 else 0))
+                chunk = []
+            chunk.append(i)
+        shared.append((chunk, p if len(chunk) > 1 else 0))
+    return shared, rest
+
+
 def collate(
-    seqs: Sequence[TrainSequence], *, pad_id: int, device: torch.device | str = "cpu"
+    seqs: Sequence[TrainSequence],
+    *,
+    pad_id: int,
+    device: torch.device | str = "cpu",
+    prefix_len: int = 0,
 ) -> MicroBatch:
     """Right-pad ``seqs`` into a :class:`MicroBatch` on ``device``.
 
@@ -127,4 +189,5 @@ def collate(
         sampler_logp=slogp[:, 1:].to(device),
         advantages=torch.tensor([s.advantage for s in seqs], dtype=torch.float32, device=device),
         weights=torch.tensor([s.weight for s in seqs], dtype=torch.float32, device=device),
+        prefix_len=prefix_len,
     )

@@ -79,11 +79,15 @@ def token_logprobs(
     *,
     temperature: float = 1.0,
     with_entropy: bool = False,
+    prefix_len: int = 0,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Log-probabilities of the masked next tokens, computing the LM head only where needed.
 
     The decoder runs over the whole sequence, but the vocabulary projection (the costly part
     for small models with big vocabularies) runs only on the ``N`` positions that train.
+    With ``prefix_len > 0`` every row starts with the same ``prefix_len`` tokens (a GRPO
+    group's shared prompt): the prefix is run once and its KV cache reused by all rows, and
+    gradients flow through it once.
 
     Args:
         model: the (peft-wrapped) causal LM.
@@ -91,13 +95,17 @@ def token_logprobs(
         mask: ``[B, T-1]`` bool; position ``t`` holds the logprob of ``input_ids[:, t+1]``.
         temperature: logits are divided by it, matching the sampler's processed logprobs.
         with_entropy: also return the (detached) entropy of each masked position.
+        prefix_len: length of a prefix shared by every row (0: none).
 
     Returns:
         ``(logp [B, T-1], entropy [B, T-1] | None)``, zero where ``mask`` is 0.
     """
     lm = _causal_lm(model)
     decoder = lm.get_decoder()
-    hidden = decoder(input_ids=input_ids, use_cache=False).last_hidden_state  # [B, T, H]
+    if prefix_len > 0:
+        hidden = _shared_prefix_hidden(decoder, input_ids, prefix_len)  # [B, T, H]
+    else:
+        hidden = decoder(input_ids=input_ids, use_cache=False).last_hidden_state  # [B, T, H]
     selected = hidden[:, :-1][mask]  # [N, H]
     logits = lm.get_output_embeddings()(selected).float()  # [N, V]
     softcap = getattr(lm.config, "final_logit_softcapping", None)
@@ -117,6 +125,22 @@ def token_logprobs(
             entropy = torch.zeros(mask.shape, dtype=ent.dtype, device=ent.device)
             entropy = entropy.masked_scatter(mask, ent)
     return logp, entropy
+
+
+def _shared_prefix_hidden(decoder: Any, input_ids: torch.Tensor, prefix_len: int) -> torch.Tensor:
+    """Hidden states ``[B, T, H]`` of rows sharing their first ``prefix_len`` tokens.
+
+    The prefix runs once (``[1, P]``); its KV cache is repeated for the ``B`` rows and the
+    suffixes ``[B, T-P]`` attend to it. The cache keeps autograd history, so the LoRA gradient
+    of the shared prompt is accumulated once instead of ``B`` times.
+    """
+    n = input_ids.shape[0]
+    first = decoder(input_ids=input_ids[:1, :prefix_len], use_cache=True)
+    cache = first.past_key_values
+    cache.batch_repeat_interleave(n)
+    rest = decoder(input_ids=input_ids[:, prefix_len:], past_key_values=cache, use_cache=True)
+    shared = first.last_hidden_state.expand(n, -1, -1)  # [B, P, H]
+    return torch.cat([shared, rest.last_hidden_state], dim=1)  # [B, T, H]
 
 
 def load_adapter_weights(model: torch.nn.Module, adapter_dir: str | Path) -> None:

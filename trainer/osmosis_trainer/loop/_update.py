@@ -19,7 +19,13 @@ from osmosis_trainer.grpo import (
     k3_kl,
     require_nonempty,
 )
-from osmosis_trainer.loop._batch import MicroBatch, TrainSequence, collate, plan_micro_batches
+from osmosis_trainer.loop._batch import (
+    MicroBatch,
+    TrainSequence,
+    collate,
+    plan_micro_batches,
+    plan_shared_prefix,
+)
 from osmosis_trainer.loop._policy import adapter_disabled, lora_parameters, token_logprobs
 
 __all__ = ["NonFiniteLossError", "UpdateSettings", "UpdateStats", "policy_update"]
@@ -47,6 +53,8 @@ class UpdateSettings:
     max_grad_norm: float | None = 1.0
     num_iterations: int = 1
     pad_id: int = 0
+    share_prompt_prefix: bool = True
+    """Run a group's shared prompt once per micro-batch (see ``plan_shared_prefix``)."""
 
 
 @dataclass
@@ -100,7 +108,8 @@ def _micro_batch_loss(
 ) -> torch.Tensor:
     """Forward one micro-batch and return its share of the step loss (with grad)."""
     logp, entropy = token_logprobs(
-        model, mb.input_ids, mb.mask, temperature=settings.temperature, with_entropy=True
+        model, mb.input_ids, mb.mask, temperature=settings.temperature, with_entropy=True,
+        prefix_len=mb.prefix_len,
     )  # [B, T-1] each
     old = logp.detach() if old_logp is None else old_logp  # [B, T-1]
     mask_f = mb.mask.float()  # [B, T-1]
@@ -123,7 +132,8 @@ def _micro_batch_loss(
     if settings.kl_beta > 0.0:
         with torch.no_grad(), adapter_disabled(model):
             ref_logp, _ = token_logprobs(
-                model, mb.input_ids, mb.mask, temperature=settings.temperature
+                model, mb.input_ids, mb.mask, temperature=settings.temperature,
+                prefix_len=mb.prefix_len,
             )
         kl = k3_kl(logp, ref_logp)  # [B, T-1]
         token_loss = token_loss + settings.kl_beta * kl
@@ -137,12 +147,30 @@ def _micro_batch_loss(
     return loss
 
 
+def _micro_batches(
+    seqs: Sequence[TrainSequence], settings: UpdateSettings, device: torch.device | str
+) -> list[MicroBatch]:
+    budget = settings.micro_batch_tokens
+    plan: list[tuple[list[int], int]] = []
+    rest = list(range(len(seqs)))
+    if settings.share_prompt_prefix:
+        plan, rest = plan_shared_prefix(seqs, budget)
+    lengths = [len(seqs[i].token_ids) for i in rest]
+    plan += [([rest[j] for j in idx], 0) for idx in plan_micro_batches(lengths, budget)]
+    return [
+        collate([seqs[i] for i in idx], pad_id=settings.pad_id, device=device, prefix_len=p)
+        for idx, p in plan
+    ]
+
+
 def _old_logprobs(
     model: torch.nn.Module, batches: list[MicroBatch], temperature: float
 ) -> list[torch.Tensor]:
     with torch.no_grad():
         return [
-            token_logprobs(model, mb.input_ids, mb.mask, temperature=temperature)[0]
+            token_logprobs(
+                model, mb.input_ids, mb.mask, temperature=temperature, prefix_len=mb.prefix_len
+            )[0]
             for mb in batches
         ]
 
@@ -167,10 +195,7 @@ def policy_update(
     """
     if not seqs:
         raise TrainingError(f"{where}: no sequences to train on")
-    plan = plan_micro_batches([len(s.token_ids) for s in seqs], settings.micro_batch_tokens)
-    batches = [
-        collate([seqs[i] for i in idx], pad_id=settings.pad_id, device=device) for idx in plan
-    ]
+    batches = _micro_batches(seqs, settings, device)
     require_nonempty(torch.stack([mb.mask.any() for mb in batches]), where)
     norm = LossNormalizers(
         total_tokens=sum(s.weight * s.n_trained for s in seqs),
