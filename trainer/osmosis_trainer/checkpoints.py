@@ -113,13 +113,34 @@ def _write_text_atomic(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
+def _save_pretrained(model: Any, folder: Path) -> None:
+    """``model.save_pretrained`` in PEFT format, without peft's hub lookup.
+
+    With ``save_embedding_layers="auto"`` peft looks for the base model's config.json (on the
+    hub when the base is not a plain local folder, e.g. the embedded GGUF model); saying
+    explicitly whether embeddings carry LoRA weights keeps saving offline and silent.
+    """
+    model.save_pretrained(
+        str(folder), safe_serialization=True, save_embedding_layers=_embeddings_targeted(model)
+    )
+
+
+def _embeddings_targeted(model: Any) -> bool:
+    for name, module in model.named_modules():
+        if hasattr(module, "lora_A") or hasattr(module, "lora_embedding_A"):
+            base = getattr(module, "base_layer", module)
+            if isinstance(base, torch.nn.Embedding) or name.endswith("lm_head"):
+                return True
+    return False
+
+
 def save_adapter(model: Any, directory: Path) -> Path:
     """Save the model's LoRA adapter in standard PEFT format into ``directory`` atomically."""
     directory = Path(directory)
     directory.parent.mkdir(parents=True, exist_ok=True)
     tmp = directory.with_name(f".{directory.name}.{os.getpid()}.tmp")
     shutil.rmtree(tmp, ignore_errors=True)
-    model.save_pretrained(str(tmp), safe_serialization=True)
+    _save_pretrained(model, tmp)
     _fsync_tree(tmp)
     if directory.exists():
         shutil.rmtree(directory)
@@ -144,7 +165,7 @@ def save_checkpoint(
     tmp = checkpoints_dir / f".step_{step:06d}.{os.getpid()}.tmp"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
-    model.save_pretrained(str(tmp / "adapter"), safe_serialization=True)
+    _save_pretrained(model, tmp / "adapter")
     torch.save(
         {
             "step": step,
