@@ -6,10 +6,12 @@ from osmosis_trainer.checkpoints import DataPosition
 from osmosis_trainer.loop import (
     DataCursor,
     GradedSample,
+    PrefixUnit,
     SequenceData,
     TrainSequence,
     build_train_batch,
     collate,
+    collate_prefixed,
     common_prefix_len,
     lr_factor,
     plan_micro_batches,
@@ -115,16 +117,31 @@ def test_common_prefix_stops_at_the_first_trained_token() -> None:
     assert common_prefix_len([a, _seq([1, 2, 3, 4, 5, 6], 3)]) == 3
 
 
-def test_plan_shared_prefix_groups_by_prompt() -> None:
+def test_plan_shared_prefix_packs_groups_by_cost() -> None:
     prompt = list(range(3, 23))  # 20 shared tokens
     seqs = [_seq(prompt + [50 + i] * (2 + i), 20, group=0) for i in range(4)]
     seqs += [_seq([7, 8, 9, 10, 11], 2, group=1), _seq([7, 8, 1, 2], 2, group=1)]
     seqs += [_seq(list(range(30, 60)), 25, group=2)]  # alone in its group
-    shared, rest = plan_shared_prefix(seqs, token_budget=30, min_prefix=16)
-    # group 0: 20 + k × suffix ≤ 30 → chunks of the longest-first members
-    assert shared == [([3, 2], 20), ([1, 0], 20)]
-    assert sorted(rest) == [4, 5, 6]
-    big, _ = plan_shared_prefix(seqs, token_budget=1000, min_prefix=16)
-    assert big == [([3, 2, 1, 0], 20)]
-    single, _ = plan_shared_prefix(seqs, token_budget=10, min_prefix=16)
-    assert all(p == 0 for _, p in single)  # one member per chunk: nothing to share
+    seqs += [_seq([9] * 12 + [1, 2], 12, group=3), _seq([9] * 12 + [3], 12, group=3)]
+    batches, rest = plan_shared_prefix(seqs, token_budget=1000, min_prefix=8)
+    assert sorted(rest) == [4, 5, 6]  # group 1 shares 2 tokens only; group 2 is alone
+    assert batches == [[PrefixUnit((3, 2, 1, 0), 20), PrefixUnit((7, 8), 12)]]
+    # cost = G × longest prefix + B × longest continuation: 1 × 20 + 2 × 4 = 28 ≤ 30
+    small, _ = plan_shared_prefix(seqs, token_budget=30, min_prefix=8)
+    pieces = [u for b in small for u in b]
+    assert PrefixUnit((3, 2), 20) in pieces and PrefixUnit((1, 0), 20) in pieces
+    assert sum(len(u.members) for b in small for u in b) == 6
+
+
+def test_collate_prefixed_left_pads_prompts() -> None:
+    seqs = [_seq([5, 6, 7, 1, 2], 3, group=0), _seq([5, 6, 7, 3], 3, group=0)]
+    seqs += [_seq([8, 9, 4, 4], 2, group=1)]
+    units = [PrefixUnit((0, 1), 3), PrefixUnit((2,), 2)]
+    mb, order = collate_prefixed(seqs, units, pad_id=0)
+    assert order == [0, 1, 2]
+    assert mb.prefix is not None
+    assert mb.prefix.ids.tolist() == [[5, 6, 7], [0, 8, 9]]
+    assert mb.prefix.mask.tolist() == [[1, 1, 1], [0, 1, 1]]
+    assert mb.prefix.row_group.tolist() == [0, 0, 1]
+    assert mb.input_ids.tolist() == [[1, 2], [3, 0], [4, 4]]
+    assert mb.mask.tolist() == [[True, True], [True, False], [True, True]]

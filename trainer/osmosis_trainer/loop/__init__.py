@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from osmosis_trainer.loop._batch import (
     MicroBatch,
+    SharedPrefix,
     TrainSequence,
     collate,
     common_prefix_len,
     plan_micro_batches,
-    plan_shared_prefix,
 )
 from osmosis_trainer.loop._data import DataCursor, plan_steps
 from osmosis_trainer.loop._job import (
@@ -27,6 +27,7 @@ from osmosis_trainer.loop._policy import (
     lora_parameters,
     token_logprobs,
 )
+from osmosis_trainer.loop._prefix import PrefixUnit, collate_prefixed, plan_shared_prefix
 from osmosis_trainer.loop._rollouts import (
     GradedSample,
     RolloutSource,
@@ -53,10 +54,12 @@ __all__ = [
     "MetricsWriter",
     "MicroBatch",
     "NonFiniteLossError",
+    "PrefixUnit",
     "RolloutSource",
     "RunDir",
     "RunStatus",
     "SequenceData",
+    "SharedPrefix",
     "StepReport",
     "StepRollouts",
     "TrainBatch",
@@ -72,6 +75,7 @@ __all__ = [
     "build_scheduler",
     "build_train_batch",
     "collate",
+    "collate_prefixed",
     "common_prefix_len",
     "create_run_dir",
     "load_adapter_weights",

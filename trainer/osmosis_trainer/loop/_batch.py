@@ -11,9 +11,9 @@ __all__ = [
     "MicroBatch",
     "TrainSequence",
     "collate",
+    "SharedPrefix",
     "common_prefix_len",
     "plan_micro_batches",
-    "plan_shared_prefix",
 ]
 
 
@@ -60,6 +60,21 @@ class TrainSequence:
 
 
 @dataclass
+class SharedPrefix:
+    """Prompts shared by the rows of a micro-batch, one per GRPO group.
+
+    Attributes:
+        ids: ``[G, P]`` left-padded prefix ids.
+        mask: ``[G, P]`` 1 on real prefix tokens.
+        row_group: ``[B]`` which prefix each row continues.
+    """
+
+    ids: torch.Tensor
+    mask: torch.Tensor
+    row_group: torch.Tensor
+
+
+@dataclass
 class MicroBatch:
     """Right-padded tensors of a few sequences (shifted by one for next-token logprobs).
 
@@ -76,8 +91,10 @@ class MicroBatch:
     sampler_logp: torch.Tensor
     advantages: torch.Tensor
     weights: torch.Tensor
-    prefix_len: int = 0
-    """Tokens every row shares at the start (computed once by the forward pass), or 0."""
+    prefix: SharedPrefix | None = None
+    """Set when the rows' prompts run once per group: ``input_ids``, ``mask`` and
+    ``sampler_logp`` then hold only the part after each group's shared prefix, and position
+    ``j`` trains ``input_ids[:, j]`` (no shift)."""
 
     @property
     def n_tokens(self) -> int:
@@ -126,47 +143,11 @@ def common_prefix_len(seqs: Sequence[TrainSequence]) -> int:
     return n
 
 
-def plan_shared_prefix(
-    seqs: Sequence[TrainSequence], token_budget: int, *, min_prefix: int = 16
-) -> tuple[list[tuple[list[int], int]], list[int]]:
-    """Micro-batches of sequences of one GRPO group that share their prompt.
-
-    A group whose members share at least ``min_prefix`` leading tokens is split into chunks
-    costing ``prefix + k × longest suffix ≤ token_budget`` each; the shared prefix is then run
-    once per chunk instead of once per sequence.
-
-    Returns:
-        ``(shared, rest)``: shared micro-batches as ``(indices, prefix_len)``, and the indices
-        of the sequences left for plain packing (:func:`plan_micro_batches`).
-    """
-    groups: dict[int, list[int]] = {}
-    for i, s in enumerate(seqs):
-        groups.setdefault(s.group_id, []).append(i)
-    shared: list[tuple[list[int], int]] = []
-    rest: list[int] = []
-    for members in groups.values():
-        p = common_prefix_len([seqs[i] for i in members]) if len(members) > 1 else 0
-        if p < min_prefix:
-            rest.extend(members)
-            continue
-        members = sorted(members, key=lambda i: (-len(seqs[i].token_ids), i))
-        chunk: list[int] = []
-        for i in members:
-            longest = max([len(seqs[j].token_ids) for j in chunk] + [len(seqs[i].token_ids)])
-            if chunk and p + (len(chunk) + 1) * (longest - p) > token_budget:
-                shared.append((chunk, p if len(chunk) > 1 else 0))
-                chunk = []
-            chunk.append(i)
-        shared.append((chunk, p if len(chunk) > 1 else 0))
-    return shared, rest
-
-
 def collate(
     seqs: Sequence[TrainSequence],
     *,
     pad_id: int,
     device: torch.device | str = "cpu",
-    prefix_len: int = 0,
 ) -> MicroBatch:
     """Right-pad ``seqs`` into a :class:`MicroBatch` on ``device``.
 
@@ -189,5 +170,4 @@ def collate(
         sampler_logp=slogp[:, 1:].to(device),
         advantages=torch.tensor([s.advantage for s in seqs], dtype=torch.float32, device=device),
         weights=torch.tensor([s.weight for s in seqs], dtype=torch.float32, device=device),
-        prefix_len=prefix_len,
     )

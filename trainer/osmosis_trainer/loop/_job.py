@@ -61,6 +61,7 @@ def trainer_settings(config: TrainingConfig, n_rows: int, *, pad_id: int) -> Tra
         eval_interval=config.checkpoints.eval_interval,
         eval_n_samples=config.evaluation.n,
         pass_threshold=config.evaluation.pass_threshold,
+        rollouts_ahead=a.rollouts_ahead,
         update=UpdateSettings(
             loss_type=a.loss_type,
             eps_low=a.epsilon,
@@ -76,6 +77,7 @@ def trainer_settings(config: TrainingConfig, n_rows: int, *, pad_id: int) -> Tra
             max_grad_norm=a.max_grad_norm,
             num_iterations=a.num_iterations,
             pad_id=pad_id,
+            share_prompt_prefix=a.share_prompt_prefix,
         ),
     )
 

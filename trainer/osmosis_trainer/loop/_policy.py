@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from osmosis_trainer.grpo import entropy_from_logits
+from osmosis_trainer.loop._batch import SharedPrefix
 
 if TYPE_CHECKING:
     from peft import PeftModel
@@ -79,15 +80,14 @@ def token_logprobs(
     *,
     temperature: float = 1.0,
     with_entropy: bool = False,
-    prefix_len: int = 0,
+    prefix: SharedPrefix | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Log-probabilities of the masked next tokens, computing the LM head only where needed.
 
     The decoder runs over the whole sequence, but the vocabulary projection (the costly part
     for small models with big vocabularies) runs only on the ``N`` positions that train.
-    With ``prefix_len > 0`` every row starts with the same ``prefix_len`` tokens (a GRPO
-    group's shared prompt): the prefix is run once and its KV cache reused by all rows, and
-    gradients flow through it once.
+    With ``prefix`` the rows continue shared prompts (see :mod:`._prefix`): ``input_ids`` and
+    ``mask`` are then ``[B, S]`` continuation tokens, unshifted.
 
     Args:
         model: the (peft-wrapped) causal LM.
@@ -95,25 +95,29 @@ def token_logprobs(
         mask: ``[B, T-1]`` bool; position ``t`` holds the logprob of ``input_ids[:, t+1]``.
         temperature: logits are divided by it, matching the sampler's processed logprobs.
         with_entropy: also return the (detached) entropy of each masked position.
-        prefix_len: length of a prefix shared by every row (0: none).
+        prefix: the shared prompts the rows continue, if any.
 
     Returns:
-        ``(logp [B, T-1], entropy [B, T-1] | None)``, zero where ``mask`` is 0.
+        ``(logp, entropy | None)`` shaped like ``mask``, zero where ``mask`` is 0.
     """
     lm = _causal_lm(model)
     decoder = lm.get_decoder()
-    if prefix_len > 0:
-        hidden = _shared_prefix_hidden(decoder, input_ids, prefix_len)  # [B, T, H]
+    if prefix is not None:
+        from osmosis_trainer.loop._prefix import shared_prefix_hidden
+
+        predicting = shared_prefix_hidden(decoder, input_ids, prefix)  # [B, S, H]
+        targets = input_ids[mask]  # [N]
     else:
         hidden = decoder(input_ids=input_ids, use_cache=False).last_hidden_state  # [B, T, H]
-    selected = hidden[:, :-1][mask]  # [N, H]
+        predicting = hidden[:, :-1]  # [B, T-1, H]
+        targets = input_ids[:, 1:][mask]  # [N]
+    selected = predicting[mask]  # [N, H]
     logits = lm.get_output_embeddings()(selected).float()  # [N, V]
     softcap = getattr(lm.config, "final_logit_softcapping", None)
     if softcap:
         logits = torch.tanh(logits / softcap) * softcap
     if temperature != 1.0:
         logits = logits / temperature
-    targets = input_ids[:, 1:][mask]  # [N]
     logp_all = torch.log_softmax(logits, dim=-1)  # [N, V]
     picked = logp_all.gather(-1, targets.unsqueeze(-1)).squeeze(-1)  # [N]
     logp = torch.zeros(mask.shape, dtype=picked.dtype, device=picked.device)  # [B, T-1]
@@ -125,22 +129,6 @@ def token_logprobs(
             entropy = torch.zeros(mask.shape, dtype=ent.dtype, device=ent.device)
             entropy = entropy.masked_scatter(mask, ent)
     return logp, entropy
-
-
-def _shared_prefix_hidden(decoder: Any, input_ids: torch.Tensor, prefix_len: int) -> torch.Tensor:
-    """Hidden states ``[B, T, H]`` of rows sharing their first ``prefix_len`` tokens.
-
-    The prefix runs once (``[1, P]``); its KV cache is repeated for the ``B`` rows and the
-    suffixes ``[B, T-P]`` attend to it. The cache keeps autograd history, so the LoRA gradient
-    of the shared prompt is accumulated once instead of ``B`` times.
-    """
-    n = input_ids.shape[0]
-    first = decoder(input_ids=input_ids[:1, :prefix_len], use_cache=True)
-    cache = first.past_key_values
-    cache.batch_repeat_interleave(n)
-    rest = decoder(input_ids=input_ids[:, prefix_len:], past_key_values=cache, use_cache=True)
-    shared = first.last_hidden_state.expand(n, -1, -1)  # [B, P, H]
-    return torch.cat([shared, rest.last_hidden_state], dim=1)  # [B, T, H]
 
 
 def load_adapter_weights(model: torch.nn.Module, adapter_dir: str | Path) -> None:

@@ -6,6 +6,7 @@ Orchestration only; the math lives in :mod:`osmosis_trainer.grpo` and one update
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import math
 import shutil
@@ -20,6 +21,7 @@ import torch
 
 from osmosis_ai.errors import TrainingError
 from osmosis_trainer.checkpoints import (
+    DataPosition,
     latest_checkpoint,
     load_checkpoint,
     restore_rng,
@@ -62,7 +64,18 @@ class TrainerSettings:
     eval_n_samples: int = 1
     pass_threshold: float = 1.0
     keep_adapters: int = 2
+    rollouts_ahead: int = 0
+    """1: collect the next step's rollouts while this step trains (one step off-policy)."""
     update: UpdateSettings = field(default_factory=UpdateSettings)
+
+
+@dataclass(frozen=True)
+class _Collected:
+    rollouts: StepRollouts
+    started_at: float
+    duration_s: float
+    position_after: DataPosition
+    """The data cursor right after this step's rows were taken."""
 
 
 @dataclass
@@ -121,6 +134,8 @@ class Trainer:
         )
         self.metrics = MetricsWriter(run.path, tensorboard=tensorboard)
         self.step = 0
+        self._position = self.cursor.position
+        self._last_step_end: float | None = None
         self.history: list[dict[str, float]] = []
         self.last_checkpoint: Path | None = None
 
@@ -141,6 +156,7 @@ class Trainer:
             position=state.data,
         )
         self.step = state.step
+        self._position = state.data
         self.last_checkpoint = path
         self.metrics.truncate_after(self.step)
         await self.source.push_adapter(state.adapter_dir, self.step)
@@ -150,17 +166,28 @@ class Trainer:
     # -- the loop ---------------------------------------------------------------------------
 
     async def train(self) -> TrainResult:
-        """Run steps until ``total_steps`` (or a stop request); always records the outcome."""
+        """Run steps until ``total_steps`` (or a stop request); always records the outcome.
+
+        With ``rollouts_ahead = 1`` the next step's rollouts are collected while the current
+        update runs (a worker thread trains; the gateway keeps serving): one step off-policy,
+        corrected by the importance weights against the sampler's logprobs.
+        """
         self.run_dir.update_status(
             status="running", phase="training", step=self.step, total_steps=self.s.total_steps
         )
         status = "completed"
+        ahead: asyncio.Task[_Collected] | None = None
         try:
             while self.step < self.s.total_steps:
                 if self.run_dir.stop_requested():
                     status = "stopped"
                     break
-                await self._one_step(self.step + 1)
+                step = self.step + 1
+                got = await ahead if ahead is not None else await self._collect(step)
+                ahead = None
+                if self.s.rollouts_ahead and step < self.s.total_steps:
+                    ahead = asyncio.create_task(self._collect(step + 1))
+                await self._train_step(step, got)
             if self.step > 0 and self._latest_step() != self.step:
                 self._checkpoint()
         except NonFiniteLossError as exc:
@@ -171,6 +198,9 @@ class Trainer:
             self._fail(exc)
             raise
         finally:
+            if ahead is not None:
+                ahead.cancel()
+                await asyncio.gather(ahead, return_exceptions=True)
             self.metrics.close()
         self.run_dir.update_status(
             status=status, phase="done", step=self.step, finished_at=time.time(),
@@ -191,12 +221,19 @@ class Trainer:
             return None
         return int(self.last_checkpoint.name.removeprefix("step_"))
 
-    async def _one_step(self, step: int) -> None:
-        t0 = time.perf_counter()
+    async def _collect(self, step: int) -> _Collected:
+        """Take the step's rows and run their rollouts (a task of its own when run ahead)."""
         rows = self.cursor.next_batch()
-        self.run_dir.update_status(phase="rollouts", step=step - 1)
+        position = self.cursor.position
+        t0 = time.perf_counter()
+        if not self.s.rollouts_ahead:
+            self.run_dir.update_status(phase="rollouts", step=step - 1)
         ro = await self.source.collect(rows, step=step)
-        t_gen = time.perf_counter() - t0
+        return _Collected(ro, t0, time.perf_counter() - t0, position)
+
+    async def _train_step(self, step: int, got: _Collected) -> None:
+        t0 = time.perf_counter()
+        ro = got.rollouts
         self._check_failures(ro, step)
         batch = build_train_batch(
             ro.samples,
@@ -204,24 +241,28 @@ class Trainer:
             skip_zero_variance=self.s.skip_zero_variance_groups,
             mask_truncated=self.s.mask_truncated_completions,
         )
-        self.run_dir.update_status(phase="update")
-        t1 = time.perf_counter()
+        self.run_dir.update_status(phase="update", step=step - 1)
         update_metrics: dict[str, float] = {}
         if batch.sequences:
-            stats = policy_update(
-                self.model, self.optimizer, batch.sequences, self.s.update,
+            # A worker thread keeps the event loop (gateway, rollouts run ahead) responsive.
+            stats = await asyncio.to_thread(
+                policy_update, self.model, self.optimizer, batch.sequences, self.s.update,
                 device=self.device, where=f"step {step}",
             )
             update_metrics = stats.as_metrics()
         lr = float(self.scheduler.get_last_lr()[0])
         self.scheduler.step()
-        t_train = time.perf_counter() - t1
+        t_train = time.perf_counter() - t0
         self.step = step
+        # The checkpoint's data position: rows of steps run ahead are served again on resume.
+        self._position = got.position_after
         if batch.sequences:
             adapter = save_adapter(self.model, self.run_dir.adapters / f"step_{step:06d}")
             await self.source.push_adapter(adapter, step)
             self._prune_adapters()
-        elapsed = time.perf_counter() - t0
+        now = time.perf_counter()
+        elapsed = now - max(got.started_at, self._last_step_end or got.started_at)
+        self._last_step_end = now
         metrics = _rollout_metrics(ro, self.s.pass_threshold)
         metrics.update(update_metrics)
         metrics.update(
@@ -229,7 +270,7 @@ class Trainer:
             zero_variance_groups=float(batch.n_zero_variance_groups),
             groups=float(batch.n_groups),
             step_time_s=elapsed,
-            rollout_time_s=t_gen,
+            rollout_time_s=got.duration_s,
             train_time_s=t_train,
             tokens_per_s=metrics.get("completion_tokens", 0.0) / max(elapsed, 1e-9),
             epoch=float(self.cursor.epoch),
@@ -274,7 +315,7 @@ class Trainer:
             model=self.model,
             optimizer=self.optimizer,
             scheduler=self.scheduler,
-            data=self.cursor.position,
+            data=self._position,
             meta={"metrics": _summary(metrics or (self.history[-1] if self.history else {}))},
         )
         self.run_dir.update_status(last_checkpoint=str(self.last_checkpoint))

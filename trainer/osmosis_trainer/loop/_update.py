@@ -19,14 +19,9 @@ from osmosis_trainer.grpo import (
     k3_kl,
     require_nonempty,
 )
-from osmosis_trainer.loop._batch import (
-    MicroBatch,
-    TrainSequence,
-    collate,
-    plan_micro_batches,
-    plan_shared_prefix,
-)
+from osmosis_trainer.loop._batch import MicroBatch, TrainSequence, collate, plan_micro_batches
 from osmosis_trainer.loop._policy import adapter_disabled, lora_parameters, token_logprobs
+from osmosis_trainer.loop._prefix import collate_prefixed, plan_shared_prefix
 
 __all__ = ["NonFiniteLossError", "UpdateSettings", "UpdateStats", "policy_update"]
 
@@ -55,6 +50,8 @@ class UpdateSettings:
     pad_id: int = 0
     share_prompt_prefix: bool = True
     """Run a group's shared prompt once per micro-batch (see ``plan_shared_prefix``)."""
+    share_prefix_min_tokens: int = 8
+    """Groups sharing fewer leading tokens are packed the plain way."""
 
 
 @dataclass
@@ -109,7 +106,7 @@ def _micro_batch_loss(
     """Forward one micro-batch and return its share of the step loss (with grad)."""
     logp, entropy = token_logprobs(
         model, mb.input_ids, mb.mask, temperature=settings.temperature, with_entropy=True,
-        prefix_len=mb.prefix_len,
+        prefix=mb.prefix,
     )  # [B, T-1] each
     old = logp.detach() if old_logp is None else old_logp  # [B, T-1]
     mask_f = mb.mask.float()  # [B, T-1]
@@ -133,7 +130,7 @@ def _micro_batch_loss(
         with torch.no_grad(), adapter_disabled(model):
             ref_logp, _ = token_logprobs(
                 model, mb.input_ids, mb.mask, temperature=settings.temperature,
-                prefix_len=mb.prefix_len,
+                prefix=mb.prefix,
             )
         kl = k3_kl(logp, ref_logp)  # [B, T-1]
         token_loss = token_loss + settings.kl_beta * kl
@@ -151,16 +148,21 @@ def _micro_batches(
     seqs: Sequence[TrainSequence], settings: UpdateSettings, device: torch.device | str
 ) -> list[MicroBatch]:
     budget = settings.micro_batch_tokens
-    plan: list[tuple[list[int], int]] = []
+    batches: list[MicroBatch] = []
     rest = list(range(len(seqs)))
     if settings.share_prompt_prefix:
-        plan, rest = plan_shared_prefix(seqs, budget)
+        shared, rest = plan_shared_prefix(
+            seqs, budget, min_prefix=settings.share_prefix_min_tokens
+        )
+        batches += [
+            collate_prefixed(seqs, units, pad_id=settings.pad_id, device=device)[0]
+            for units in shared
+        ]
     lengths = [len(seqs[i].token_ids) for i in rest]
-    plan += [([rest[j] for j in idx], 0) for idx in plan_micro_batches(lengths, budget)]
-    return [
-        collate([seqs[i] for i in idx], pad_id=settings.pad_id, device=device, prefix_len=p)
-        for idx, p in plan
-    ]
+    for idx in plan_micro_batches(lengths, budget):
+        batch = [seqs[rest[j]] for j in idx]
+        batches.append(collate(batch, pad_id=settings.pad_id, device=device))
+    return batches
 
 
 def _old_logprobs(
@@ -169,7 +171,7 @@ def _old_logprobs(
     with torch.no_grad():
         return [
             token_logprobs(
-                model, mb.input_ids, mb.mask, temperature=temperature, prefix_len=mb.prefix_len
+                model, mb.input_ids, mb.mask, temperature=temperature, prefix=mb.prefix
             )[0]
             for mb in batches
         ]
