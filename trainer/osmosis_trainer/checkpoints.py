@@ -13,6 +13,7 @@ A checkpoint is written into a hidden temporary folder and renamed into place, t
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import random
@@ -114,24 +115,44 @@ def _write_text_atomic(path: Path, text: str) -> None:
 
 
 def _save_pretrained(model: Any, folder: Path) -> None:
-    """``model.save_pretrained`` in PEFT format, without peft's hub lookup.
+    """Write the active LoRA adapter in standard PEFT format (``adapter_config.json`` +
+    ``adapter_model.safetensors``), loadable by ``PeftModel.from_pretrained`` and vLLM.
 
-    With ``save_embedding_layers="auto"`` peft looks for the base model's config.json (on the
-    hub when the base is not a plain local folder, e.g. the embedded GGUF model); saying
-    explicitly whether embeddings carry LoRA weights keeps saving offline and silent.
+    The same files as ``PeftModel.save_pretrained``, minus its model card and its hub lookup
+    (for a base model that is not a plain local folder, such as the embedded GGUF model);
+    written every step, so the ~50 ms that costs matter for small models.
     """
-    model.save_pretrained(
-        str(folder), safe_serialization=True, save_embedding_layers=_embeddings_targeted(model)
+    from peft.utils import get_peft_model_state_dict
+    from safetensors.torch import save_file
+
+    folder.mkdir(parents=True, exist_ok=True)
+    name = getattr(model, "active_adapter", "default")
+    config = copy.copy(model.peft_config[name])
+    config.inference_mode = True
+    state = get_peft_model_state_dict(
+        model, adapter_name=name, save_embedding_layers=_embeddings_targeted(model)
     )
+    save_file(
+        {k: v.detach().contiguous() for k, v in state.items()},
+        str(folder / "adapter_model.safetensors"),
+        metadata={"format": "pt"},
+    )
+    config.save_pretrained(str(folder))
 
 
 def _embeddings_targeted(model: Any) -> bool:
+    cached = getattr(model, "_osmosis_embeddings_targeted", None)
+    if cached is not None:
+        return bool(cached)
+    targeted = False
     for name, module in model.named_modules():
         if hasattr(module, "lora_A") or hasattr(module, "lora_embedding_A"):
             base = getattr(module, "base_layer", module)
             if isinstance(base, torch.nn.Embedding) or name.endswith("lm_head"):
-                return True
-    return False
+                targeted = True
+                break
+    model._osmosis_embeddings_targeted = targeted
+    return targeted
 
 
 def save_adapter(model: Any, directory: Path) -> Path:
