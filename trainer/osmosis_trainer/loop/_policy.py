@@ -28,7 +28,7 @@ def attach_lora(
     model: PreTrainedModel,
     *,
     r: int,
-    alpha: float,
+    alpha: int,
     dropout: float,
     target_modules: list[str] | str,
     seed: int,

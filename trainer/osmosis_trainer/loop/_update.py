@@ -228,7 +228,7 @@ def policy_update(
                         f"{len(batches)}); the update was not applied. Lower the learning "
                         "rate or check the rewards for extreme values."
                     )
-                loss.backward()
+                torch.autograd.backward(loss)
                 step_loss += float(loss.item())
             grad_norm = _clip_and_check(params, settings.max_grad_norm, where)
             optimizer.step()
