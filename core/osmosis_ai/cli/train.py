@@ -74,6 +74,14 @@ def _fmt(metrics: dict[str, Any], key: str, spec: str = ".3f") -> str:
     return format(value, spec)
 
 
+def _reasons(metrics: dict[str, Any]) -> str:
+    parts = [
+        f"{k.removeprefix('failed/')} {v:.0f}" for k, v in metrics.items()
+        if k.startswith("failed/") and isinstance(v, int | float) and v
+    ]
+    return f" ({', '.join(parts)})" if parts else ""
+
+
 class _LiveView:
     """Progress bar + reward sparkline + last-step metrics, redrawn on every report."""
 
@@ -134,7 +142,7 @@ class _LiveView:
                     f"kl {_fmt(m, 'kl', '.4f')}  len {_fmt(m, 'response_length', '.0f')}  "
                     f"step {_fmt(m, 'step_time_s', '.0f')}s\n"
                     f"rollouts {_fmt(m, 'rollouts', '.0f')}  failed "
-                    f"{_fmt(m, 'failed_rollouts', '.0f')}  zero-variance groups "
+                    f"{_fmt(m, 'failed_rollouts', '.0f')}{_reasons(m)}  zero-variance groups "
                     f"{_fmt(m, 'zero_variance_groups', '.0f')}/{_fmt(m, 'groups', '.0f')}",
                     style="dim",
                 )

@@ -136,8 +136,11 @@ async def test_failures_within_budget_are_counted(tiny_model_dir: Path, tmp_path
     source.failures_per_step = 2
     await trainer.train()
     rec = read_metrics(trainer.run_dir.path / "metrics.jsonl")[0]
-    assert rec["failed_rollouts"] == 2 and rec["rollouts"] == 14
+    assert rec["failed_rollouts"] == 2 and rec["rollouts"] == 14 and rec["failed/agent_error"] == 2
     assert rec["samples"] == 12  # failures are excluded, never scored 0
+    logged = json.loads((trainer.run_dir.path / "failures.jsonl").read_text())
+    assert logged["step"] == 1 and logged["reasons"] == {"agent_error": 2}
+    assert "boom" in logged["examples"][0]
 
 
 async def test_nan_loss_stops_and_keeps_the_last_good_checkpoint(

@@ -5,6 +5,7 @@
     config.toml          a copy of the training config as submitted
     status.json          {name, run_id, status, phase, step, total_steps, pid, times, error, ...}
     metrics.jsonl        one record per step (and per validation)
+    failures.jsonl       per step with failed rollouts: counts by category and a few messages
     tensorboard/         the same scalars for TensorBoard
     checkpoints/         step_NNNNNN/ (PEFT adapter + trainer state) and ``latest``
     adapters/            the adapter of the most recent steps, served to the engine

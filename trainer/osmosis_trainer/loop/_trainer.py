@@ -7,6 +7,7 @@ Orchestration only; the math lives in :mod:`osmosis_trainer.grpo` and one update
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import math
 import shutil
@@ -209,7 +210,8 @@ class Trainer:
         return TrainResult(self.step, status, self.last_checkpoint, self.history)
 
     def _fail(self, exc: BaseException) -> None:
-        status = "stopped" if isinstance(exc, KeyboardInterrupt) else "failed"
+        interrupted = isinstance(exc, KeyboardInterrupt | asyncio.CancelledError)
+        status = "stopped" if interrupted else "failed"
         self.run_dir.update_status(
             status=status, phase="done", step=self.step, finished_at=time.time(),
             error=f"{type(exc).__name__}: {exc}",
@@ -234,6 +236,7 @@ class Trainer:
     async def _train_step(self, step: int, got: _Collected) -> None:
         t0 = time.perf_counter()
         ro = got.rollouts
+        self._log_failures(ro, step)
         self._check_failures(ro, step)
         batch = build_train_batch(
             ro.samples,
@@ -289,6 +292,20 @@ class Trainer:
         self.run_dir.update_status(step=step, **{f"last_{kind}": _summary(metrics)})
         if self.on_report is not None:
             self.on_report(StepReport(step, self.s.total_steps, kind, metrics))
+
+    def _log_failures(self, ro: StepRollouts, step: int) -> None:
+        """Append the step's failures to ``<run>/failures.jsonl`` (counts and examples)."""
+        if not ro.n_failed:
+            return
+        record = {
+            "step": step,
+            "failed": ro.n_failed,
+            "rollouts": ro.n_rollouts,
+            "reasons": dict(ro.failure_reasons),
+            "examples": ro.failure_examples,
+        }
+        with open(self.run_dir.path / "failures.jsonl", "a") as fh:
+            fh.write(json.dumps(record) + "\n")
 
     def _check_failures(self, ro: StepRollouts, step: int) -> None:
         if ro.n_rollouts and ro.failure_rate > self.s.max_failure_rate:
@@ -363,5 +380,6 @@ def _rollout_metrics(ro: StepRollouts, pass_threshold: float) -> dict[str, float
         "untrainable_samples": float(ro.n_untrainable),
         "prefix_mismatch": float(ro.prefix_mismatch),
     }
+    out.update({f"failed/{k}": float(v) for k, v in ro.failure_reasons.items()})
     out.update(ro.metrics)
     return out
