@@ -191,6 +191,10 @@ def submit(
     # Idle OpenMP threads sleep instead of spinning: on a CPU shared with other work, spinning
     # threads made training steps several times slower. Read once, when torch first loads.
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    if not state.debug:
+        # tqdm reads this when first imported (the GGUF conversion shows a bare tqdm bar).
+        os.environ.setdefault("TQDM_DISABLE", "1")
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     _require_trainer()
     from osmosis_trainer.loop import RunDir, create_run_dir, plan_job, run_training
 
@@ -220,8 +224,6 @@ def _quiet_libraries() -> None:
         return
     import warnings
 
-    os.environ.setdefault("TQDM_DISABLE", "1")  # GGUF conversion uses a bare tqdm bar
-    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 
     for module in ("transformers", "peft", "torch"):
         warnings.filterwarnings("ignore", category=FutureWarning, module=module)
@@ -267,6 +269,7 @@ def _report(result: Any, run: Any, elapsed: float, json_out: bool) -> None:
         return
     con = state.console
     if rewards:
+        con.print()
         con.print(ascii_chart(rewards), highlight=False)
         first, last = rewards[0], rewards[-1]
         con.print(f"reward: first step {first:.3f} → last step {last:.3f}")
