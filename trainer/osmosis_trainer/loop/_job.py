@@ -98,18 +98,14 @@ def plan_job(config: TrainingConfig) -> JobPlan:
     """Check the config's files and size the run (fast: no model is loaded)."""
     from osmosis_ai.data import read_dataset
 
-    if config.remote is not None:
-        raise ConfigError(
-            f"{config.source_path}: [remote] training (a remote rollout server) is not supported "
-            "by 'osmosis train submit' yet; remove [remote] to train the local entrypoint"
-        )
     missing = config.missing_secrets()
     if missing:
         raise ConfigError(
             f"{config.source_path}: [secrets].required names {', '.join(missing)}, which "
             "are not set in the environment; export them before 'osmosis train submit'"
         )
-    entrypoint = config.entrypoint_path()
+    # With [remote] the agent loop lives in the user's server; a local entrypoint is optional.
+    entrypoint = config.entrypoint_path(must_exist=config.remote is None)
     dataset = config.dataset_path()
     rows = list(read_dataset(dataset))
     if not rows:
@@ -227,7 +223,7 @@ async def _run(
     plan = plan or plan_job(config)
     t = config.training
     os.environ.update(config.env)
-    entry = load_entrypoint(plan.entrypoint)
+    entry: Any = None if config.remote is not None else load_entrypoint(plan.entrypoint)
     phase(f"loading {config.experiment.model_path} on {plan.device}")
     loaded = load_model(config.experiment.model_path, device=plan.device)
     pad_id = int(loaded.tokenizer.pad_token_id)
@@ -256,6 +252,11 @@ async def _run(
     n_val = config.evaluation.limit or min(len(plan.rows), _MAX_VALIDATION_ROWS)
     try:
         async with PolicyGateway(engine, sampling=sampling) as gateway:
+            if config.remote is not None:
+                from osmosis_trainer.remote import remote_entrypoint_for
+
+                # Mounts /v1/rollout/completed on the gateway; make_runner reads `entry` late.
+                entry = remote_entrypoint_for(config, gateway)
             source = GatewayRolloutSource(
                 make_runner(t.n_samples_per_prompt), gateway, make_runner=make_runner,
                 max_prompt_length=t.max_prompt_length,
