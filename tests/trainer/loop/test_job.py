@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -76,6 +77,14 @@ async def test_failing_rollouts_stop_the_run(tiny_model_dir: Path, tmp_path: Pat
     assert status is not None and status["status"] == "failed" and "tool server down" in status["error"]
 
 
+@pytest.fixture
+def cli_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The variables ``train submit`` sets by default, restored after the test."""
+    for name in ("OMP_WAIT_POLICY", "TQDM_DISABLE", "HF_HUB_DISABLE_PROGRESS_BARS"):
+        monkeypatch.setenv(name, os.environ.get(name, "1" if name != "OMP_WAIT_POLICY" else "PASSIVE"))
+
+
+@pytest.mark.usefixtures("cli_env")
 def test_cli_submit_and_resume(tiny_model_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     config_file = make_workspace(
         tmp_path / "ws", tiny_model_dir, eos_id=_eos(tiny_model_dir), max_steps=2,
@@ -95,6 +104,7 @@ def test_cli_submit_and_resume(tiny_model_dir: Path, tmp_path: Path, capsys: pyt
     assert [r["step"] for r in read_metrics(run_dir / "metrics.jsonl")] == [1, 2]
 
 
+@pytest.mark.usefixtures("cli_env")
 def test_cli_submit_live_view(tiny_model_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     config_file = make_workspace(tmp_path / "ws", tiny_model_dir, eos_id=_eos(tiny_model_dir), max_steps=1)
     assert main(["train", "submit", str(config_file), "--name", "demo"]) == 0
@@ -102,6 +112,7 @@ def test_cli_submit_live_view(tiny_model_dir: Path, tmp_path: Path, capsys: pyte
     assert "reward per step" in out and "completed 1 steps" in out and "runs/demo-" in out
 
 
+@pytest.mark.usefixtures("cli_env")
 def test_cli_submit_bad_config(tmp_path: Path) -> None:
     bad = tmp_path / "configs" / "training" / "x.toml"
     bad.parent.mkdir(parents=True)
