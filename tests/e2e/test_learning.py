@@ -40,7 +40,7 @@ def _assert_learned(rewards: list[float]) -> None:
 
 
 async def test_reward_rises_pure_loop(learnable_model: Path, tmp_path: Path) -> None:
-    """The loop alone (in-process sampling), ~10 s on 2 cores."""
+    """The loop alone (in-process sampling, no HTTP), ~10 s on 2 cores."""
     lm = load_model(str(learnable_model))
     model = attach_lora(lm.model, r=8, alpha=16, dropout=0.0, target_modules="all-linear", seed=0)
     eos = int(lm.tokenizer.eos_token_id)
@@ -63,9 +63,9 @@ async def test_reward_rises_pure_loop(learnable_model: Path, tmp_path: Path) -> 
     _assert_learned(rewards)
 
 
-@pytest.mark.slow
 async def test_reward_rises_through_gateway(learnable_model: Path, tmp_path: Path) -> None:
-    """The real path: runner → ctx.chat → policy gateway → HFEngine, adapter pushed each step."""
+    """The real path: runner → ctx.chat → policy gateway → HFEngine, adapter pushed each step
+    (~5-10 s on 2 cores)."""
     eos = int(load_model(str(learnable_model)).tokenizer.eos_token_id)
     config_file = make_workspace(
         tmp_path / "ws", learnable_model, eos_id=eos, max_steps=25, rollout_batch_size=8,
