@@ -9,8 +9,10 @@ update; TRL runs ``model.generate`` and its loss in process. Step time is the me
 steps after two warm-up steps. TRL is given its best thread count; its gradient checkpointing is
 off (on by default, it would only slow TRL down).
 
-On a machine with CUDA a second table compares a 0.5B-class model (random weights, bf16) in
-tokens generated per second of step time.
+On a machine with CUDA a further table compares a 0.5B-class model (random weights, bf16; 128
+new tokens) in tokens generated per second of step time: ours with the HF engine and, when
+vLLM is installed, with the vLLM engine (adapter loaded after every step), against TRL's
+``GRPOTrainer`` generating with ``model.generate``.
 
 Run: ``python -m tests.benchmarks trainer``.
 """
@@ -53,6 +55,8 @@ class Result:
     label: str
     step_s: float
     tokens_per_step: float
+    split: str = "-"
+    """Rollouts (generation) / update seconds within a step, where measured."""
 
     @property
     def tokens_per_s(self) -> float:
@@ -72,7 +76,9 @@ def _build(case: Case, root: Path) -> Path:
     )
 
 
-def run_ours(case: Case, model_dir: Path, root: Path, *, threads: int, ahead: int) -> Result:
+def run_ours(
+    case: Case, model_dir: Path, root: Path, *, threads: int, ahead: int, engine: str = "hf"
+) -> Result:
     import torch
 
     from osmosis_ai.config import load_training_config
@@ -87,6 +93,7 @@ def run_ours(case: Case, model_dir: Path, root: Path, *, threads: int, ahead: in
         ws, model_dir, eos_id=eos, rows=PROMPTS, lr=1e-4, total_epochs=100,
         max_steps=WARMUP + MEASURED, rollout_batch_size=PROMPTS, n_samples_per_prompt=GROUP,
         max_response_length=case.new_tokens, max_prompt_length=512, device=case.device,
+        engine=engine,
         extra_toml=(
             "\n[checkpoints]\ncheckpoint_save_freq = 1000\n\n[algorithm]\n"
             f"skip_zero_variance_groups = false\nrollouts_ahead = {ahead}\n"
@@ -101,11 +108,15 @@ def run_ours(case: Case, model_dir: Path, root: Path, *, threads: int, ahead: in
     run = create_run_dir(ws / "runs", "bench")
     asyncio.run(run_training(load_training_config(config_file), run, on_report=record))
     steady = reports[WARMUP:]
-    label = f"osmosis, {'rollouts ahead' if ahead else 'on-policy'}, {threads} thread(s)"
+    mode = "rollouts ahead" if ahead else "on-policy"
+    label = f"osmosis ({engine} engine), {mode}, {threads} thread(s)"
+    rollout = statistics.median(r["rollout_time_s"] for r in steady)
+    update = statistics.median(r["train_time_s"] for r in steady)
     return Result(
         label,
         statistics.median(r["step_time_s"] for r in steady),
         statistics.fmean(r["completion_tokens"] for r in steady),
+        f"{rollout:.3f} s / {update:.3f} s",
     )
 
 
@@ -183,13 +194,14 @@ def _table(case: Case, results: list[Result], trl_best: Result) -> str:
         f"**{case.name}** (Qwen2 hidden {case.hidden}, {case.layers} layers, random init; "
         f"{PROMPTS} prompts x {GROUP} samples x up to {case.new_tokens} new tokens; {case.device})",
         "",
-        "| trainer | step time (median) | generated tokens/step | tokens/s | vs best TRL |",
-        "|---|---|---|---|---|",
+        "| trainer | step time (median) | rollouts / update | generated tokens/step "
+        "| tokens/s | vs best TRL |",
+        "|---|---|---|---|---|---|",
     ]
     for r in results:
         ratio = r.step_s / trl_best.step_s
         lines.append(
-            f"| {r.label} | {r.step_s:.3f} s | {r.tokens_per_step:.0f} | "
+            f"| {r.label} | {r.step_s:.3f} s | {r.split} | {r.tokens_per_step:.0f} | "
             f"{r.tokens_per_s:.0f} | {ratio:.2f}x |"
         )
     return "\n".join(lines)
@@ -209,12 +221,18 @@ def _cpu_case(case: Case, root: Path) -> tuple[str, float]:
 def _gpu_case(root: Path) -> str:
     case = Case("0.5B-class", hidden=1536, layers=20, heads=12, new_tokens=128, device="cuda")
     model_dir = _build(case, root)
+    import importlib.util
+
     results = [
         run_ours(case, model_dir, root, threads=1, ahead=0),
         run_ours(case, model_dir, root, threads=1, ahead=1),
-        run_trl(case, model_dir, root, threads=1),
     ]
-    return _table(case, results, results[-1])
+    if importlib.util.find_spec("vllm") is not None:
+        results += [
+            run_ours(case, model_dir, root, threads=1, ahead=a, engine="vllm") for a in (0, 1)
+        ]
+    trl = run_trl(case, model_dir, root, threads=1)
+    return _table(case, [*results, trl], trl)
 
 
 def main() -> None:
@@ -244,6 +262,8 @@ def main() -> None:
         + "\n\n".join(sections)
         + "\n\nosmosis's step includes everything of its production loop: HTTP to the gateway, "
         "the runner, saving the adapter and loading it into the engine. 'rollouts ahead' "
-        "(`[algorithm] rollouts_ahead = 1`) generates the next step while this one trains."
+        "(`[algorithm] rollouts_ahead = 1`) generates the next step while this one trains, so "
+        "its rollout and update times overlap. The machine is shared: other work running at "
+        "the same time moves these numbers by tens of percent."
     )
     write_section("trainer", "GRPO step: osmosis vs TRL GRPOTrainer", body, "python -m tests.benchmarks trainer")
