@@ -7,6 +7,7 @@ the policy through the gateway and runs the :class:`~osmosis_trainer.loop.Traine
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 from collections.abc import Callable
@@ -200,7 +201,11 @@ async def run_training(
         status = read_status(run.path) or {}
         if status.get("status") not in ("failed", "stopped", "completed"):
             run.update_status(
-                status="stopped" if isinstance(exc, KeyboardInterrupt) else "failed",
+                status=(
+                    "stopped"
+                    if isinstance(exc, KeyboardInterrupt | asyncio.CancelledError)
+                    else "failed"
+                ),
                 phase="done", error=f"{type(exc).__name__}: {exc}",
             )
         raise
