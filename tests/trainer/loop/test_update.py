@@ -236,3 +236,15 @@ def test_shared_prefix_logprobs_match_the_plain_forward(tiny_model_dir: Path) ->
         grads.append({n: p.grad.clone() for n, p in lora_parameters(model) if p.grad is not None})
     for name, grad in grads[1].items():
         torch.testing.assert_close(grads[0][name], grad, rtol=1e-3, atol=1e-5)
+
+
+def test_tool_and_prompt_tokens_do_not_train(tiny_model_dir: Path) -> None:
+    """A multi-turn sequence: prompt (0), completion (1), tool result (0), completion (1)."""
+    model = _policy(tiny_model_dir)
+    ids = list(range(10, 40))
+    mask = [0] * 8 + [1] * 6 + [0] * 10 + [1] * 6
+    junk = [0.0] * 8 + [-1.0] * 6 + [-99.0] * 10 + [-1.0] * 6  # off-mask values must not matter
+    seq = TrainSequence(ids, mask, junk, advantage=1.0)
+    opt = torch.optim.SGD([p for _, p in lora_parameters(model)], lr=0.0)
+    stats = policy_update(model, opt, [seq], UpdateSettings(is_mode="token_mask", is_clip_max=1e9))
+    assert stats.tokens == 12 and stats.is_clipped_frac == 0.0

@@ -17,13 +17,7 @@ from osmosis_trainer.grpo.losses import (
     k3_kl,
     masked_mean,
 )
-from osmosis_trainer.grpo.masks import (
-    combine_masks,
-    drop_truncated,
-    require_nonempty,
-    shift_mask,
-    truncate_at_eos,
-)
+from osmosis_trainer.grpo.masks import require_nonempty, shift_mask
 
 __all__ = [
     "AdvantageResult",
@@ -34,8 +28,6 @@ __all__ = [
     "ScaleRewards",
     "aggregate_token_loss",
     "clipped_token_loss",
-    "combine_masks",
-    "drop_truncated",
     "entropy_from_logits",
     "group_advantages",
     "importance_weights",
@@ -43,5 +35,4 @@ __all__ = [
     "masked_mean",
     "require_nonempty",
     "shift_mask",
-    "truncate_at_eos",
 ]

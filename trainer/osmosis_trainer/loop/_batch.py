@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 
 import torch
 
+from osmosis_trainer.grpo import shift_mask
+
 __all__ = [
     "MicroBatch",
     "TrainSequence",
@@ -166,7 +168,7 @@ def collate(
         slogp[i, :n] = torch.tensor(s.sampler_logprobs, dtype=torch.float32)
     return MicroBatch(
         input_ids=ids.to(device),
-        mask=lmask[:, 1:].to(device),
+        mask=shift_mask(lmask).to(device),
         sampler_logp=slogp[:, 1:].to(device),
         advantages=torch.tensor([s.advantage for s in seqs], dtype=torch.float32, device=device),
         weights=torch.tensor([s.weight for s in seqs], dtype=torch.float32, device=device),
