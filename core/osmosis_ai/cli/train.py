@@ -210,6 +210,7 @@ def submit(
     run.update_status(total_steps=plan.total_steps, model=config.experiment.model_path)
     started = time.perf_counter()
     if json_out:
+        _quiet_libraries()
         result = asyncio.run(run_training(config, run, plan=plan, resume=resume is not None))
     else:
         result = _run_live(config, run, plan, resume is not None)
