@@ -7,11 +7,14 @@ Orchestration only; the math lives in :mod:`osmosis_trainer.grpo` and one update
 from __future__ import annotations
 
 import asyncio
+import ctypes
+import gc
 import json
 import logging
 import math
 import shutil
 import statistics
+import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -248,10 +251,13 @@ class Trainer:
         update_metrics: dict[str, float] = {}
         if batch.sequences:
             # A worker thread keeps the event loop (gateway, rollouts run ahead) responsive.
-            stats = await asyncio.to_thread(
-                policy_update, self.model, self.optimizer, batch.sequences, self.s.update,
-                device=self.device, where=f"step {step}",
-            )
+            try:
+                stats = await asyncio.to_thread(
+                    policy_update, self.model, self.optimizer, batch.sequences, self.s.update,
+                    device=self.device, where=f"step {step}",
+                )
+            finally:
+                _release_memory()
             update_metrics = stats.as_metrics()
         lr = float(self.scheduler.get_last_lr()[0])
         self.scheduler.step()
@@ -353,6 +359,20 @@ class Trainer:
         metrics["val_time_s"] = time.perf_counter() - t0
         self._record(step, metrics, "eval")
         return metrics
+
+
+def _release_memory() -> None:
+    """Hand the update's freed activations back to the OS.
+
+    glibc keeps freed heap memory in per-thread arenas; without a trim, every update's
+    activations (gigabytes for a 135M model) stay resident and the next step stacks on top.
+    """
+    gc.collect()
+    if sys.platform.startswith("linux"):
+        try:
+            ctypes.CDLL("libc.so.6").malloc_trim(0)
+        except (OSError, AttributeError):  # not glibc (musl, ...): nothing to trim
+            pass
 
 
 def _summary(metrics: dict[str, float]) -> dict[str, float]:
