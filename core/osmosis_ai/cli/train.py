@@ -57,7 +57,8 @@ def ascii_chart(values: list[float], *, height: int = 8, label: str = "reward") 
         top = lo + (hi - lo) * level / height
         bottom = lo + (hi - lo) * (level - 1) / height
         cells = "".join(
-            "█" if math.isfinite(v) and v >= top
+            "█"
+            if math.isfinite(v) and v >= top
             else ("▄" if math.isfinite(v) and v > bottom else " ")
             for v in values
         )
@@ -76,7 +77,8 @@ def _fmt(metrics: dict[str, Any], key: str, spec: str = ".3f") -> str:
 
 def _reasons(metrics: dict[str, Any]) -> str:
     parts = [
-        f"{k.removeprefix('failed/')} {v:.0f}" for k, v in metrics.items()
+        f"{k.removeprefix('failed/')} {v:.0f}"
+        for k, v in metrics.items()
         if k.startswith("failed/") and isinstance(v, int | float) and v
     ]
     return f" ({', '.join(parts)})" if parts else ""
@@ -132,7 +134,8 @@ class _LiveView:
         if self.rewards:
             lines.append(
                 Text.assemble(
-                    ("reward ", "bold"), (sparkline(self.rewards, lo=0.0, hi=1.0), "green"),
+                    ("reward ", "bold"),
+                    (sparkline(self.rewards, lo=0.0, hi=1.0), "green"),
                     f"  last {_fmt(m, 'reward_mean')}  pass {_fmt(m, 'pass_rate', '.0%')}",
                 )
             )
@@ -148,10 +151,54 @@ class _LiveView:
                 )
             )
         if self.val:
-            lines.append(Text(f"validation reward {sparkline(self.val, lo=0.0, hi=1.0)} "
-                              f"last {self.val[-1]:.3f}"))
+            lines.append(
+                Text(
+                    f"validation reward {sparkline(self.val, lo=0.0, hi=1.0)} "
+                    f"last {self.val[-1]:.3f}"
+                )
+            )
         lines.append(Text(f"[{self.phase}]", style="dim"))
         return Group(*lines)
+
+
+class _LineView:
+    """One plain line per step and per setup phase, for logs and pipes (no terminal to redraw)."""
+
+    def __init__(self, total_steps: int) -> None:
+        self.total = total_steps
+        self.started = time.perf_counter()
+        self.rewards: list[float] = []
+
+    def on_phase(self, text: str) -> None:
+        state.console.print(
+            f"[{_clock(self.started)}] {text}", highlight=False, soft_wrap=True, markup=False
+        )
+
+    def on_report(self, report: Any) -> None:
+        m = report.metrics
+        if report.kind == "eval":
+            line = (
+                f"validation step {report.step}: reward {_fmt(m, 'val_reward_mean')} "
+                f"pass {_fmt(m, 'val_pass_rate', '.0%')}"
+            )
+        else:
+            self.rewards.append(float(m.get("reward_mean", math.nan)))
+            done = report.step / max(report.total_steps, 1)
+            line = (
+                f"step {report.step}/{report.total_steps} ({done:.0%}) reward "
+                f"{_fmt(m, 'reward_mean')} {sparkline(self.rewards, lo=0.0, hi=1.0)} pass "
+                f"{_fmt(m, 'pass_rate', '.0%')} loss {_fmt(m, 'loss', '.4f')} len "
+                f"{_fmt(m, 'response_length', '.0f')} failed {_fmt(m, 'failed_rollouts', '.0f')}/"
+                f"{_fmt(m, 'rollouts', '.0f')}{_reasons(m)} step {_fmt(m, 'step_time_s', '.0f')}s"
+            )
+        state.console.print(
+            f"[{_clock(self.started)}] {line}", highlight=False, soft_wrap=True, markup=False
+        )
+
+
+def _clock(started: float) -> str:
+    seconds = int(time.perf_counter() - started)
+    return f"{seconds // 60:02d}:{seconds % 60:02d}"
 
 
 def _require_trainer() -> None:
@@ -179,10 +226,21 @@ def _summary(plan: Any, config: Any, run: Any) -> str:
 
 
 def submit(
-    config_path: Annotated[Path, typer.Argument(help="Training config (configs/training/NAME.toml).")],
-    name: Annotated[str | None, typer.Option("--name", help="Run name (default: the config's file name).")] = None,
-    resume: Annotated[Path | None, typer.Option("--resume", help="Continue a run folder (runs/NAME-...) from its latest checkpoint.")] = None,
-    json_out: Annotated[bool, typer.Option("--json", help="Print the result as JSON (no live display).")] = False,
+    config_path: Annotated[
+        Path, typer.Argument(help="Training config (configs/training/NAME.toml).")
+    ],
+    name: Annotated[
+        str | None, typer.Option("--name", help="Run name (default: the config's file name).")
+    ] = None,
+    resume: Annotated[
+        Path | None,
+        typer.Option(
+            "--resume", help="Continue a run folder (runs/NAME-...) from its latest checkpoint."
+        ),
+    ] = None,
+    json_out: Annotated[
+        bool, typer.Option("--json", help="Print the result as JSON (no live display).")
+    ] = False,
 ) -> None:
     """Train the config's rollout with GRPO + LoRA in this process, saving checkpoints."""
     from osmosis_ai.config import load_training_config
@@ -225,7 +283,6 @@ def _quiet_libraries() -> None:
         return
     import warnings
 
-
     for module in ("transformers", "peft", "torch"):
         warnings.filterwarnings("ignore", category=FutureWarning, module=module)
         warnings.filterwarnings("ignore", category=UserWarning, module=module)
@@ -245,11 +302,28 @@ def _run_live(config: Any, run: Any, plan: Any, resume: bool) -> Any:
 
     _quiet_libraries()
     state.console.print(_summary(plan, config, run))
+    if not state.console.is_terminal:
+        # A log file or a pipe: a live display would only show up once, at the end.
+        lines = _LineView(plan.total_steps)
+        return asyncio.run(
+            run_training(
+                config,
+                run,
+                plan=plan,
+                resume=resume,
+                on_report=lines.on_report,
+                on_phase=lines.on_phase,
+            )
+        )
     view = _LiveView(plan.total_steps)
     with Live(view, console=state.console, refresh_per_second=4, transient=False):
         return asyncio.run(
             run_training(
-                config, run, plan=plan, resume=resume, on_report=view.on_report,
+                config,
+                run,
+                plan=plan,
+                resume=resume,
+                on_report=view.on_report,
                 on_phase=view.on_phase,
             )
         )

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -24,7 +26,10 @@ def _eos(model_dir: Path) -> int:
 
 async def test_run_training_end_to_end(tiny_model_dir: Path, tmp_path: Path) -> None:
     config_file = make_workspace(
-        tmp_path / "ws", tiny_model_dir, eos_id=_eos(tiny_model_dir), max_steps=2,
+        tmp_path / "ws",
+        tiny_model_dir,
+        eos_id=_eos(tiny_model_dir),
+        max_steps=2,
         extra_toml="\n[checkpoints]\ncheckpoint_save_freq = 1\neval_interval = 2\n"
         "\n[evaluation]\nlimit = 2\n",
     )
@@ -66,28 +71,41 @@ async def test_run_training_end_to_end(tiny_model_dir: Path, tmp_path: Path) -> 
 async def test_failing_rollouts_stop_the_run(tiny_model_dir: Path, tmp_path: Path) -> None:
     config_file = make_workspace(tmp_path / "ws", tiny_model_dir, eos_id=_eos(tiny_model_dir))
     main_py = tmp_path / "ws" / "rollouts" / "even" / "main.py"
-    main_py.write_text(main_py.read_text().replace(
-        "reply = await ctx.chat(ctx.prompt)", "raise RuntimeError('tool server down')"
-    ))
+    main_py.write_text(
+        main_py.read_text().replace(
+            "reply = await ctx.chat(ctx.prompt)", "raise RuntimeError('tool server down')"
+        )
+    )
     config = load_training_config(config_file)
     run = create_run_dir(tmp_path / "runs", "even")
     with pytest.raises(TrainingError, match=r"16 of 16 rollouts failed.*tool server down"):
         await run_training(config, run)
     status = read_status(run.path)
-    assert status is not None and status["status"] == "failed" and "tool server down" in status["error"]
+    assert (
+        status is not None
+        and status["status"] == "failed"
+        and "tool server down" in status["error"]
+    )
 
 
 @pytest.fixture
 def cli_env(monkeypatch: pytest.MonkeyPatch) -> None:
     """The variables ``train submit`` sets by default, restored after the test."""
     for name in ("OMP_WAIT_POLICY", "TQDM_DISABLE", "HF_HUB_DISABLE_PROGRESS_BARS"):
-        monkeypatch.setenv(name, os.environ.get(name, "1" if name != "OMP_WAIT_POLICY" else "PASSIVE"))
+        monkeypatch.setenv(
+            name, os.environ.get(name, "1" if name != "OMP_WAIT_POLICY" else "PASSIVE")
+        )
 
 
 @pytest.mark.usefixtures("cli_env")
-def test_cli_submit_and_resume(tiny_model_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_submit_and_resume(
+    tiny_model_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     config_file = make_workspace(
-        tmp_path / "ws", tiny_model_dir, eos_id=_eos(tiny_model_dir), max_steps=2,
+        tmp_path / "ws",
+        tiny_model_dir,
+        eos_id=_eos(tiny_model_dir),
+        max_steps=2,
         extra_toml="\n[checkpoints]\ncheckpoint_save_freq = 1\n",
     )
     assert main(["train", "submit", str(config_file), "--json"]) == 0
@@ -105,18 +123,45 @@ def test_cli_submit_and_resume(tiny_model_dir: Path, tmp_path: Path, capsys: pyt
 
 
 @pytest.mark.usefixtures("cli_env")
-def test_cli_submit_live_view(tiny_model_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    config_file = make_workspace(tmp_path / "ws", tiny_model_dir, eos_id=_eos(tiny_model_dir), max_steps=1)
+def test_cli_submit_live_view(
+    tiny_model_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config_file = make_workspace(
+        tmp_path / "ws", tiny_model_dir, eos_id=_eos(tiny_model_dir), max_steps=1
+    )
     assert main(["train", "submit", str(config_file), "--name", "demo"]) == 0
     out = capsys.readouterr().out
     assert "reward per step" in out and "completed 1 steps" in out and "runs/demo-" in out
+    # Not a terminal (captured): one plain line per step instead of a live display.
+    assert re.search(r"^\[\d\d:\d\d\] step 1/1 \(100%\) reward \d\.\d{3} ", out, re.M), out
+
+
+@pytest.mark.usefixtures("cli_env")
+def test_cli_submit_live_view_on_a_terminal(
+    tiny_model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from rich.console import Console
+
+    from osmosis_ai.cli._output import state
+
+    screen = io.StringIO()
+    monkeypatch.setattr(state, "console", Console(file=screen, force_terminal=True, width=100))
+    config_file = make_workspace(
+        tmp_path / "ws", tiny_model_dir, eos_id=_eos(tiny_model_dir), max_steps=2
+    )
+    assert main(["train", "submit", str(config_file)]) == 0
+    out = screen.getvalue()
+    assert "training" in out and "2/2" in out and "reward " in out and "completed" in out
+    assert "step 1/2 (" not in out  # the plain-line view is for logs only
 
 
 @pytest.mark.usefixtures("cli_env")
 def test_cli_submit_bad_config(tmp_path: Path) -> None:
     bad = tmp_path / "configs" / "training" / "x.toml"
     bad.parent.mkdir(parents=True)
-    bad.write_text('[experiment]\nrollout = "nope"\nentrypoint = "main.py"\nmodel_path = "embedded"\ndataset = "d.jsonl"\n')
+    bad.write_text(
+        '[experiment]\nrollout = "nope"\nentrypoint = "main.py"\nmodel_path = "embedded"\ndataset = "d.jsonl"\n'
+    )
     with pytest.raises(ConfigError):
         plan_job(load_training_config(bad))
     assert main(["train", "submit", str(bad)]) == 1

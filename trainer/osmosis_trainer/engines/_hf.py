@@ -2,10 +2,12 @@
 
 Requests are queued to one worker thread. The worker takes every request waiting (up to
 ``max_batch_size``, after a short ``batch_wait_ms`` window), renders and left-pads the prompts,
-and runs one KV-cached decoding loop for the whole batch, dropping rows from the batch as they
-finish. Each row keeps the ids it sampled and their processed logprobs (see ``_sampling``).
-Adapter loads go through the same queue, so they happen between batches: no request is ever
-served by a half-loaded adapter.
+and runs one KV-cached decoding loop for the batch. Requests arriving while it decodes join
+the running batch between two steps (continuous batching), and each request is answered as
+soon as its row finishes. Each row keeps the ids it sampled and their processed logprobs (see
+``_sampling``). Adapter loads go through the same queue: a load waits for the running batch to
+drain and nothing queued after it joins that batch, so no request is ever served by a
+half-loaded adapter, and every request after a load sees the new one.
 """
 
 from __future__ import annotations
@@ -54,6 +56,13 @@ class _Load:
     state: AdapterState
     version: int
     future: concurrent.futures.Future[None]
+
+
+class _Stop:
+    """Queued by ``close``: the worker exits after the running batch."""
+
+
+_STOP = _Stop()
 
 
 def _resolve_device(device: str) -> str:
@@ -120,7 +129,9 @@ class HFEngine:
         self._generator.manual_seed(seed if seed is not None else torch.seed() % (2**63))
         self._eos_ids = _eos_ids(model, self.tokenizer)
         self._context = int(getattr(model.config, "max_position_embeddings", 0) or 0) or None
-        self._queue: queue.Queue[_Job | _Load | None] = queue.Queue()
+        self._queue: queue.Queue[_Job | _Load | _Stop] = queue.Queue()
+        self._pending: _Load | _Stop | None = None
+        """An item taken from the queue that must wait for the running batch."""
         self._worker: threading.Thread | None = None
         self._lock = threading.Lock()
         self._closed = False
@@ -158,7 +169,7 @@ class HFEngine:
             self._closed = True
             worker = self._worker
         if worker is not None:
-            self._queue.put(None)
+            self._queue.put(_STOP)
             await asyncio.to_thread(worker.join)
 
     # -- worker ----------------------------------------------------------------------------
@@ -177,11 +188,10 @@ class HFEngine:
     def _run(self) -> None:
         import torch
 
-        pending: _Job | _Load | None = None
         while True:
-            item = pending if pending is not None else self._queue.get()
-            pending = None
-            if item is None:
+            item = self._pending if self._pending is not None else self._queue.get()
+            self._pending = None
+            if isinstance(item, _Stop):
                 return
             if isinstance(item, _Load):
                 self._do_load(item)
@@ -193,14 +203,10 @@ class HFEngine:
                     nxt = self._queue.get(timeout=max(0.0, deadline - time.monotonic()))
                 except queue.Empty:
                     break
-                if isinstance(nxt, _Job):
-                    batch.append(nxt)
-                    continue
-                if nxt is None:
-                    self._queue.put(None)  # shut down after this batch
-                else:
-                    pending = nxt  # an adapter load: after this batch
-                break
+                if not isinstance(nxt, _Job):
+                    self._pending = nxt  # an adapter load or shutdown: after this batch
+                    break
+                batch.append(nxt)
             with torch.inference_mode():
                 self._do_batch(batch)
 
@@ -219,17 +225,63 @@ class HFEngine:
         self._version = item.version
         item.future.set_result(None)
 
-    def _do_batch(self, batch: list[_Job]) -> None:
+    def _admit(self, active: int) -> list[Row]:
+        """Requests that arrived while a batch decodes, to join it (continuous batching).
+
+        Stops at an adapter load or shutdown in the queue: what comes after a load must be
+        served by the new adapter, so the running batch drains first.
+        """
         rows: list[Row] = []
-        for job in batch:
-            if not job.future.set_running_or_notify_cancel():
-                continue  # the caller went away
+        while self._pending is None and active + len(rows) < self.max_batch_size:
             try:
-                rows.append(self._make_row(job))
-            except Exception as exc:
-                job.future.set_exception(exc)
+                nxt = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if not isinstance(nxt, _Job):
+                self._pending = nxt
+                break
+            row = self._start(nxt)
+            if row is not None:
+                rows.append(row)
+        return rows
+
+    def _start(self, job: _Job) -> Row | None:
+        """The job's decoding state, or None when it was cancelled or its prompt is invalid."""
+        if not job.future.set_running_or_notify_cancel():
+            return None  # the caller went away
+        try:
+            return self._make_row(job)
+        except Exception as exc:
+            job.future.set_exception(exc)
+            return None
+
+    def _finish(self, row: Row) -> None:
+        """Resolve a finished row's request at once (the rest of the batch keeps decoding)."""
+        if row.payload.future.done():
+            return
+        try:
+            result = row.result(self.tokenizer, self._served_name(), self._version)
+        except Exception as exc:  # keep the worker alive; fail only this request
+            row.payload.future.set_exception(
+                EngineError(f"could not decode the generation: {exc!r}", status_code=502)
+            )
+            return
+        self.stats["requests"] += 1
+        self.stats["tokens"] += len(row.out_ids)
+        row.payload.future.set_result(result)
+
+    def _do_batch(self, batch: list[_Job]) -> None:
+        rows = [row for job in batch if (row := self._start(job)) is not None]
         if not rows:
             return
+        started: list[Row] = list(rows)
+        self.stats["batches"] += 1
+
+        def admit(active: int) -> list[Row]:
+            joined = self._admit(active)
+            started.extend(joined)
+            return joined
+
         try:
             generate_batch(
                 self._model,
@@ -238,25 +290,16 @@ class HFEngine:
                 eos_ids=self._eos_ids,
                 shared_generator=self._generator,
                 tokenizer=self.tokenizer,
+                admit=admit,
+                on_done=self._finish,
             )
         except Exception as exc:
-            logger.exception("HF engine batch of %d failed", len(rows))
+            logger.exception("HF engine batch of %d failed", len(started))
             err = EngineError(f"generation failed: {exc!r}", status_code=503)
-            for row in rows:
-                row.payload.future.set_exception(err)
+            for row in started:
+                if not row.payload.future.done():
+                    row.payload.future.set_exception(err)
             return
-        self.stats["batches"] += 1
-        for row in rows:
-            try:
-                result = row.result(self.tokenizer, self._served_name(), self._version)
-            except Exception as exc:  # keep the worker alive; fail only this request
-                row.payload.future.set_exception(
-                    EngineError(f"could not decode the generation: {exc!r}", status_code=502)
-                )
-                continue
-            self.stats["requests"] += 1
-            self.stats["tokens"] += len(row.out_ids)
-            row.payload.future.set_result(result)
 
     def _make_row(self, job: _Job) -> Row:
         req = job.req

@@ -1,7 +1,8 @@
-"""One padded, KV-cached decoding loop over a batch of independent chat requests."""
+"""A padded, KV-cached decoding loop over independent chat requests, with continuous batching."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -12,7 +13,7 @@ from osmosis_trainer.engines._types import FinishReason, GenerationResult
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["Row", "generate_batch"]
+__all__ = ["Row", "can_join", "generate_batch"]
 
 
 @dataclass
@@ -85,24 +86,24 @@ class Row:
         return any(s in tail for s in self.stop)
 
 
-def generate_batch(
-    model: Any,
-    rows: list[Row],
-    *,
-    pad_id: int,
-    eos_ids: list[int],
-    shared_generator: torch.Generator | None,
-    tokenizer: Any,
-) -> None:
-    """Decode all ``rows`` together; each row ends on EOS, a stop string or its budget.
+@dataclass
+class _Batch:
+    """The rows decoding together, their KV cache and the logits of their next token."""
 
-    Prompts are left-padded; finished rows leave the batch (their KV cache rows are dropped).
-    """
+    rows: list[Row]
+    cache: Any  # transformers.DynamicCache over [b, heads, L, head_dim]
+    mask: torch.Tensor  # [b, L] 1 where the cache holds a real token (prompts are left-padded)
+    next_pos: torch.Tensor  # [b, 1] position of each row's next token
+    temps: torch.Tensor  # [b]
+    top_p: torch.Tensor  # [b]
+    logits: torch.Tensor  # [b, V] float32, for the token to sample now
+
+
+def _prefill(model: Any, rows: list[Row], pad_id: int, device: Any) -> _Batch:
+    """Run the left-padded prompts of ``rows`` through the model in one forward pass."""
     import torch
     from transformers import DynamicCache
 
-    device = next(model.parameters()).device
-    eos = set(eos_ids)
     width = max(len(r.prompt_ids) for r in rows)
     ids = torch.full((len(rows), width), pad_id, dtype=torch.long)  # [B, L]
     mask = torch.zeros((len(rows), width), dtype=torch.long)  # [B, L]
@@ -112,9 +113,6 @@ def generate_batch(
     ids, mask = ids.to(device), mask.to(device)
     pos = (mask.cumsum(-1) - 1).clamp(min=0)  # [B, L] positions ignoring the left padding
     cache = DynamicCache(config=model.config)
-    active = list(range(len(rows)))
-    temps = torch.tensor([r.temperature for r in rows], dtype=torch.float32, device=device)
-    top_p = torch.tensor([r.top_p for r in rows], dtype=torch.float32, device=device)
     out = model(
         input_ids=ids,
         attention_mask=mask,
@@ -123,36 +121,152 @@ def generate_batch(
         use_cache=True,
         logits_to_keep=1,
     )
-    next_pos = pos[:, -1:] + 1  # [B, 1]
+    return _Batch(
+        rows=list(rows),
+        cache=cache,
+        mask=mask,
+        next_pos=pos[:, -1:] + 1,
+        temps=torch.tensor([r.temperature for r in rows], dtype=torch.float32, device=device),
+        top_p=torch.tensor([r.top_p for r in rows], dtype=torch.float32, device=device),
+        logits=out.logits[:, -1, :].float(),
+    )
+
+
+def _sample(
+    batch: _Batch, eos: set[int], shared_generator: Any, tokenizer: Any
+) -> tuple[torch.Tensor, list[bool]]:
+    """Sample every row's next token and record it; returns the tokens [b] and who finished."""
+    logprobs = processed_logprobs(batch.logits, batch.temps, batch.top_p)  # [b, V]
+    tokens = sample_tokens(
+        logprobs,
+        [r.temperature == 0 for r in batch.rows],
+        [r.generator for r in batch.rows],
+        shared_generator,
+    )  # [b]
+    token_lp = logprobs.gather(1, tokens[:, None])[:, 0].tolist()
+    done = [
+        r.push(int(t), float(lp), eos, tokenizer)
+        for r, t, lp in zip(batch.rows, tokens.tolist(), token_lp, strict=True)
+    ]
+    return tokens, done
+
+
+def _keep(batch: _Batch, tokens: torch.Tensor, done: list[bool]) -> torch.Tensor:
+    """Drop finished rows from ``batch`` (in place); returns the kept rows' tokens.
+
+    Cache columns that only padding of dropped rows needed are cut as well, so a long prompt
+    that finished stops costing attention for everyone else.
+    """
+    import torch
+
+    if all(done):
+        batch.rows = []
+        return tokens[:0]
+    if any(done):
+        kept = [j for j, d in enumerate(done) if not d]
+        keep = torch.tensor(kept, dtype=torch.long, device=tokens.device)
+        batch.cache.batch_select_indices(keep)
+        batch.mask, batch.next_pos = batch.mask[keep], batch.next_pos[keep]
+        batch.temps, batch.top_p = batch.temps[keep], batch.top_p[keep]
+        batch.rows = [r for r, d in zip(batch.rows, done, strict=True) if not d]
+        tokens = tokens[keep]
+        if batch.rows:
+            first = int(batch.mask.any(dim=0).int().argmax())  # first column anyone attends to
+            if first > 0:
+                batch.mask = batch.mask[:, first:]
+                for layer in batch.cache.layers:
+                    layer.keys = layer.keys[..., first:, :]
+                    layer.values = layer.values[..., first:, :]
+    return tokens
+
+
+def can_join(cache: Any) -> bool:
+    """Whether rows can join this cache mid-decode (plain full-attention layers only)."""
+    from transformers.cache_utils import DynamicLayer
+
+    return all(type(layer) is DynamicLayer for layer in cache.layers)
+
+
+def _left_pad(t: torch.Tensor, width: int, dim: int) -> torch.Tensor:
+    import torch.nn.functional as F
+
+    missing = width - t.shape[dim]
+    if missing == 0:
+        return t
+    pad = [0, 0] * (t.dim() - 1 - (dim % t.dim())) + [missing, 0]
+    return F.pad(t, pad)
+
+
+def _join(batch: _Batch, new: _Batch) -> None:
+    """Append ``new``'s rows to ``batch`` (in place), left-padding the shorter cache."""
+    import torch
+
+    width = max(batch.mask.shape[1], new.mask.shape[1])
+    batch.mask = torch.cat([_left_pad(batch.mask, width, 1), _left_pad(new.mask, width, 1)])
+    for mine, theirs in zip(batch.cache.layers, new.cache.layers, strict=True):
+        mine.keys = torch.cat([_left_pad(mine.keys, width, -2), _left_pad(theirs.keys, width, -2)])
+        mine.values = torch.cat(
+            [_left_pad(mine.values, width, -2), _left_pad(theirs.values, width, -2)]
+        )
+    batch.next_pos = torch.cat([batch.next_pos, new.next_pos])
+    batch.temps = torch.cat([batch.temps, new.temps])
+    batch.top_p = torch.cat([batch.top_p, new.top_p])
+    batch.rows += new.rows
+
+
+def generate_batch(
+    model: Any,
+    rows: list[Row],
+    *,
+    pad_id: int,
+    eos_ids: list[int],
+    shared_generator: torch.Generator | None,
+    tokenizer: Any,
+    admit: Callable[[int], list[Row]] | None = None,
+    on_done: Callable[[Row], None] | None = None,
+) -> None:
+    """Decode ``rows`` together; each row ends on EOS, a stop string or its budget.
+
+    Continuous batching: between two decoding steps ``admit(n_active)`` may hand over newly
+    arrived rows; they are prefilled and join the running batch (the shorter KV cache is
+    left-padded). ``on_done(row)`` is called as soon as a row finishes, so a short reply never
+    waits for the longest one. Finished rows leave the batch.
+    """
+    import torch
+
+    device = next(model.parameters()).device
+    eos = set(eos_ids)
+    batch = _prefill(model, rows, pad_id, device)
+    joinable = admit is not None and can_join(batch.cache)
     while True:
-        logits = out.logits[:, -1, :].float()  # [b, V]
-        logprobs = processed_logprobs(logits, temps, top_p)  # [b, V]
-        current = [rows[i] for i in active]
-        tokens = sample_tokens(
-            logprobs,
-            [r.temperature == 0 for r in current],
-            [r.generator for r in current],
-            shared_generator,
-        )  # [b]
-        token_lp = logprobs.gather(1, tokens[:, None])[:, 0].tolist()
-        done = [
-            r.push(int(t), float(lp), eos, tokenizer)
-            for r, t, lp in zip(current, tokens.tolist(), token_lp, strict=True)
-        ]
-        if all(done):
+        tokens, done = _sample(batch, eos, shared_generator, tokenizer)
+        if on_done is not None:
+            for row, d in zip(batch.rows, done, strict=True):
+                if d:
+                    on_done(row)
+        tokens = _keep(batch, tokens, done)
+        if joinable and admit is not None and batch.rows:
+            arrived = admit(len(batch.rows))
+            if arrived:
+                new = _prefill(model, arrived, pad_id, device)
+                new_tokens, new_done = _sample(new, eos, shared_generator, tokenizer)
+                if on_done is not None:
+                    for row, d in zip(new.rows, new_done, strict=True):
+                        if d:
+                            on_done(row)
+                new_tokens = _keep(new, new_tokens, new_done)
+                if new.rows:
+                    _join(batch, new)
+                    tokens = torch.cat([tokens, new_tokens])
+        if not batch.rows:
             return
-        if any(done):
-            keep = torch.tensor([j for j, d in enumerate(done) if not d], device=device)
-            cache.batch_select_indices(keep)
-            mask, next_pos, tokens = mask[keep], next_pos[keep], tokens[keep]
-            temps, top_p = temps[keep], top_p[keep]
-            active = [a for a, d in zip(active, done, strict=True) if not d]
-        mask = torch.cat([mask, mask.new_ones((mask.shape[0], 1))], dim=1)  # [b, L + t]
+        batch.mask = torch.cat([batch.mask, batch.mask.new_ones((batch.mask.shape[0], 1))], 1)
         out = model(
             input_ids=tokens[:, None],
-            attention_mask=mask,
-            position_ids=next_pos,
-            past_key_values=cache,
+            attention_mask=batch.mask,
+            position_ids=batch.next_pos,
+            past_key_values=batch.cache,
             use_cache=True,
         )
-        next_pos = next_pos + 1
+        batch.logits = out.logits[:, -1, :].float()
+        batch.next_pos = batch.next_pos + 1

@@ -181,6 +181,7 @@ class Trainer:
         )
         status = "completed"
         ahead: asyncio.Task[_Collected] | None = None
+        _freeze_heap()
         try:
             while self.step < self.s.total_steps:
                 if self.run_dir.stop_requested():
@@ -206,6 +207,7 @@ class Trainer:
                 ahead.cancel()
                 await asyncio.gather(ahead, return_exceptions=True)
             self.metrics.close()
+            gc.unfreeze()
         self.run_dir.update_status(
             status=status, phase="done", step=self.step, finished_at=time.time(),
             last_checkpoint=str(self.last_checkpoint) if self.last_checkpoint else None,
@@ -361,13 +363,23 @@ class Trainer:
         return metrics
 
 
+def _freeze_heap() -> None:
+    """Collect once, then exempt everything alive (modules, the model) from the cyclic GC.
+
+    With torch, transformers and peft imported a full collection walks ~400k objects and
+    takes ~0.2 s; frozen, the collections during training only see what the steps allocate.
+    """
+    gc.collect()
+    gc.freeze()
+
+
 def _release_memory() -> None:
     """Hand the update's freed activations back to the OS.
 
     glibc keeps freed heap memory in per-thread arenas; without a trim, every update's
     activations (gigabytes for a 135M model) stay resident and the next step stacks on top.
     """
-    gc.collect()
+    gc.collect()  # cheap: the setup heap is frozen (see _freeze_heap)
     if sys.platform.startswith("linux"):
         try:
             ctypes.CDLL("libc.so.6").malloc_trim(0)

@@ -1,0 +1,171 @@
+"""The decoding loop: continuous batching (rows joining mid-decode) and early answers."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from osmosis_trainer.engines import ChatRenderer, GenerationRequest, HFEngine  # noqa: E402
+from osmosis_trainer.engines._hf_batch import Row, can_join, generate_batch  # noqa: E402
+from osmosis_trainer.engines._sampling import processed_logprobs  # noqa: E402
+
+NO_EOS = [10**9]  # an id no model samples: rows end on their budget only
+
+
+def _row(renderer: ChatRenderer, text: str, *, max_new: int, seed: int, **kw: Any) -> Row:
+    prompt = renderer.encode([{"role": "user", "content": text}], None)
+    return Row(
+        payload=None,
+        prompt_ids=prompt,
+        max_new=max_new,
+        temperature=kw.get("temperature", 1.0),
+        top_p=kw.get("top_p", 1.0),
+        seed=seed,
+        stop=[],
+        parse_tools=False,
+    )
+
+
+async def _until(condition: Any, timeout_s: float = 30.0) -> None:
+    """Poll the engine's worker-thread state (no event to await across the thread)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    while not condition():
+        assert loop.time() < deadline, "timed out waiting for the engine"
+        await asyncio.sleep(0.001)  # noqa: ASYNC110
+
+
+def _fresh(model: Any, row: Row) -> Any:
+    """Score the row's sampled ids with one plain forward pass (no cache, padding or batch)."""
+    with torch.no_grad():
+        logits = model(torch.tensor([row.prompt_ids + row.out_ids])).logits[0].float()
+    n, start = len(row.out_ids), len(row.prompt_ids) - 1
+    lp = processed_logprobs(
+        logits[start : start + n], torch.full((n,), row.temperature), torch.full((n,), row.top_p)
+    )
+    return lp.gather(1, torch.tensor(row.out_ids)[:, None])[:, 0]
+
+
+def test_rows_join_a_running_batch_with_exact_logprobs(tiny_loaded: Any) -> None:
+    model, renderer = tiny_loaded.model.eval(), ChatRenderer(tiny_loaded.tokenizer)
+    first = [
+        _row(renderer, "What is 2 + 3?", max_new=12, seed=0),
+        _row(renderer, "hi", max_new=4, seed=1, temperature=0.7, top_p=0.9),
+    ]
+    # Joining later: one prompt longer than the running cache, one shorter (both pad sides).
+    late = [
+        _row(renderer, "What is 2 + 3? " * 12, max_new=6, seed=2),
+        _row(renderer, "yo", max_new=3, seed=3, temperature=0.0),
+    ]
+    calls: list[int] = []
+    finished: list[int] = []
+
+    def admit(active: int) -> list[Row]:
+        calls.append(active)
+        return late if len(calls) == 3 else []
+
+    def on_done(row: Row) -> None:
+        finished.append(row.seed or 0)
+
+    with torch.inference_mode():
+        generate_batch(
+            model,
+            first,
+            pad_id=0,
+            eos_ids=NO_EOS,
+            shared_generator=None,
+            tokenizer=tiny_loaded.tokenizer,
+            admit=admit,
+            on_done=on_done,
+        )
+    rows = first + late
+    assert [len(r.out_ids) for r in rows] == [12, 4, 6, 3]
+    assert all(r.finish == "length" for r in rows)
+    # Short rows are answered first; the long first row finishes last.
+    assert finished.index(1) < finished.index(0) and finished[-1] == 0
+    assert sorted(finished) == [0, 1, 2, 3]
+    for row in rows:
+        assert torch.allclose(_fresh(model, row), torch.tensor(row.out_logprobs), atol=1e-4), row
+
+
+def test_no_admission_without_a_callback_or_for_sliding_caches(tiny_loaded: Any) -> None:
+    from transformers import DynamicCache
+    from transformers.cache_utils import DynamicSlidingWindowLayer
+
+    cache = DynamicCache(config=tiny_loaded.model.config)
+    assert can_join(cache)
+    cache.layers[0] = DynamicSlidingWindowLayer(sliding_window=4)
+    assert not can_join(cache)
+
+    renderer = ChatRenderer(tiny_loaded.tokenizer)
+    rows = [_row(renderer, "hi", max_new=3, seed=0)]
+    with torch.inference_mode():
+        generate_batch(
+            tiny_loaded.model.eval(),
+            rows,
+            pad_id=0,
+            eos_ids=NO_EOS,
+            shared_generator=None,
+            tokenizer=tiny_loaded.tokenizer,
+        )
+    assert len(rows[0].out_ids) == 3
+
+
+async def test_engine_admits_requests_into_the_running_batch(tiny_loaded: Any) -> None:
+    engine = HFEngine(tiny_loaded, device="cpu", max_batch_size=8, seed=0, batch_wait_ms=0)
+    engine._eos_ids = NO_EOS  # decode to the budget, so the first batch surely runs long
+    try:
+
+        def req(text: str, n: int) -> GenerationRequest:
+            return GenerationRequest(
+                messages=[{"role": "user", "content": text}], max_tokens=n, temperature=1.0
+            )
+
+        long = asyncio.ensure_future(engine.generate(req("What is 2 + 3?", 400)))
+        await _until(lambda: engine.stats["batches"] > 0)
+        short = await asyncio.gather(*(engine.generate(req(f"q{i}", 3)) for i in range(3)))
+        # Answered while the long request still decodes, in the same (only) batch.
+        assert not long.done()
+        assert [len(r.completion_token_ids or []) for r in short] == [3, 3, 3]
+        assert len((await long).completion_token_ids or []) == 400
+        assert engine.stats["batches"] == 1 and engine.stats["requests"] == 4
+    finally:
+        await engine.close()
+
+
+async def test_an_adapter_load_waits_for_the_batch_and_later_requests_see_it(
+    tiny_loaded: Any, tiny_model_dir: Any, tmp_path: Any
+) -> None:
+    from peft import LoraConfig, get_peft_model
+
+    from osmosis_trainer.models import load_model
+
+    base = load_model(str(tiny_model_dir)).model
+    torch.manual_seed(0)
+    peft_model = get_peft_model(
+        base, LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj"], init_lora_weights=False)
+    )
+    peft_model.save_pretrained(tmp_path / "a1")
+
+    engine = HFEngine(tiny_loaded, device="cpu", max_batch_size=8, seed=0, batch_wait_ms=0)
+    engine._eos_ids = NO_EOS
+    try:
+
+        def req(n: int) -> GenerationRequest:
+            return GenerationRequest(messages=[{"role": "user", "content": "hi"}], max_tokens=n)
+
+        long = asyncio.ensure_future(engine.generate(req(300)))
+        await _until(lambda: engine.stats["batches"] > 0)
+        load = asyncio.ensure_future(engine.load_adapter(str(tmp_path / "a1"), 1))
+        await _until(lambda: engine._queue.qsize() > 0)  # queued behind the running batch
+        after = asyncio.ensure_future(engine.generate(req(2)))
+        first = await long
+        await load
+        assert first.policy_version == 0 and (await after).policy_version == 1
+        assert engine.stats["batches"] == 2  # the request queued after the load did not join
+    finally:
+        await engine.close()
