@@ -31,6 +31,7 @@ from osmosis_trainer.engines._hf_adapter import (
     read_adapter,
 )
 from osmosis_trainer.engines._hf_batch import Row, generate_batch
+from osmosis_trainer.engines._hf_merge import MergedLoRA, unmergeable_reason
 from osmosis_trainer.engines._types import (
     ContextLengthError,
     EngineError,
@@ -87,6 +88,9 @@ class HFEngine:
             wrapping or updating the same model object never changes what is served between
             adapter versions. Pass ``False`` to share it (saves memory; you own the consequences).
         dtype: model dtype when loading from a path (``"auto"``: fp32 on CPU, bf16 on CUDA).
+        merge_adapters: serve plain LoRA adapters merged into fp32 base weights (faster
+            decoding; see ``_hf_merge``). Other adapters, and all with ``False``, are served
+            through peft's unmerged layers.
     """
 
     provides_token_ids = True
@@ -102,6 +106,7 @@ class HFEngine:
         copy_model: bool = True,
         dtype: str = "auto",
         seed: int | None = None,
+        merge_adapters: bool = True,
     ) -> None:
         import torch
 
@@ -124,6 +129,11 @@ class HFEngine:
         self.batch_wait_s = batch_wait_ms / 1000.0
         self._model: Any = model
         self._adapter: AdapterState | None = None
+        # Merging writes into the weights: never into a model shared with its owner.
+        self.merge_adapters = merge_adapters and (
+            copy_model or not isinstance(loaded_or_model_path, LoadedModel)
+        )
+        self._merged = MergedLoRA()
         self._version = 0
         self._generator = torch.Generator(self.device)
         self._generator.manual_seed(seed if seed is not None else torch.seed() % (2**63))
@@ -143,7 +153,8 @@ class HFEngine:
 
     @property
     def model(self) -> Any:
-        """The model currently served (a ``PeftModel`` once an adapter is loaded)."""
+        """The model currently served: the base model (with a merged adapter's weights) or a
+        ``PeftModel`` when the adapter is served unmerged."""
         return self._model
 
     # -- public API ------------------------------------------------------------------------
@@ -213,6 +224,26 @@ class HFEngine:
     def _do_load(self, item: _Load) -> None:
         if not item.future.set_running_or_notify_cancel():
             return
+        from peft import PeftModel
+
+        if not isinstance(self._model, PeftModel) and self.merge_adapters:
+            why = unmergeable_reason(self._model, item.state)
+            if why is None:
+                try:
+                    self._merged.apply(self._model, item.state)
+                except ValueError as exc:
+                    item.future.set_exception(
+                        EngineError(
+                            f"could not load adapter {item.state.path}: {exc}", status_code=503
+                        )
+                    )
+                    return
+                self._adapter = item.state
+                self._version = item.version
+                item.future.set_result(None)
+                return
+            logger.info("serving adapter %s unmerged (peft layers): %s", item.state.path, why)
+        self._merged.restore(self._model)
         try:
             self._model = apply_adapter(self._model, self._adapter, item.state)
         except AdapterLoadFailed as exc:
