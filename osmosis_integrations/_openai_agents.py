@@ -52,6 +52,7 @@ from agents.usage import Usage
 
 from osmosis_ai.rollout import DEFAULT_SAMPLE_ID, RolloutSample, SampleStatus
 from osmosis_integrations._binding import PerRolloutSamples
+from osmosis_integrations._conversation import final_answer
 from osmosis_integrations._http import policy_client
 from osmosis_integrations._placeholder import POLICY_MODEL_NAME, OsmosisRolloutModel
 
@@ -126,7 +127,7 @@ class _Recorder:
             extra_fields={
                 "framework": "openai-agents",
                 "agent": self.agent_name,
-                "final_answer": _final_answer(chat),
+                "final_answer": final_answer(chat),
                 "tool_calls": tools,
             },
         )
@@ -432,10 +433,3 @@ def _tool_records(items: list[TResponseInputItem]) -> dict[str, dict[str, Any]]:
             entry["output"] = output if isinstance(output, str) else str(output)
     return records
 
-
-def _final_answer(chat: list[dict[str, Any]]) -> str:
-    for message in reversed(chat):
-        if message.get("role") == "assistant":
-            content = message.get("content")
-            return content if isinstance(content, str) else ""
-    return ""

@@ -33,6 +33,7 @@ from strands.types.tools import ToolChoice, ToolSpec
 
 from osmosis_ai.rollout import DEFAULT_SAMPLE_ID, PolicyRoute, RolloutSample, SampleStatus
 from osmosis_integrations._binding import AgentBinding
+from osmosis_integrations._conversation import final_answer
 from osmosis_integrations._http import policy_client
 from osmosis_integrations._placeholder import POLICY_MODEL_NAME, OsmosisRolloutModel
 
@@ -189,7 +190,7 @@ class _StrandsSampleSource:
         extra: dict[str, Any] = {
             "framework": "strands",
             "agent": agent.name,
-            "final_answer": _final_answer(chat),
+            "final_answer": final_answer(chat),
             "tool_calls": tools,
         }
         if agent._osmosis_stop_reason is not None:
@@ -257,10 +258,3 @@ def _tool_records(messages: Messages) -> dict[str, dict[str, Any]]:
                 entry["status"] = result.get("status")
     return records
 
-
-def _final_answer(chat: list[dict[str, Any]]) -> str:
-    for message in reversed(chat):
-        if message.get("role") == "assistant":
-            content = message.get("content")
-            return content if isinstance(content, str) else ""
-    return ""

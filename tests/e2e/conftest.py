@@ -1,17 +1,3 @@
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-import pytest
-
-
-@pytest.fixture(autouse=True)
-def _one_torch_thread() -> Iterator[None]:
-    """Tiny models gain nothing from intra-op threads, and on a shared, oversubscribed CPU
-    OpenMP's spinning threads make them tens of times slower."""
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+from tests.torch_threads import _one_torch_thread  # noqa: F401  (autouse fixture)

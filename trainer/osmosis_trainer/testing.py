@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from osmosis_ai.rollout import Message
+from osmosis_ai.testing import FakeReply, reply, text, tool_call
 from osmosis_trainer.engines._toolcalls import (
     assistant_message,
     render_tool_call,
@@ -36,40 +37,14 @@ from osmosis_trainer.engines._types import (
 __all__ = ["FakeEngine", "FakeReply", "FakeTokenizer", "reply", "text", "tool_call"]
 
 
-@dataclass(frozen=True)
-class FakeReply:
-    """One scripted reply: optional content, then zero or more tool calls.
-
-    ``raw`` overrides the generated text entirely (e.g. to script malformed tool JSON).
-    """
-
-    content: str = ""
-    tool_calls: tuple[tuple[str, dict[str, Any]], ...] = ()
-    raw: str | None = None
-
-    def render(self) -> str:
-        if self.raw is not None:
-            return self.raw
-        blocks = "".join(
-            render_tool_call(name, json.dumps(args, ensure_ascii=False))
-            for name, args in self.tool_calls
-        )
-        return self.content + blocks
-
-
-def text(content: str) -> FakeReply:
-    """A plain text reply."""
-    return FakeReply(content=content)
-
-
-def tool_call(name: str, /, **arguments: Any) -> FakeReply:
-    """A reply holding one tool call ``name(**arguments)``."""
-    return FakeReply(tool_calls=((name, arguments),))
-
-
-def reply(content: str = "", tool_calls: Sequence[tuple[str, dict[str, Any]]] = ()) -> FakeReply:
-    """A reply with content and several tool calls."""
-    return FakeReply(content=content, tool_calls=tuple(tool_calls))
+def _render(item: FakeReply) -> str:
+    """The text a model would generate for ``item``: its content, then its tool-call blocks
+    in the engines' format (``finish_reason`` is ignored: the engine derives it)."""
+    blocks = "".join(
+        render_tool_call(name, json.dumps(args, ensure_ascii=False))
+        for name, args in item.tool_calls
+    )
+    return item.content + blocks
 
 
 ScriptItem = str | FakeReply | BaseException
@@ -212,7 +187,7 @@ class FakeEngine:
             raise ContextLengthError(
                 f"prompt has {len(prompt_ids)} tokens; the context window is {self.context_window}"
             )
-        generated = item if isinstance(item, str) else item.render()
+        generated = item if isinstance(item, str) else _render(item)
         ids = tok.encode(generated) + [tok.eos_id]
         finish: FinishReason = "stop"
         if req.max_tokens is not None and len(ids) > req.max_tokens:

@@ -8,6 +8,7 @@ peft) is imported only when a command runs, keeping ``osmosis --help`` fast.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import os
 import time
@@ -302,21 +303,16 @@ def _run_live(config: Any, run: Any, plan: Any, resume: bool) -> Any:
 
     _quiet_libraries()
     state.console.print(_summary(plan, config, run))
-    if not state.console.is_terminal:
+    view: _LineView | _LiveView
+    display: contextlib.AbstractContextManager[Any]
+    if state.console.is_terminal:
+        view = _LiveView(plan.total_steps)
+        display = Live(view, console=state.console, refresh_per_second=4, transient=False)
+    else:
         # A log file or a pipe: a live display would only show up once, at the end.
-        lines = _LineView(plan.total_steps)
-        return asyncio.run(
-            run_training(
-                config,
-                run,
-                plan=plan,
-                resume=resume,
-                on_report=lines.on_report,
-                on_phase=lines.on_phase,
-            )
-        )
-    view = _LiveView(plan.total_steps)
-    with Live(view, console=state.console, refresh_per_second=4, transient=False):
+        view = _LineView(plan.total_steps)
+        display = contextlib.nullcontext()
+    with display:
         return asyncio.run(
             run_training(
                 config,

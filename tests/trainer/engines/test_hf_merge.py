@@ -131,3 +131,32 @@ async def test_engine_switches_between_merged_and_peft_serving(
 def test_a_shared_model_is_never_merged_into(tiny_loaded: Any) -> None:
     assert HFEngine(tiny_loaded, device="cpu").merge_adapters
     assert not HFEngine(tiny_loaded, device="cpu", copy_model=False).merge_adapters
+
+
+async def test_a_failed_peft_load_keeps_the_merged_adapter(
+    tiny_loaded: Any, tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    from safetensors.torch import save_file
+
+    from osmosis_trainer.engines import EngineError
+
+    engine = HFEngine(tiny_loaded, device="cpu", seed=0)
+    req = GenerationRequest(
+        messages=[{"role": "user", "content": "What is 2 + 3?"}], temperature=0.0, max_tokens=6
+    )
+    try:
+        await engine.load_adapter(str(_adapter(tiny_model_dir, tmp_path / "m1", 1)), 1)
+        before = await engine.generate(req)
+        bad = _adapter(tiny_model_dir, tmp_path / "dora", 2, use_dora=True)
+        save_file(
+            {"base_model.model.nonsense.lora_A.weight": torch.zeros(4, 4)},
+            str(bad / "adapter_model.safetensors"),
+        )
+        with pytest.raises(EngineError, match="could not load adapter"):
+            await engine.load_adapter(str(bad), 2)
+        after = await engine.generate(req)
+        assert engine.policy_version == 1 and after.policy_version == 1
+        assert after.completion_token_ids == before.completion_token_ids
+        assert after.logprobs == pytest.approx(before.logprobs, abs=1e-6)
+    finally:
+        await engine.close()

@@ -224,30 +224,9 @@ class HFEngine:
     def _do_load(self, item: _Load) -> None:
         if not item.future.set_running_or_notify_cancel():
             return
-        from peft import PeftModel
-
-        if not isinstance(self._model, PeftModel) and self.merge_adapters:
-            why = unmergeable_reason(self._model, item.state)
-            if why is None:
-                try:
-                    self._merged.apply(self._model, item.state)
-                except ValueError as exc:
-                    item.future.set_exception(
-                        EngineError(
-                            f"could not load adapter {item.state.path}: {exc}", status_code=503
-                        )
-                    )
-                    return
-                self._adapter = item.state
-                self._version = item.version
-                item.future.set_result(None)
-                return
-            logger.info("serving adapter %s unmerged (peft layers): %s", item.state.path, why)
-        self._merged.restore(self._model)
         try:
-            self._model = apply_adapter(self._model, self._adapter, item.state)
-        except AdapterLoadFailed as exc:
-            self._model = exc.model  # the previous adapter, restored
+            self._serve(item.state)
+        except Exception as exc:
             item.future.set_exception(
                 EngineError(f"could not load adapter {item.state.path}: {exc}", status_code=503)
             )
@@ -255,6 +234,27 @@ class HFEngine:
         self._adapter = item.state
         self._version = item.version
         item.future.set_result(None)
+
+    def _serve(self, state: AdapterState) -> None:
+        """Serve ``state``, merged into the weights when possible; on error, the previous
+        adapter stays served."""
+        from peft import PeftModel
+
+        if not isinstance(self._model, PeftModel) and self.merge_adapters:
+            why = unmergeable_reason(self._model, state)
+            if why is None:
+                self._merged.apply(self._model, state)
+                return
+            logger.info("serving adapter %s unmerged (peft layers): %s", state.path, why)
+        was_merged = self._merged.active
+        self._merged.restore(self._model)
+        try:
+            self._model = apply_adapter(self._model, self._adapter, state)
+        except AdapterLoadFailed as exc:
+            self._model = exc.model  # the previous peft adapter (or the bare base), restored
+            if was_merged and self._adapter is not None:
+                self._merged.apply(self._model, self._adapter)
+            raise
 
     def _admit(self, active: int) -> list[Row]:
         """Requests that arrived while a batch decodes, to join it (continuous batching).

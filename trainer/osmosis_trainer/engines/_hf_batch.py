@@ -132,10 +132,15 @@ def _prefill(model: Any, rows: list[Row], pad_id: int, device: Any) -> _Batch:
     )
 
 
-def _sample(
-    batch: _Batch, eos: set[int], shared_generator: Any, tokenizer: Any
-) -> tuple[torch.Tensor, list[bool]]:
-    """Sample every row's next token and record it; returns the tokens [b] and who finished."""
+def _step(
+    batch: _Batch,
+    eos: set[int],
+    shared_generator: Any,
+    tokenizer: Any,
+    on_done: Callable[[Row], None] | None,
+) -> torch.Tensor:
+    """Sample and record every row's next token, hand finished rows to ``on_done`` and drop
+    them from ``batch``; returns the tokens [b'] to feed for the rows still decoding."""
     logprobs = processed_logprobs(batch.logits, batch.temps, batch.top_p)  # [b, V]
     tokens = sample_tokens(
         logprobs,
@@ -148,7 +153,11 @@ def _sample(
         r.push(int(t), float(lp), eos, tokenizer)
         for r, t, lp in zip(batch.rows, tokens.tolist(), token_lp, strict=True)
     ]
-    return tokens, done
+    if on_done is not None:
+        for row, finished in zip(batch.rows, done, strict=True):
+            if finished:
+                on_done(row)
+    return _keep(batch, tokens, done)
 
 
 def _keep(batch: _Batch, tokens: torch.Tensor, done: list[bool]) -> torch.Tensor:
@@ -239,22 +248,12 @@ def generate_batch(
     batch = _prefill(model, rows, pad_id, device)
     joinable = admit is not None and can_join(batch.cache)
     while True:
-        tokens, done = _sample(batch, eos, shared_generator, tokenizer)
-        if on_done is not None:
-            for row, d in zip(batch.rows, done, strict=True):
-                if d:
-                    on_done(row)
-        tokens = _keep(batch, tokens, done)
+        tokens = _step(batch, eos, shared_generator, tokenizer, on_done)
         if joinable and admit is not None and batch.rows:
             arrived = admit(len(batch.rows))
             if arrived:
                 new = _prefill(model, arrived, pad_id, device)
-                new_tokens, new_done = _sample(new, eos, shared_generator, tokenizer)
-                if on_done is not None:
-                    for row, d in zip(new.rows, new_done, strict=True):
-                        if d:
-                            on_done(row)
-                new_tokens = _keep(new, new_tokens, new_done)
+                new_tokens = _step(new, eos, shared_generator, tokenizer, on_done)
                 if new.rows:
                     _join(batch, new)
                     tokens = torch.cat([tokens, new_tokens])

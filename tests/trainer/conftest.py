@@ -7,6 +7,7 @@ import pytest
 
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A random tiny Qwen2 chat model with large weights (varied, non-degenerate outputs)."""
     from osmosis_trainer.models import build_tiny_model
 
     return build_tiny_model(tmp_path_factory.mktemp("tiny") / "model", initializer_range=0.5)
