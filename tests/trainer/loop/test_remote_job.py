@@ -3,18 +3,12 @@
 
 from __future__ import annotations
 
-import asyncio
-import os
-import re
-import signal
-import sys
 from pathlib import Path
 
 from osmosis_ai.config import load_training_config
 from osmosis_ai.templates import create_from_template
 from osmosis_trainer.loop import create_run_dir, plan_job, read_metrics, run_training
-
-OSMOSIS = str(Path(sys.executable).parent / "osmosis")
+from tests.serve_process import osmosis_serve
 
 
 async def test_train_against_a_remote_rollout_server(tiny_model_dir: Path, tmp_path: Path) -> None:
@@ -25,35 +19,17 @@ async def test_train_against_a_remote_rollout_server(tiny_model_dir: Path, tmp_p
     config = load_training_config(config_file)
     assert config.remote is not None
     config.experiment.dataset = str(server_dir / "test_data.jsonl")
-    env = {**os.environ, "OSMOSIS_ROLLOUT_API_KEY": "k-remote", "NO_COLOR": "1", "COLUMNS": "200"}
     # The agent loop lives only in the served process: the trainer needs no entrypoint file.
-    proc = await asyncio.create_subprocess_exec(
-        OSMOSIS, "serve", "-m", "server:agent_loop", "-p", "0", cwd=server_dir, env=env,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
-    )
-    assert proc.stdout is not None
-    output = ""
-    try:
-        while (m := re.search(r"URL: (http://\S+)", output)) is None:
-            line = await asyncio.wait_for(proc.stdout.readline(), 60)
-            assert line, f"osmosis serve exited:\n{output}"
-            output += line.decode()
-        config.remote.server_url = m.group(1)
+    async with osmosis_serve(server_dir, "-m", "server:agent_loop", "-p", "0", api_key="k-remote") as served:
+        config.remote.server_url = served.url
         config.experiment.model_path = str(tiny_model_dir)
         t = config.training
         t.max_steps, t.rollout_batch_size, t.n_samples_per_prompt = 1, 2, 2
         t.max_response_length = 16
         t.max_prompt_length = 8192  # the tiny byte-level tokenizer makes the tools block long
-        os.environ["OSMOSIS_ROLLOUT_API_KEY"] = "k-remote"
-        try:
-            plan = plan_job(config)
-            run = create_run_dir(tmp_path / "runs", "calc", config_file=config_file)
-            result = await run_training(config, run, plan=plan)
-        finally:
-            del os.environ["OSMOSIS_ROLLOUT_API_KEY"]
-    finally:
-        proc.send_signal(signal.SIGINT)
-        await asyncio.wait_for(proc.communicate(), 30)
+        plan = plan_job(config)
+        run = create_run_dir(tmp_path / "runs", "calc", config_file=config_file)
+        result = await run_training(config, run, plan=plan)
     assert result.status == "completed" and result.steps_done == 1
     [train] = [r for r in read_metrics(run.path / "metrics.jsonl") if r["kind"] == "train"]
     # Every rollout ran on the server, and its policy calls came back token-level.

@@ -4,12 +4,8 @@ served by ``osmosis serve`` (a real subprocess on 127.0.0.1), driven by a test t
 
 from __future__ import annotations
 
-import asyncio
 import json
-import os
 import re
-import signal
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +17,7 @@ from osmosis_trainer.gateway import PolicyGateway
 from osmosis_trainer.remote import remote_entrypoint_for
 from osmosis_trainer.testing import FakeEngine, text, tool_call
 from osmosis_trainer.trajectory import build_sequences
-
-OSMOSIS = str(Path(sys.executable).parent / "osmosis")
+from tests.serve_process import osmosis_serve
 
 
 def calculator_policy(req: Any) -> Any:
@@ -40,35 +35,18 @@ async def test_template_served_by_osmosis_serve_trains_through_the_gateway(tmp_p
     rollout_dir = tmp_path / "rollouts" / "calc"
     config = load_training_config(tmp_path / "configs" / "training" / "calc.toml")
     assert config.remote is not None and config.remote.server_url == "http://127.0.0.1:9000"
-    env = {**os.environ, "OSMOSIS_ROLLOUT_API_KEY": "shared-key", "NO_COLOR": "1", "COLUMNS": "200"}
-    proc = await asyncio.create_subprocess_exec(
-        OSMOSIS, "serve", "-m", "server:agent_loop", "-p", "0", "--log", str(tmp_path / "logs"), cwd=rollout_dir, env=env,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
-    )
-    assert proc.stdout is not None
-    output = ""
-    try:
-        while (m := re.search(r"URL: (http://\S+)", output)) is None:
-            line = await asyncio.wait_for(proc.stdout.readline(), 60)
-            assert line, f"osmosis serve exited:\n{output}"
-            output += line.decode()
-        assert "API key (given): shared-key" in output  # taken from the environment
-        config.remote.server_url = m.group(1)
+    args = ("-m", "server:agent_loop", "-p", "0", "--log", str(tmp_path / "logs"))
+    async with osmosis_serve(rollout_dir, *args, api_key="shared-key") as served:
+        assert "API key (given): shared-key" in served.output  # taken from the environment
+        config.remote.server_url = served.url
         # FakeEngine counts bytes as tokens: give the rollouts a budget that fits the tool block
         config.training.max_prompt_length = 8192
-        os.environ["OSMOSIS_ROLLOUT_API_KEY"] = "shared-key"
-        try:
-            async with PolicyGateway(FakeEngine(script=calculator_policy), api_key="gw") as gw:
-                entrypoint = remote_entrypoint_for(config, gw)
-                rows = list(read_dataset(config.dataset_path(), limit=4))
-                async with RolloutRunner(entrypoint, gw, n_samples=2, workflow_timeout_s=60) as runner:
-                    outcomes = await runner.run_all(rows)
-        finally:
-            del os.environ["OSMOSIS_ROLLOUT_API_KEY"]
-    finally:
-        proc.send_signal(signal.SIGINT)
-        rest, _ = await asyncio.wait_for(proc.communicate(), 30)
-    assert proc.returncode == 0, output + rest.decode()
+        async with PolicyGateway(FakeEngine(script=calculator_policy), api_key="gw") as gw:
+            entrypoint = remote_entrypoint_for(config, gw)
+            rows = list(read_dataset(config.dataset_path(), limit=4))
+            async with RolloutRunner(entrypoint, gw, n_samples=2, workflow_timeout_s=60) as runner:
+                outcomes = await runner.run_all(rows)
+    assert served.returncode == 0, served.output
     assert len(outcomes) == 8
     assert all(o.status == "success" for o in outcomes), [o.error for o in outcomes]
     for outcome in outcomes:
