@@ -8,10 +8,8 @@ are known. Interruption is simulated by cancelling the eval task after k results
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import re
-from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +18,8 @@ import pytest
 from osmosis_ai.errors import ConfigError, OsmosisError
 from osmosis_ai.eval import EvalEvents, EvalOptions, EvalRecord, read_journal, run_eval
 from osmosis_ai.templates import create_from_template
-from osmosis_ai.testing import FakeOpenAIServer, FakeReply, FakeRequest, http_error
+from osmosis_ai.testing import FakeReply, FakeRequest, http_error
+from tests.core.eval._helpers import fake_server_factory
 
 _Q = re.compile(r"What is (\d+) ([-+*/]) (\d+)\?")
 
@@ -48,15 +47,6 @@ def _expected_reward(question: str) -> float:
     return 1.0 if truth % 2 == 0 else (0.5 if truth % 3 == 0 else 0.0)
 
 
-def _factory(script: Any) -> Callable[..., contextlib.AbstractAsyncContextManager[Any]]:
-    @contextlib.asynccontextmanager
-    async def factory(model: str, sampling: dict[str, Any]) -> AsyncIterator[Any]:
-        async with FakeOpenAIServer(script=script) as server:
-            yield server
-
-    return factory
-
-
 @pytest.fixture
 def workspace(tmp_path: Path) -> Path:
     create_from_template("single-call", "calc", tmp_path)
@@ -73,7 +63,7 @@ async def test_eval_writes_results_traces_and_summary(workspace: Path) -> None:
     result = await run_eval(
         workspace / "configs/eval/calc.toml",
         EvalOptions(limit=6, output=out),
-        endpoint_factory=_factory(_answer),
+        endpoint_factory=fake_server_factory(_answer),
     )
     assert result.info.status == "completed"
     records = read_journal(out / "results.jsonl")
@@ -104,7 +94,7 @@ async def test_eval_with_n_runs_reports_pass_at_k(workspace: Path) -> None:
     result = await run_eval(
         workspace / "configs/eval/calc.toml",
         EvalOptions(limit=3, n=4, output=workspace / "out"),
-        endpoint_factory=_factory(_answer),
+        endpoint_factory=fake_server_factory(_answer),
     )
     s = result.summary
     assert s.samples == 12
@@ -118,7 +108,7 @@ async def test_failed_policy_calls_are_failures_not_zero_rewards(workspace: Path
     result = await run_eval(
         workspace / "configs/eval/calc.toml",
         EvalOptions(limit=2, output=workspace / "out"),
-        endpoint_factory=_factory(lambda req: http_error(400, "bad request")),
+        endpoint_factory=fake_server_factory(lambda req: http_error(400, "bad request")),
     )
     assert result.summary.failed == 2 and result.summary.success == 0
     for r in result.records:
@@ -143,7 +133,7 @@ async def _interrupted_run(ws: Path, out: Path, after: int) -> int:
             ws / "configs/eval/calc.toml",
             EvalOptions(limit=8, concurrency=1, output=out),
             events=EvalEvents(on_record=on_record),
-            endpoint_factory=_factory(_answer),
+            endpoint_factory=fake_server_factory(_answer),
         )
     )
     with pytest.raises(asyncio.CancelledError):
@@ -160,7 +150,7 @@ async def test_interrupted_run_keeps_finished_rows_and_resumes(workspace: Path) 
     result = await run_eval(  # --resume alone: limit, n and model come from the run
         workspace / "configs/eval/calc.toml",
         EvalOptions(resume=True, output=out),
-        endpoint_factory=_factory(_answer),
+        endpoint_factory=fake_server_factory(_answer),
     )
     assert result.info.status == "completed"
     assert result.resumed_records == kept and result.new_records == 8 - kept
@@ -174,14 +164,14 @@ async def test_resume_without_output_picks_the_latest_run(workspace: Path) -> No
     first = await run_eval(
         workspace / "configs/eval/calc.toml",
         EvalOptions(limit=2),
-        endpoint_factory=_factory(_answer),
+        endpoint_factory=fake_server_factory(_answer),
     )
     assert first.plan.run_dir.parent == workspace / ".osmosis" / "evals"
     assert first.plan.run_dir.name.startswith("calc-")
     again = await run_eval(
         workspace / "configs/eval/calc.toml",
         EvalOptions(limit=2, resume=True),
-        endpoint_factory=_factory(_answer),
+        endpoint_factory=fake_server_factory(_answer),
     )
     assert again.plan.run_dir == first.plan.run_dir
     assert again.new_records == 0 and again.resumed_records == 2
@@ -196,7 +186,7 @@ async def test_resume_refuses_when_the_rollout_code_changed(workspace: Path) -> 
         await run_eval(
             workspace / "configs/eval/calc.toml",
             EvalOptions(limit=8, resume=True, output=out),
-            endpoint_factory=_factory(_answer),
+            endpoint_factory=fake_server_factory(_answer),
         )
 
 
@@ -209,7 +199,7 @@ async def test_resume_refuses_when_the_dataset_changed(workspace: Path) -> None:
         await run_eval(
             workspace / "configs/eval/calc.toml",
             EvalOptions(limit=8, resume=True, output=out),
-            endpoint_factory=_factory(_answer),
+            endpoint_factory=fake_server_factory(_answer),
         )
 
 
@@ -220,7 +210,7 @@ async def test_resume_refuses_other_settings(workspace: Path) -> None:
         await run_eval(
             workspace / "configs/eval/calc.toml",
             EvalOptions(limit=8, resume=True, output=out, model="other/model"),
-            endpoint_factory=_factory(_answer),
+            endpoint_factory=fake_server_factory(_answer),
         )
 
 
@@ -229,17 +219,17 @@ async def test_resume_with_nothing_to_resume(workspace: Path) -> None:
         await run_eval(
             workspace / "configs/eval/calc.toml",
             EvalOptions(resume=True),
-            endpoint_factory=_factory(_answer),
+            endpoint_factory=fake_server_factory(_answer),
         )
 
 
 async def test_a_used_output_folder_needs_resume(workspace: Path) -> None:
     out = workspace / "out"
     opts = EvalOptions(limit=1, output=out)
-    await run_eval(workspace / "configs/eval/calc.toml", opts, endpoint_factory=_factory(_answer))
+    await run_eval(workspace / "configs/eval/calc.toml", opts, endpoint_factory=fake_server_factory(_answer))
     with pytest.raises(OsmosisError, match="already holds an eval run; pass --resume"):
         await run_eval(
-            workspace / "configs/eval/calc.toml", opts, endpoint_factory=_factory(_answer)
+            workspace / "configs/eval/calc.toml", opts, endpoint_factory=fake_server_factory(_answer)
         )
 
 
@@ -250,7 +240,7 @@ async def test_missing_secrets_stop_before_running(
     cfg.write_text(cfg.read_text() + '\n[secrets]\nrequired = ["OSMOSIS_TEST_KEY"]\n')
     monkeypatch.delenv("OSMOSIS_TEST_KEY", raising=False)
     with pytest.raises(ConfigError, match="OSMOSIS_TEST_KEY.*not set"):
-        await run_eval(cfg, EvalOptions(limit=1), endpoint_factory=_factory(_answer))
+        await run_eval(cfg, EvalOptions(limit=1), endpoint_factory=fake_server_factory(_answer))
 
 
 def test_a_sample_left_unfinished_by_a_failed_rollout_counts_as_that_failure() -> None:

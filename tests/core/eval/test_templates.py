@@ -7,18 +7,16 @@ cut off by the template's turn limit and graded (no credit), not left to time ou
 
 from __future__ import annotations
 
-import contextlib
 import json
 import re
-from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from osmosis_ai.eval import EvalOptions, run_eval
 from osmosis_ai.templates import create_from_template
-from osmosis_ai.testing import FakeOpenAIServer, FakeReply, FakeRequest, tool_call
+from osmosis_ai.testing import FakeReply, FakeRequest, tool_call
+from tests.core.eval._helpers import fake_server_factory
 
 _Q = re.compile(r"What is (\d+) ([-+*/]) (\d+)\?")
 _TOOL = {"+": "add", "-": "subtract", "*": "multiply", "/": "divide"}
@@ -48,15 +46,6 @@ def _looper(req: FakeRequest) -> FakeReply:
     return tool_call("add", a=1, b=len(req.tool_results))
 
 
-def _factory(script: Any) -> Callable[..., contextlib.AbstractAsyncContextManager[Any]]:
-    @contextlib.asynccontextmanager
-    async def factory(model: str, sampling: dict[str, Any]) -> AsyncIterator[Any]:
-        async with FakeOpenAIServer(script=script) as server:
-            yield server
-
-    return factory
-
-
 @pytest.mark.parametrize("template", ["strands", "openai-agents"])
 async def test_tool_agent_that_uses_its_tools_scores_full_marks(
     tmp_path: Path, template: str
@@ -65,7 +54,7 @@ async def test_tool_agent_that_uses_its_tools_scores_full_marks(
     result = await run_eval(
         tmp_path / "configs/eval/calc.toml",
         EvalOptions(limit=8, output=tmp_path / "out"),
-        endpoint_factory=_factory(_solver),
+        endpoint_factory=fake_server_factory(_solver),
     )
     s = result.summary
     assert s.success == 8, s.failure_examples
@@ -84,7 +73,7 @@ async def test_tool_agent_that_never_stops_is_cut_off_and_graded(
     result = await run_eval(
         tmp_path / "configs/eval/calc.toml",
         EvalOptions(limit=2, output=tmp_path / "out"),
-        endpoint_factory=_factory(_looper),
+        endpoint_factory=fake_server_factory(_looper),
     )
     s = result.summary
     assert s.success == 2, s.failure_examples
@@ -105,6 +94,6 @@ async def test_single_call_template_scores_an_exact_answer(tmp_path: Path) -> No
     result = await run_eval(
         tmp_path / "configs/eval/calc.toml",
         EvalOptions(output=tmp_path / "out"),
-        endpoint_factory=_factory(exact),
+        endpoint_factory=fake_server_factory(exact),
     )
     assert result.summary.samples == 24 and result.summary.pass_rate == 1.0
