@@ -96,6 +96,10 @@ class TrainingSection(Section):
     """Inference engine for rollouts: ``hf`` (transformers, CPU or GPU) or ``vllm``."""
     device: str = "auto"
     """Torch device for training and the ``hf`` engine: ``auto``, ``cpu``, ``cuda``, ``cuda:1``."""
+    lean_forward: bool = True
+    """Run Llama-family models (Llama, Qwen2, Mistral) through osmosis's lean forward pass in
+    the update and the ``hf`` engine: the same math as transformers' forward with far less
+    Python per call. ``false``: always use transformers' forward."""
 
 
 class SamplingConfig(Section):

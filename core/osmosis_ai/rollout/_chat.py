@@ -10,6 +10,7 @@ from typing import Any
 import httpx
 
 from osmosis_ai.errors import PolicyCallError
+from osmosis_ai.rollout._local import local_transport
 from osmosis_ai.rollout._scope import PolicyRoute
 from osmosis_ai.rollout._types import ChatResult, Message
 
@@ -40,7 +41,11 @@ async def chat_completion(
     url = route.base_url.rstrip("/") + "/chat/completions"
     headers = {"Authorization": f"Bearer {route.api_key}"}
     delay = 0.2
-    async with httpx.AsyncClient(timeout=timeout_s, verify=_ssl_context()) as client:
+    local = local_transport(url)
+    client_args: dict[str, Any] = (
+        {"transport": local} if local is not None else {"verify": _ssl_context()}
+    )
+    async with httpx.AsyncClient(timeout=timeout_s, **client_args) as client:
         for attempt in range(1, max_attempts + 1):
             try:
                 resp = await client.post(url, json=body, headers=headers)

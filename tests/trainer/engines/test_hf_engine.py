@@ -17,6 +17,7 @@ from osmosis_trainer.engines import (  # noqa: E402
     HFEngine,
     processed_logprobs,
 )
+from osmosis_trainer.engines._sampling import sample_tokens  # noqa: E402
 
 
 def _req(content: str, **kw: Any) -> GenerationRequest:
@@ -88,7 +89,7 @@ async def test_completion_ids_are_exactly_what_was_sampled(
         for _ in range(len(res.completion_token_ids or [])):
             logits = tiny_loaded.model(torch.tensor([ids])).logits[:, -1, :].float()
             lp = processed_logprobs(logits, torch.tensor([0.8]), torch.tensor([0.95]))
-            t = int(torch.multinomial(lp.exp(), 1, generator=gen)[0, 0])
+            t = int(sample_tokens(lp, [False], [gen], None)[0])
             sampled.append(t)
             ids.append(t)
     assert sampled == res.completion_token_ids

@@ -42,3 +42,17 @@ def test_seeded_rows_do_not_depend_on_the_batch() -> None:
     assert alone[0].item() == batched[1].item()
     greedy = sample_tokens(lp, [True] * 4, [None] * 4, None)
     assert torch.equal(greedy, lp.argmax(-1))
+
+
+def test_samples_follow_the_distribution_and_never_leave_the_nucleus() -> None:
+    probs = torch.tensor([0.5, 0.3, 0.2, 0.0])
+    lp = probs.log().expand(20000, 4).contiguous()
+    g = torch.Generator()
+    g.manual_seed(0)
+    drawn = sample_tokens(lp, [False] * 20000, [None] * 20000, g)
+    freq = torch.bincount(drawn, minlength=4).float() / 20000
+    assert torch.allclose(freq, probs, atol=0.015)
+    assert freq[3].item() == 0.0  # probability zero (outside top_p): never drawn
+    nucleus = processed_logprobs(torch.tensor([[3.0, 2.0, -5.0]] * 5000), torch.ones(5000),
+                                 torch.full((5000,), 0.7))
+    assert set(sample_tokens(nucleus, [False] * 5000, [None] * 5000, g).tolist()) <= {0, 1}

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from osmosis_trainer.engines._sampling import processed_logprobs, sample_tokens
 from osmosis_trainer.engines._toolcalls import assistant_message
 from osmosis_trainer.engines._types import FinishReason, GenerationResult
+from osmosis_trainer.lean import Forward, HFForward, LeanCache, lean_forward
 
 if TYPE_CHECKING:
     import torch
@@ -91,7 +92,7 @@ class _Batch:
     """The rows decoding together, their KV cache and the logits of their next token."""
 
     rows: list[Row]
-    cache: Any  # transformers.DynamicCache over [b, heads, L, head_dim]
+    cache: Any  # DynamicCache or LeanCache; layers hold keys/values [b, heads, L, head_dim]
     mask: torch.Tensor  # [b, L] 1 where the cache holds a real token (prompts are left-padded)
     next_pos: torch.Tensor  # [b, 1] position of each row's next token
     temps: torch.Tensor  # [b]
@@ -99,10 +100,9 @@ class _Batch:
     logits: torch.Tensor  # [b, V] float32, for the token to sample now
 
 
-def _prefill(model: Any, rows: list[Row], pad_id: int, device: Any) -> _Batch:
+def _prefill(forward: Forward, rows: list[Row], pad_id: int, device: Any) -> _Batch:
     """Run the left-padded prompts of ``rows`` through the model in one forward pass."""
     import torch
-    from transformers import DynamicCache
 
     width = max(len(r.prompt_ids) for r in rows)
     ids = torch.full((len(rows), width), pad_id, dtype=torch.long)  # [B, L]
@@ -112,15 +112,8 @@ def _prefill(model: Any, rows: list[Row], pad_id: int, device: Any) -> _Batch:
         mask[i, width - len(r.prompt_ids) :] = 1
     ids, mask = ids.to(device), mask.to(device)
     pos = (mask.cumsum(-1) - 1).clamp(min=0)  # [B, L] positions ignoring the left padding
-    cache = DynamicCache(config=model.config)
-    out = model(
-        input_ids=ids,
-        attention_mask=mask,
-        position_ids=pos,
-        past_key_values=cache,
-        use_cache=True,
-        logits_to_keep=1,
-    )
+    cache = forward.new_cache()
+    logits = forward(ids, mask, pos, cache)
     return _Batch(
         rows=list(rows),
         cache=cache,
@@ -128,7 +121,7 @@ def _prefill(model: Any, rows: list[Row], pad_id: int, device: Any) -> _Batch:
         next_pos=pos[:, -1:] + 1,
         temps=torch.tensor([r.temperature for r in rows], dtype=torch.float32, device=device),
         top_p=torch.tensor([r.top_p for r in rows], dtype=torch.float32, device=device),
-        logits=out.logits[:, -1, :].float(),
+        logits=logits,
     )
 
 
@@ -141,7 +134,8 @@ def _step(
 ) -> torch.Tensor:
     """Sample and record every row's next token, hand finished rows to ``on_done`` and drop
     them from ``batch``; returns the tokens [b'] to feed for the rows still decoding."""
-    logprobs = processed_logprobs(batch.logits, batch.temps, batch.top_p)  # [b, V]
+    nucleus = any(r.top_p < 1.0 for r in batch.rows)
+    logprobs = processed_logprobs(batch.logits, batch.temps, batch.top_p, nucleus=nucleus)
     tokens = sample_tokens(
         logprobs,
         [r.temperature == 0 for r in batch.rows],
@@ -193,7 +187,7 @@ def can_join(cache: Any) -> bool:
     """Whether rows can join this cache mid-decode (plain full-attention layers only)."""
     from transformers.cache_utils import DynamicLayer
 
-    return all(type(layer) is DynamicLayer for layer in cache.layers)
+    return isinstance(cache, LeanCache) or all(type(layer) is DynamicLayer for layer in cache.layers)
 
 
 def _left_pad(t: torch.Tensor, width: int, dim: int) -> torch.Tensor:
@@ -233,26 +227,29 @@ def generate_batch(
     tokenizer: Any,
     admit: Callable[[int], list[Row]] | None = None,
     on_done: Callable[[Row], None] | None = None,
+    lean: bool = True,
 ) -> None:
     """Decode ``rows`` together; each row ends on EOS, a stop string or its budget.
 
     Continuous batching: between two decoding steps ``admit(n_active)`` may hand over newly
     arrived rows; they are prefilled and join the running batch (the shorter KV cache is
     left-padded). ``on_done(row)`` is called as soon as a row finishes, so a short reply never
-    waits for the longest one. Finished rows leave the batch.
+    waits for the longest one. Finished rows leave the batch. With ``lean`` (the default),
+    Llama-family models run through :class:`LeanForward` (same logits, less Python per step).
     """
     import torch
 
     device = next(model.parameters()).device
     eos = set(eos_ids)
-    batch = _prefill(model, rows, pad_id, device)
+    forward: Forward = (lean_forward(model) if lean else None) or HFForward(model)
+    batch = _prefill(forward, rows, pad_id, device)
     joinable = admit is not None and can_join(batch.cache)
     while True:
         tokens = _step(batch, eos, shared_generator, tokenizer, on_done)
         if joinable and admit is not None and batch.rows:
             arrived = admit(len(batch.rows))
             if arrived:
-                new = _prefill(model, arrived, pad_id, device)
+                new = _prefill(forward, arrived, pad_id, device)
                 new_tokens = _step(new, eos, shared_generator, tokenizer, on_done)
                 if new.rows:
                     _join(batch, new)
@@ -260,12 +257,5 @@ def generate_batch(
         if not batch.rows:
             return
         batch.mask = torch.cat([batch.mask, batch.mask.new_ones((batch.mask.shape[0], 1))], 1)
-        out = model(
-            input_ids=tokens[:, None],
-            attention_mask=batch.mask,
-            position_ids=batch.next_pos,
-            past_key_values=batch.cache,
-            use_cache=True,
-        )
-        batch.logits = out.logits[:, -1, :].float()
+        batch.logits = forward(tokens[:, None], batch.mask, batch.next_pos, batch.cache)
         batch.next_pos = batch.next_pos + 1

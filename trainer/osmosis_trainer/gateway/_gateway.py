@@ -15,6 +15,7 @@ from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict, Field
 
 from osmosis_ai.rollout import LLMCall, Message, PolicyRoute
+from osmosis_ai.rollout._local import register_local_app, unregister_local_app
 from osmosis_trainer.engines import GenerationRequest, InferenceEngine
 from osmosis_trainer.gateway._app import UNSCOPED_ROLLOUT, GatewayBusy, build_app
 from osmosis_trainer.gateway._store import CallStore
@@ -161,6 +162,7 @@ class PolicyGateway:
             await asyncio.sleep(0.005)
         self.port = server.servers[0].sockets[0].getsockname()[1]
         self._server = server
+        register_local_app(self.url, self.app)
         logger.info("policy gateway listening on %s", self.url)
 
     async def stop(self) -> None:
@@ -168,6 +170,7 @@ class PolicyGateway:
         server, task = self._server, self._task
         if server is None or task is None:
             return
+        unregister_local_app(self.url)
         server.should_exit = True
         try:
             await asyncio.wait_for(asyncio.shield(task), timeout=5)

@@ -84,6 +84,7 @@ def trainer_settings(
             num_iterations=a.num_iterations,
             pad_id=pad_id,
             share_prompt_prefix=a.share_prompt_prefix,
+            lean_forward=config.training.lean_forward,
         ),
     )
 
@@ -135,6 +136,7 @@ def _engine(config: TrainingConfig, loaded: Any, device: str, run: RunDir) -> An
         max_new_tokens=config.sampling.max_tokens or t.max_response_length,
         copy_model=True,
         seed=t.seed,
+        lean_decoding=t.lean_forward,
     )
 
 

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from osmosis_trainer.grpo import entropy_from_logits
+from osmosis_trainer.lean import lean_forward
 from osmosis_trainer.loop._batch import SharedPrefix
 
 if TYPE_CHECKING:
@@ -81,6 +82,7 @@ def token_logprobs(
     temperature: float = 1.0,
     with_entropy: bool = False,
     prefix: SharedPrefix | None = None,
+    lean: bool = True,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Log-probabilities of the masked next tokens, computing the LM head only where needed.
 
@@ -96,19 +98,26 @@ def token_logprobs(
         temperature: logits are divided by it, matching the sampler's processed logprobs.
         with_entropy: also return the (detached) entropy of each masked position.
         prefix: the shared prompts the rows continue, if any.
+        lean: run Llama-family models through :class:`~osmosis_trainer.lean.LeanForward`
+            (others always use transformers' forward).
 
     Returns:
         ``(logp, entropy | None)`` shaped like ``mask``, zero where ``mask`` is 0.
     """
     lm = _causal_lm(model)
-    decoder = lm.get_decoder()
+    fast = lean_forward(lm) if lean else None
     if prefix is not None:
         from osmosis_trainer.loop._prefix import shared_prefix_hidden
 
-        predicting = shared_prefix_hidden(decoder, input_ids, prefix)  # [B, S, H]
+        predicting = shared_prefix_hidden(fast or lm.get_decoder(), input_ids, prefix)  # [B, S, H]
         targets = input_ids[mask]  # [N]
     else:
-        hidden = decoder(input_ids=input_ids, use_cache=False).last_hidden_state  # [B, T, H]
+        if fast is not None:
+            b, t = input_ids.shape
+            pos = torch.arange(t, device=input_ids.device).expand(b, t)  # [B, T]
+            hidden = fast.hidden(input_ids, None, pos, None)  # [B, T, H]
+        else:
+            hidden = lm.get_decoder()(input_ids=input_ids, use_cache=False).last_hidden_state
         predicting = hidden[:, :-1]  # [B, T-1, H]
         targets = input_ids[:, 1:][mask]  # [N]
     selected = predicting[mask]  # [N, H]

@@ -52,6 +52,8 @@ class UpdateSettings:
     """Run a group's shared prompt once per micro-batch (see ``plan_shared_prefix``)."""
     share_prefix_min_tokens: int = 8
     """Groups sharing fewer leading tokens are packed the plain way."""
+    lean_forward: bool = True
+    """Forward Llama-family models with :class:`osmosis_trainer.lean.LeanForward`."""
 
 
 @dataclass
@@ -106,7 +108,7 @@ def _micro_batch_loss(
     """Forward one micro-batch and return its share of the step loss (with grad)."""
     logp, entropy = token_logprobs(
         model, mb.input_ids, mb.mask, temperature=settings.temperature, with_entropy=True,
-        prefix=mb.prefix,
+        prefix=mb.prefix, lean=settings.lean_forward,
     )  # [B, T-1] each
     old = logp.detach() if old_logp is None else old_logp  # [B, T-1]
     mask_f = mb.mask.float()  # [B, T-1]
@@ -130,7 +132,7 @@ def _micro_batch_loss(
         with torch.no_grad(), adapter_disabled(model):
             ref_logp, _ = token_logprobs(
                 model, mb.input_ids, mb.mask, temperature=settings.temperature,
-                prefix=mb.prefix,
+                prefix=mb.prefix, lean=settings.lean_forward,
             )
         kl = k3_kl(logp, ref_logp)  # [B, T-1]
         token_loss = token_loss + settings.kl_beta * kl
@@ -166,12 +168,13 @@ def _micro_batches(
 
 
 def _old_logprobs(
-    model: torch.nn.Module, batches: list[MicroBatch], temperature: float
+    model: torch.nn.Module, batches: list[MicroBatch], settings: UpdateSettings
 ) -> list[torch.Tensor]:
     with torch.no_grad():
         return [
             token_logprobs(
-                model, mb.input_ids, mb.mask, temperature=temperature, prefix=mb.prefix
+                model, mb.input_ids, mb.mask, temperature=settings.temperature,
+                prefix=mb.prefix, lean=settings.lean_forward,
             )[0]
             for mb in batches
         ]
@@ -207,7 +210,7 @@ def policy_update(
     )
     params = [p for _, p in lora_parameters(model)]
     old_cache = (
-        _old_logprobs(model, batches, settings.temperature) if settings.num_iterations > 1 else None
+        _old_logprobs(model, batches, settings) if settings.num_iterations > 1 else None
     )
     model.train()
     acc = {

@@ -1,0 +1,316 @@
+"""A lean forward pass for Llama-family models (Llama, Qwen2, Mistral), on their own weights.
+
+transformers' generic forward pays per call for things decoding does not need: output
+capturing, mask construction from configs, cache bookkeeping and several layers of decorators.
+On a small model that Python work is most of a decoding step (3.2 ms of HF forward against
+0.6 ms of tensor work for a 2-layer model at batch 32 on one CPU core). :class:`LeanForward`
+computes the same function with plain torch ops over the model's own modules and parameters,
+read at call time, so a merged adapter (``_hf_merge``) is served without any copy. The trainer
+uses it for its forward pass as well (with autograd, through peft's LoRA layers).
+
+Only architectures whose every part is understood are taken: plain ``nn.Linear`` projections or
+peft's plain LoRA layers over them, full attention in every layer, RMSNorm and the model's own
+rotary embedding. :func:`lean_forward` returns ``None``
+otherwise, and the engine uses :class:`HFForward`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    import torch
+
+__all__ = ["Forward", "HFForward", "LeanCache", "LeanForward", "lean_forward", "lean_unsupported"]
+
+_FAMILIES = ("llama", "qwen2", "mistral")
+
+
+class Forward(Protocol):
+    """One forward pass of a causal LM over new tokens, with its KV cache."""
+
+    def new_cache(self) -> Any: ...
+
+    def __call__(
+        self, ids: torch.Tensor, mask: torch.Tensor, pos: torch.Tensor, cache: Any
+    ) -> torch.Tensor:
+        """Logits ``[B, V]`` (float32) of the last position.
+
+        Args:
+            ids: ``[B, T]`` new token ids.
+            mask: ``[B, L + T]`` 1 where the cache (then the new tokens) holds a real token.
+            pos: ``[B, T]`` positions of the new tokens.
+            cache: from :meth:`new_cache`, extended in place.
+        """
+        ...
+
+
+class HFForward:
+    """transformers' own forward with a ``DynamicCache``."""
+
+    def __init__(self, model: Any) -> None:
+        self.model = model
+
+    def new_cache(self) -> Any:
+        from transformers import DynamicCache
+
+        return DynamicCache(config=self.model.config)
+
+    def __call__(
+        self, ids: torch.Tensor, mask: torch.Tensor, pos: torch.Tensor, cache: Any
+    ) -> torch.Tensor:
+        out = self.model(
+            input_ids=ids,
+            attention_mask=mask,
+            position_ids=pos,
+            past_key_values=cache,
+            use_cache=True,
+            logits_to_keep=1,
+        )
+        logits: torch.Tensor = out.logits[:, -1, :].float()
+        return logits
+
+
+@dataclass
+class LeanLayer:
+    """One layer's cached keys and values, ``[B, kv_heads, L, head_dim]`` (None before prefill).
+
+    Same attribute names as transformers' ``DynamicLayer``, so batch surgery treats both alike.
+    """
+
+    keys: Any = None
+    values: Any = None
+
+
+class LeanCache:
+    """The KV cache of :class:`LeanForward`."""
+
+    def __init__(self, n_layers: int) -> None:
+        self.layers = [LeanLayer() for _ in range(n_layers)]
+
+    def batch_select_indices(self, indices: torch.Tensor) -> None:
+        for layer in self.layers:
+            layer.keys, layer.values = layer.keys[indices], layer.values[indices]
+
+
+def lean_unsupported(model: Any) -> str | None:
+    """Why :class:`LeanForward` cannot run ``model`` (``None``: it can)."""
+    import torch
+
+    config = getattr(model, "config", None)
+    family = getattr(config, "model_type", None)
+    if family not in _FAMILIES:
+        return f"model type {family!r} (lean decoding covers {', '.join(_FAMILIES)})"
+    inner = getattr(model, "model", None)
+    if inner is None or not hasattr(inner, "layers") or not hasattr(model, "lm_head"):
+        return "not a *ForCausalLM with .model.layers and .lm_head"
+    if any(t != "full_attention" for t in getattr(config, "layer_types", None) or []):
+        return "sliding-window layers"
+    if getattr(config, "sliding_window", None) and getattr(config, "use_sliding_window", True):
+        return "sliding-window attention"
+    if getattr(config, "pretraining_tp", 1) != 1:
+        return "pretraining_tp > 1"
+    if (act := getattr(config, "hidden_act", "silu")) != "silu":
+        return f"activation {act!r}"
+    if float(getattr(config, "attention_dropout", 0.0) or 0.0) > 0.0:
+        return "attention dropout"
+    if type(inner.embed_tokens) is not torch.nn.Embedding or not hasattr(inner, "rotary_emb"):
+        return "no plain token embedding or rotary embedding"
+    for layer in inner.layers:
+        attn, mlp = layer.self_attn, layer.mlp
+        mods = [getattr(attn, n, None) for n in ("q_proj", "k_proj", "v_proj", "o_proj")]
+        mods += [getattr(mlp, n, None) for n in ("gate_proj", "up_proj", "down_proj")]
+        for mod in mods:
+            if (why := _projection_unsupported(mod)) is not None:
+                return why
+        for norm in (layer.input_layernorm, layer.post_attention_layernorm):
+            if not hasattr(norm, "variance_epsilon") or not hasattr(norm, "weight"):
+                return f"norm {type(norm).__name__}"
+        if hasattr(attn, "q_norm") or hasattr(attn, "sinks"):
+            return "per-head norms or attention sinks"
+    return None
+
+
+def _projection_unsupported(mod: Any) -> str | None:
+    """``None`` for a plain ``nn.Linear`` or a peft LoRA ``Linear`` of plain LoRA adapters."""
+    import torch
+
+    if type(mod) is torch.nn.Linear:
+        return None
+    base = getattr(mod, "base_layer", None)
+    if type(base) is not torch.nn.Linear or not hasattr(mod, "lora_A"):
+        return f"projection {type(mod).__name__} (plain nn.Linear or peft LoRA only)"
+    if getattr(mod, "merged", False) or getattr(mod, "fan_in_fan_out", False):
+        return "a merged or fan-in-fan-out peft layer"
+    if getattr(mod, "lora_variant", None) or any(getattr(mod, "use_dora", {}).values()):
+        return "a LoRA variant (e.g. DoRA)"
+    if any(getattr(mod, "lora_bias", {}).values()):
+        return "LoRA bias"
+    return None
+
+
+def _proj(mod: Any, x: torch.Tensor) -> torch.Tensor:
+    """``mod(x)`` for a plain linear layer or a peft LoRA one (checked by
+    :func:`_projection_unsupported`): ``base(x) + B(A(dropout(x))) * scaling`` per active adapter."""
+    import torch.nn.functional as F
+
+    base = getattr(mod, "base_layer", None)
+    if base is None:
+        return F.linear(x, mod.weight, mod.bias)
+    y = F.linear(x, base.weight, base.bias)
+    if mod.disable_adapters:
+        return y
+    for name in mod.active_adapters:
+        if name in mod.lora_A:
+            a, b = mod.lora_A[name].weight, mod.lora_B[name].weight
+            y = y + F.linear(F.linear(mod.lora_dropout[name](x), a), b) * mod.scaling[name]
+    return y
+
+
+def lean_forward(model: Any) -> LeanForward | None:
+    """A :class:`LeanForward` over ``model``, or ``None`` when it does not apply."""
+    return LeanForward(model) if lean_unsupported(model) is None else None
+
+
+def _rms(x: torch.Tensor, norm: Any) -> torch.Tensor:
+    import torch
+
+    if x.dtype == torch.float32:
+        inv = torch.mean(x * x, -1, keepdim=True).add_(norm.variance_epsilon).rsqrt_()
+        return (x * inv).mul_(norm.weight)
+    # Half precision: normalise in fp32 and cast back before the weight, as transformers does.
+    h = x.float()
+    h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + norm.variance_epsilon)
+    out: torch.Tensor = norm.weight * h.to(x.dtype)
+    return out
+
+
+def _rope(x: torch.Tensor, cos: torch.Tensor, signed_sin: torch.Tensor) -> torch.Tensor:
+    """``x * cos + rotate_half(x) * sin`` in three ops: with both halves of ``sin`` equal (as
+    rotary embeddings build them), ``rotate_half(x) * sin == roll(x) * [-sin1, sin2]``."""
+    import torch
+
+    return torch.addcmul(x * cos, x.roll(x.shape[-1] // 2, dims=-1), signed_sin)
+
+
+def _rotary(rotary: Any, x: torch.Tensor, pos: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos and sin ``[B, T, d]`` for ``pos``, from the model's own rotary module.
+
+    Static rope types (default, linear, llama3, yarn ...) keep their scaled frequencies in
+    ``inv_freq``: computed here directly, without the module's per-call wrappers. Dynamic types
+    rescale by sequence length, so they go through the module.
+    """
+    import torch
+
+    if "dynamic" in str(getattr(rotary, "rope_type", "default")):
+        cos, sin = rotary(x, pos)
+        return cos, sin
+    freqs = pos[..., None].to(torch.float32) * rotary.inv_freq  # [B, T, d/2]
+    emb = torch.cat((freqs, freqs), dim=-1)  # [B, T, d]
+    scale = float(getattr(rotary, "attention_scaling", 1.0))
+    cos, sin = emb.cos(), emb.sin()
+    if scale != 1.0:
+        cos, sin = cos * scale, sin * scale
+    return cos.to(x.dtype), sin.to(x.dtype)
+
+
+class LeanForward:
+    """The decoder's forward over its own modules (see the module docstring)."""
+
+    def __init__(self, model: Any) -> None:
+        self.model = model
+        config = model.config
+        self.n_heads = int(config.num_attention_heads)
+        self.n_kv = int(getattr(config, "num_key_value_heads", None) or self.n_heads)
+        self.head_dim = int(
+            getattr(config, "head_dim", None) or config.hidden_size // self.n_heads
+        )
+
+    def new_cache(self) -> LeanCache:
+        return LeanCache(len(self.model.model.layers))
+
+    def __call__(
+        self, ids: torch.Tensor, mask: torch.Tensor, pos: torch.Tensor, cache: LeanCache
+    ) -> torch.Tensor:
+        import torch.nn.functional as F
+
+        last = self.hidden(ids, mask, pos, cache, last_only=True)[:, -1]  # [B, H]
+        head = self.model.lm_head
+        return F.linear(last, head.weight, head.bias).float()  # [B, V]
+
+    def hidden(
+        self,
+        ids: torch.Tensor,
+        mask: torch.Tensor | None,
+        pos: torch.Tensor,
+        cache: LeanCache | None,
+        *,
+        last_only: bool = False,
+    ) -> torch.Tensor:
+        """The final hidden states ``[B, T, H]`` (after the last norm) of the new tokens.
+
+        Args:
+            ids: ``[B, T]`` new token ids.
+            mask: ``[B, L + T]`` 1 where the cache (then the new tokens) holds a real token;
+                ``None``: every token is real and there is no cache (plain causal attention).
+            pos: ``[B, T]`` positions of the new tokens.
+            cache: extended in place; ``None`` keeps nothing (training without a prefix).
+            last_only: return only the last position, ``[B, 1, H]``.
+        """
+        import torch
+        import torch.nn.functional as F
+
+        inner = self.model.model
+        b, t = ids.shape
+        x = inner.embed_tokens(ids)  # [B, T, H]
+        cos, sin = _rotary(inner.rotary_emb, x, pos)  # [B, T, d]
+        half = self.head_dim // 2
+        sin = torch.cat((-sin[..., :half], sin[..., half:]), dim=-1)  # see _rope
+        cos, sin = cos[:, None], sin[:, None]  # [B, 1, T, d]
+        allowed = _attention_mask(mask, t) if mask is not None else None  # [B, 1, T, L]
+        gqa = self.n_kv != self.n_heads
+        layers = cache.layers if cache is not None else [None] * len(inner.layers)
+        for layer, kv in zip(inner.layers, layers, strict=True):
+            attn = layer.self_attn
+            h = _rms(x, layer.input_layernorm)
+            q = _proj(attn.q_proj, h).view(b, t, self.n_heads, self.head_dim).transpose(1, 2)
+            k = _proj(attn.k_proj, h).view(b, t, self.n_kv, self.head_dim).transpose(1, 2)
+            v = _proj(attn.v_proj, h).view(b, t, self.n_kv, self.head_dim).transpose(1, 2)
+            q, k = _rope(q, cos, sin), _rope(k, cos, sin)
+            if kv is not None:
+                if kv.keys is not None:
+                    k = torch.cat([kv.keys, k], dim=2)
+                    v = torch.cat([kv.values, v], dim=2)
+                kv.keys, kv.values = k, v
+            o = F.scaled_dot_product_attention(
+                q, k, v, attn_mask=allowed, is_causal=allowed is None and t > 1,
+                scale=attn.scaling, enable_gqa=gqa,
+            )  # [B, heads, T, d]
+            o = o.transpose(1, 2).reshape(b, t, self.n_heads * self.head_dim)
+            x = x + _proj(attn.o_proj, o)
+            mlp = layer.mlp
+            h = _rms(x, layer.post_attention_layernorm)
+            gate = F.silu(_proj(mlp.gate_proj, h))
+            x = x + _proj(mlp.down_proj, gate * _proj(mlp.up_proj, h))
+        if last_only:
+            return _rms(x[:, -1:], inner.norm)
+        return _rms(x, inner.norm)
+
+
+def _attention_mask(mask: torch.Tensor, t: int) -> torch.Tensor:
+    """``[B, 1, T, L]`` bool: query ``i`` (of the last ``t``) sees real key ``j <= i``.
+
+    Every query also sees itself, so a padding query is never fully masked (a fully masked row
+    gives NaN, and NaN keys would poison the cache even where masked out).
+    """
+    import torch
+
+    keys = mask.bool()[:, None, None, :]  # [B, 1, 1, L]
+    if t == 1:
+        return keys
+    width = mask.shape[1]
+    q_pos = torch.arange(width - t, width, device=mask.device)[:, None]  # [T, 1]
+    k_pos = torch.arange(width, device=mask.device)[None, :]  # [1, L]
+    causal = k_pos <= q_pos  # [T, L]
+    return (keys & causal) | (k_pos == q_pos)
