@@ -127,17 +127,27 @@ def _engine(config: TrainingConfig, loaded: Any, device: str, run: RunDir) -> An
     concurrency = t.concurrency or t.rollout_batch_size * t.n_samples_per_prompt
     if t.engine == "vllm":
         return _vllm_engine(config, loaded, device, run)
-    from osmosis_trainer.engines import HFEngine
+    from osmosis_trainer.engines import HFEngine, HFProcessEngine
 
-    return HFEngine(
-        loaded,
-        device=device,
-        max_batch_size=concurrency,
-        max_new_tokens=config.sampling.max_tokens or t.max_response_length,
-        copy_model=True,
-        seed=t.seed,
-        lean_decoding=t.lean_forward,
-    )
+    options: dict[str, Any] = {
+        "max_batch_size": concurrency,
+        "max_new_tokens": config.sampling.max_tokens or t.max_response_length,
+        "seed": t.seed,
+        "lean_decoding": t.lean_forward,
+    }
+    if t.engine_process:
+        threads = None
+        if device == "cpu":
+            import torch
+
+            # Split the cores: the update here, decoding in the child.
+            cores = torch.get_num_threads()
+            threads = max(1, cores // 2)
+            torch.set_num_threads(max(1, cores - threads))
+        return HFProcessEngine(
+            config.experiment.model_path, device=device, torch_threads=threads, **options
+        )
+    return HFEngine(loaded, device=device, copy_model=True, **options)
 
 
 _VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
