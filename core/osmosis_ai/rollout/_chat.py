@@ -5,12 +5,14 @@ from __future__ import annotations
 import functools
 import json
 import ssl
+from collections.abc import Awaitable, Callable
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 
 from osmosis_ai.errors import PolicyCallError
-from osmosis_ai.rollout._local import local_transport
+from osmosis_ai.rollout._local import DirectHandler, local_direct, local_transport
 from osmosis_ai.rollout._scope import PolicyRoute
 from osmosis_ai.rollout._types import ChatResult, Message
 
@@ -31,43 +33,89 @@ async def chat_completion(
     """POST one non-streaming chat completion to ``route`` and parse the reply.
 
     429/5xx answers (the gateway answers 429 while it swaps weights) are retried honouring
-    ``Retry-After``; other 4xx answers raise :class:`PolicyCallError` at once.
+    ``Retry-After``; other 4xx answers raise :class:`PolicyCallError` at once. A gateway served
+    by the calling event loop is called in process (see :mod:`._local`), with the same answers.
     """
-    import asyncio
-
     body: dict[str, Any] = {"model": route.model, "messages": messages, **params}
     if tools:
         body["tools"] = tools
     url = route.base_url.rstrip("/") + "/chat/completions"
     headers = {"Authorization": f"Bearer {route.api_key}"}
-    delay = 0.2
+    direct = local_direct(url)
+    if direct is not None:
+        answer = await _retrying(url, max_attempts, lambda: _call_direct(direct, url, headers, body, timeout_s))
+        if answer is not None:
+            return _parse_answer(answer)
     local = local_transport(url)
     client_args: dict[str, Any] = (
         {"transport": local} if local is not None else {"verify": _ssl_context()}
     )
     async with httpx.AsyncClient(timeout=timeout_s, **client_args) as client:
-        for attempt in range(1, max_attempts + 1):
-            try:
-                resp = await client.post(url, json=body, headers=headers)
-            except httpx.TransportError as exc:
-                if attempt == max_attempts:
-                    raise PolicyCallError(f"policy call to {url} failed: {exc!r}") from exc
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 5.0)
-                continue
-            if resp.status_code in _RETRY_STATUSES and attempt < max_attempts:
-                retry_after = resp.headers.get("retry-after")
-                wait = _parse_retry_after(retry_after, delay)
-                await asyncio.sleep(wait)
-                delay = min(delay * 2, 5.0)
-                continue
-            if resp.status_code >= 400:
-                raise PolicyCallError(
-                    f"policy call to {url} answered HTTP {resp.status_code}: {resp.text[:500]}",
-                    status_code=resp.status_code,
-                    body=resp.text[:2000],
-                )
-            return _parse(resp.json())
+
+        async def post() -> _Answer:
+            resp = await client.post(url, json=body, headers=headers)
+            return _Answer(resp.status_code, resp.text, resp.headers.get("retry-after"))
+
+        answer = await _retrying(url, max_attempts, post)
+    assert answer is not None
+    return _parse_answer(answer)
+
+
+class _Answer:
+    """A reply's status, body text and ``Retry-After`` header, however it travelled."""
+
+    def __init__(self, status: int, text: str, retry_after: str | None) -> None:
+        self.status, self.text, self.retry_after = status, text, retry_after
+
+
+async def _call_direct(
+    direct: DirectHandler, url: str, headers: dict[str, str], body: dict[str, Any], timeout_s: float
+) -> _Answer | None:
+    import asyncio
+
+    # A JSON round trip, as over HTTP: neither side can alias or mutate the other's objects.
+    sent = json.loads(json.dumps(body))
+    lowered = {k.lower(): v for k, v in headers.items()}
+    try:
+        got = await asyncio.wait_for(direct(urlsplit(url).path, lowered, sent), timeout_s)
+    except TimeoutError as exc:
+        raise httpx.ReadTimeout(f"no answer in {timeout_s} s") from exc
+    if got is None:
+        return None
+    status, data, reply_headers = got
+    retry_after = {k.lower(): v for k, v in reply_headers.items()}.get("retry-after")
+    return _Answer(status, json.dumps(data), retry_after)
+
+
+async def _retrying(
+    url: str, max_attempts: int, send: Callable[[], Awaitable[_Answer | None]]
+) -> _Answer | None:
+    """``send()`` until an answer that is not retried; ``None`` if ``send`` declines."""
+    import asyncio
+
+    delay = 0.2
+    for attempt in range(1, max_attempts + 1):
+        try:
+            answer = await send()
+        except httpx.TransportError as exc:
+            if attempt == max_attempts:
+                raise PolicyCallError(f"policy call to {url} failed: {exc!r}") from exc
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 5.0)
+            continue
+        if answer is None:
+            return None
+        if answer.status in _RETRY_STATUSES and attempt < max_attempts:
+            await asyncio.sleep(_parse_retry_after(answer.retry_after, delay))
+            delay = min(delay * 2, 5.0)
+            continue
+        if answer.status >= 400:
+            raise PolicyCallError(
+                f"policy call to {url} answered HTTP {answer.status}: {answer.text[:500]}",
+                status_code=answer.status,
+                body=answer.text[:2000],
+            )
+        return answer
     raise AssertionError("unreachable")  # pragma: no cover
 
 
@@ -83,6 +131,14 @@ def _parse_retry_after(value: str | None, default: float) -> float:
         return min(max(float(value), 0.05), 30.0) if value is not None else default
     except ValueError:
         return default
+
+
+def _parse_answer(answer: _Answer) -> ChatResult:
+    try:
+        data = json.loads(answer.text)
+    except json.JSONDecodeError as exc:
+        raise PolicyCallError(f"policy reply is not JSON: {answer.text[:300]}") from exc
+    return _parse(data)
 
 
 def _parse(data: dict[str, Any]) -> ChatResult:

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import time
 import uuid
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -27,7 +30,7 @@ from osmosis_trainer.gateway._wire import (
 if TYPE_CHECKING:
     from osmosis_trainer.gateway._gateway import PolicyGateway
 
-__all__ = ["UNSCOPED_ROLLOUT", "GatewayBusy", "build_app"]
+__all__ = ["UNSCOPED_ROLLOUT", "GatewayBusy", "build_app", "chat_direct"]
 
 logger = logging.getLogger("osmosis")
 
@@ -123,68 +126,109 @@ def _install_error_handlers(app: FastAPI) -> None:
 
 
 def _check_auth(gw: PolicyGateway, request: Request) -> Response | None:
-    if gw.api_key is None:
+    denied = _auth_denied(gw, request.headers.get("authorization", ""))
+    return _response(denied) if denied is not None else None
+
+
+def _auth_denied(gw: PolicyGateway, authorization: str) -> Reply | None:
+    if gw.api_key is None or authorization == f"Bearer {gw.api_key}":
         return None
-    auth = request.headers.get("authorization", "")
-    if auth != f"Bearer {gw.api_key}":
-        return _error(
-            401,
-            "missing or wrong API key: send 'Authorization: Bearer <key>'",
-            "authentication_error",
-            code="invalid_api_key",
-        )
-    return None
+    return _reply(
+        401,
+        "missing or wrong API key: send 'Authorization: Bearer <key>'",
+        "authentication_error",
+        code="invalid_api_key",
+    )
 
 
-async def _parse(request: Request) -> ChatCompletionRequest | Response:
+async def _parse(request: Request) -> ChatCompletionRequest | Reply:
     raw = await request.body()
     try:
         data = json.loads(raw)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        return _error(400, f"request body is not valid JSON: {exc}", "invalid_request_error")
+        return _reply(400, f"request body is not valid JSON: {exc}", "invalid_request_error")
+    return _validate(data)
+
+
+def _validate(data: Any) -> ChatCompletionRequest | Reply:
     if not isinstance(data, dict):
-        return _error(400, "request body must be a JSON object", "invalid_request_error")
+        return _reply(400, "request body must be a JSON object", "invalid_request_error")
     try:
         return ChatCompletionRequest.model_validate(data)
     except ValidationError as exc:
         message, param = validation_message(exc)
-        return _error(400, message, "invalid_request_error", param=param)
+        return _reply(400, message, "invalid_request_error", param=param)
+
+
+@dataclass
+class Reply:
+    """An answer ready to send: status, JSON body and extra headers."""
+
+    status: int
+    body: dict[str, Any]
+    headers: dict[str, str] | None = None
+
+
+def _reply(
+    status: int,
+    message: str,
+    type_: str,
+    *,
+    param: str | None = None,
+    code: str | None = None,
+    headers: dict[str, str] | None = None,
+) -> Reply:
+    return Reply(status, error_body(message, type_, param=param, code=code), headers)
+
+
+def _response(reply: Reply) -> Response:
+    if reply.status == 200:
+        return _json(reply.body)
+    return JSONResponse(reply.body, status_code=reply.status, headers=reply.headers)
+
+
+_SCOPED_CHAT = re.compile(r"/rollouts/([^/]+)/samples/([^/]+)/v1/chat/completions")
+
+
+async def chat_direct(
+    gw: PolicyGateway, path: str, headers: dict[str, str], body: dict[str, Any]
+) -> tuple[int, dict[str, Any], dict[str, str]] | None:
+    """Serve a scoped, non-streaming chat completion called in process (see
+    ``osmosis_ai.rollout._local``): the HTTP route's checks and recording, without HTTP.
+    ``None``: not such a call, send it over HTTP."""
+    match = _SCOPED_CHAT.fullmatch(path)
+    if match is None or body.get("stream"):
+        return None
+    rollout_id, sample_id = unquote(match.group(1)), unquote(match.group(2))
+    reply = _auth_denied(gw, headers.get("authorization", ""))
+    if reply is None:
+        parsed = _validate(body)
+        if isinstance(parsed, Reply):
+            reply = parsed
+        else:
+            done = await _complete(gw, parsed, rollout_id, sample_id)
+            if isinstance(done, Reply):
+                reply = done
+            else:
+                call_id, created, result = done
+                reply = Reply(200, completion_body(
+                    call_id, created, gw.model_name, result, logprobs=bool(parsed.logprobs),
+                    token_ids=bool(parsed.return_token_ids),
+                ))
+    return reply.status, reply.body, dict(reply.headers or {})
 
 
 async def _chat(gw: PolicyGateway, request: Request, rollout_id: str, sample_id: str) -> Response:
     if (denied := _check_auth(gw, request)) is not None:
         return denied
     parsed = await _parse(request)
-    if isinstance(parsed, Response):
-        return parsed
-    messages = [m.model_dump(exclude_none=True) for m in parsed.messages]
-    gen = gw.generation_request(parsed, messages)
-    started, t0 = time.time(), time.perf_counter()
-    try:
-        await gw.admit()
-    except GatewayBusy:
-        return _error(
-            429,
-            "the policy is being updated; retry shortly",
-            "rate_limit_error",
-            code="policy_swapping",
-            headers={"Retry-After": str(gw.retry_after_s)},
-        )
-    try:
-        result = await gw.engine.generate(gen)
-    except EngineError as exc:
-        gw.stats["engine_errors"] += 1
-        kind = "invalid_request_error" if exc.status_code < 500 else "server_error"
-        return _error(exc.status_code, str(exc), kind, code=exc.code)
-    except Exception as exc:  # the engine failed: answer 502, never 500
-        gw.stats["engine_errors"] += 1
-        logger.exception("policy engine %s failed", gw.engine.name)
-        return _error(502, f"policy engine failed: {exc!r}", "server_error", code="engine_error")
-    finally:
-        gw.release()
-    call_id = f"chatcmpl-{uuid.uuid4().hex}"
-    gw.record(_record(call_id, rollout_id, sample_id, messages, parsed, result, gw, started, t0))
-    model, created = gw.model_name, int(started)
+    if isinstance(parsed, Reply):
+        return _response(parsed)
+    done = await _complete(gw, parsed, rollout_id, sample_id)
+    if isinstance(done, Reply):
+        return _response(done)
+    call_id, created, result = done
+    model = gw.model_name
     token_ids = bool(parsed.return_token_ids)
     if parsed.stream:
         include_usage = bool(parsed.stream_options and parsed.stream_options.include_usage)
@@ -197,6 +241,40 @@ async def _chat(gw: PolicyGateway, request: Request, rollout_id: str, sample_id:
             call_id, created, model, result, logprobs=bool(parsed.logprobs), token_ids=token_ids
         )
     )
+
+
+async def _complete(
+    gw: PolicyGateway, parsed: ChatCompletionRequest, rollout_id: str, sample_id: str
+) -> Reply | tuple[str, int, GenerationResult]:
+    """Generate and record one call: ``(call_id, created, result)`` or an error reply."""
+    messages = [m.model_dump(exclude_none=True) for m in parsed.messages]
+    gen = gw.generation_request(parsed, messages)
+    started, t0 = time.time(), time.perf_counter()
+    try:
+        await gw.admit()
+    except GatewayBusy:
+        return _reply(
+            429,
+            "the policy is being updated; retry shortly",
+            "rate_limit_error",
+            code="policy_swapping",
+            headers={"Retry-After": str(gw.retry_after_s)},
+        )
+    try:
+        result = await gw.engine.generate(gen)
+    except EngineError as exc:
+        gw.stats["engine_errors"] += 1
+        kind = "invalid_request_error" if exc.status_code < 500 else "server_error"
+        return _reply(exc.status_code, str(exc), kind, code=exc.code)
+    except Exception as exc:  # the engine failed: answer 502, never 500
+        gw.stats["engine_errors"] += 1
+        logger.exception("policy engine %s failed", gw.engine.name)
+        return _reply(502, f"policy engine failed: {exc!r}", "server_error", code="engine_error")
+    finally:
+        gw.release()
+    call_id = f"chatcmpl-{uuid.uuid4().hex}"
+    gw.record(_record(call_id, rollout_id, sample_id, messages, parsed, result, gw, started, t0))
+    return call_id, int(started), result
 
 
 def _record(

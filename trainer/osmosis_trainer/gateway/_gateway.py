@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import threading
 import time
@@ -17,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from osmosis_ai.rollout import LLMCall, Message, PolicyRoute
 from osmosis_ai.rollout._local import register_local_app, unregister_local_app
 from osmosis_trainer.engines import GenerationRequest, InferenceEngine
-from osmosis_trainer.gateway._app import UNSCOPED_ROLLOUT, GatewayBusy, build_app
+from osmosis_trainer.gateway._app import UNSCOPED_ROLLOUT, GatewayBusy, build_app, chat_direct
 from osmosis_trainer.gateway._store import CallStore
 from osmosis_trainer.gateway._wire import ChatCompletionRequest
 
@@ -162,7 +163,7 @@ class PolicyGateway:
             await asyncio.sleep(0.005)
         self.port = server.servers[0].sockets[0].getsockname()[1]
         self._server = server
-        register_local_app(self.url, self.app)
+        register_local_app(self.url, self.app, direct=functools.partial(chat_direct, self))
         logger.info("policy gateway listening on %s", self.url)
 
     async def stop(self) -> None:
