@@ -155,14 +155,19 @@ def _embeddings_targeted(model: Any) -> bool:
     return targeted
 
 
-def save_adapter(model: Any, directory: Path) -> Path:
-    """Save the model's LoRA adapter in standard PEFT format into ``directory`` atomically."""
+def save_adapter(model: Any, directory: Path, *, durable: bool = True) -> Path:
+    """Save the model's LoRA adapter in standard PEFT format into ``directory`` atomically.
+
+    ``durable=False`` skips the fsync: for adapters read at once and never needed after a
+    crash (the per-step copy the engine loads).
+    """
     directory = Path(directory)
     directory.parent.mkdir(parents=True, exist_ok=True)
     tmp = directory.with_name(f".{directory.name}.{os.getpid()}.tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     _save_pretrained(model, tmp)
-    _fsync_tree(tmp)
+    if durable:
+        _fsync_tree(tmp)
     if directory.exists():
         shutil.rmtree(directory)
     os.replace(tmp, directory)

@@ -6,7 +6,7 @@ import json
 import logging
 import re
 import time
-import uuid
+import random
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
@@ -35,6 +35,9 @@ __all__ = ["UNSCOPED_ROLLOUT", "GatewayBusy", "build_app", "chat_direct"]
 logger = logging.getLogger("osmosis")
 
 UNSCOPED_ROLLOUT = "unscoped"
+# Call ids: a private generator seeded from the OS once (uuid4 reads the OS per call, and the
+# global `random` may be seeded by the user, which would repeat ids across runs).
+_ids = random.Random(random.SystemRandom().getrandbits(64))
 _ROLLOUT_HEADER = "x-osmosis-rollout-id"
 _SAMPLE_HEADER = "x-osmosis-sample-id"
 
@@ -272,7 +275,7 @@ async def _complete(
         return _reply(502, f"policy engine failed: {exc!r}", "server_error", code="engine_error")
     finally:
         gw.release()
-    call_id = f"chatcmpl-{uuid.uuid4().hex}"
+    call_id = f"chatcmpl-{_ids.getrandbits(128):032x}"
     gw.record(_record(call_id, rollout_id, sample_id, messages, parsed, result, gw, started, t0))
     return call_id, int(started), result
 

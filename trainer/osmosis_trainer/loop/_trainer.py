@@ -253,13 +253,10 @@ class Trainer:
         update_metrics: dict[str, float] = {}
         if batch.sequences:
             # A worker thread keeps the event loop (gateway, rollouts run ahead) responsive.
-            try:
-                stats = await asyncio.to_thread(
-                    policy_update, self.model, self.optimizer, batch.sequences, self.s.update,
-                    device=self.device, where=f"step {step}",
-                )
-            finally:
-                _release_memory()
+            stats = await asyncio.to_thread(
+                _update_then_release, self.model, self.optimizer, batch.sequences,
+                self.s.update, device=self.device, where=f"step {step}",
+            )
             update_metrics = stats.as_metrics()
         lr = float(self.scheduler.get_last_lr()[0])
         self.scheduler.step()
@@ -268,7 +265,10 @@ class Trainer:
         # The checkpoint's data position: rows of steps run ahead are served again on resume.
         self._position = got.position_after
         if batch.sequences:
-            adapter = save_adapter(self.model, self.run_dir.adapters / f"step_{step:06d}")
+            # Only the engine reads it, right away: atomic, but no fsync (checkpoints have one).
+            adapter = save_adapter(
+                self.model, self.run_dir.adapters / f"step_{step:06d}", durable=False
+            )
             await self.source.push_adapter(adapter, step)
             self._prune_adapters()
         now = time.perf_counter()
@@ -371,6 +371,14 @@ def _freeze_heap() -> None:
     """
     gc.collect()
     gc.freeze()
+
+
+def _update_then_release(*args: Any, **kwargs: Any) -> Any:
+    """``policy_update``, then :func:`_release_memory`, both off the event loop."""
+    try:
+        return policy_update(*args, **kwargs)
+    finally:
+        _release_memory()
 
 
 def _release_memory() -> None:
