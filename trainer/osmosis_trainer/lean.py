@@ -216,10 +216,20 @@ def _rotary(rotary: Any, x: torch.Tensor, pos: torch.Tensor) -> tuple[torch.Tens
 
 
 class LeanForward:
-    """The decoder's forward over its own modules (see the module docstring)."""
+    """The decoder's forward over its own modules (see the module docstring).
 
-    def __init__(self, model: Any) -> None:
+    With ``fuse``, projections that read the same input (q/k/v, gate/up) run as one matmul:
+    their base weights are concatenated once and kept (re-made if they ever change: worth it
+    for frozen base weights under LoRA, i.e. the trainer), the LoRA ``A`` matrices are
+    concatenated and the ``B`` matrices laid out block-diagonally per call, so gradients reach
+    each adapter matrix as before. Half the matmul calls on small models, where each call's
+    overhead dominates; the cost is one copy of those base weights.
+    """
+
+    def __init__(self, model: Any, *, fuse: bool = False) -> None:
         self.model = model
+        self.fuse = fuse
+        self._fused: dict[tuple[int, ...], tuple[tuple[Any, ...], Any, Any]] = {}
         config = model.config
         self.n_heads = int(config.num_attention_heads)
         self.n_kv = int(getattr(config, "num_key_value_heads", None) or self.n_heads)
@@ -274,9 +284,10 @@ class LeanForward:
         for layer, kv in zip(inner.layers, layers, strict=True):
             attn = layer.self_attn
             h = _rms(x, layer.input_layernorm)
-            q = _proj(attn.q_proj, h).view(b, t, self.n_heads, self.head_dim).transpose(1, 2)
-            k = _proj(attn.k_proj, h).view(b, t, self.n_kv, self.head_dim).transpose(1, 2)
-            v = _proj(attn.v_proj, h).view(b, t, self.n_kv, self.head_dim).transpose(1, 2)
+            q, k, v = self._projections((attn.q_proj, attn.k_proj, attn.v_proj), h)
+            q = q.view(b, t, self.n_heads, self.head_dim).transpose(1, 2)
+            k = k.view(b, t, self.n_kv, self.head_dim).transpose(1, 2)
+            v = v.view(b, t, self.n_kv, self.head_dim).transpose(1, 2)
             q, k = _rope(q, cos, sin), _rope(k, cos, sin)
             if kv is not None:
                 if kv.keys is not None:
@@ -291,11 +302,82 @@ class LeanForward:
             x = x + _proj(attn.o_proj, o)
             mlp = layer.mlp
             h = _rms(x, layer.post_attention_layernorm)
-            gate = F.silu(_proj(mlp.gate_proj, h))
-            x = x + _proj(mlp.down_proj, gate * _proj(mlp.up_proj, h))
+            gate, up = self._projections((mlp.gate_proj, mlp.up_proj), h)
+            x = x + _proj(mlp.down_proj, F.silu(gate) * up)
         if last_only:
             return _rms(x[:, -1:], inner.norm)
         return _rms(x, inner.norm)
+
+
+    def _projections(self, mods: tuple[Any, ...], x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """``tuple(m(x) for m in mods)``, as one matmul when ``fuse`` allows."""
+        lora = _fusable_lora(mods) if self.fuse else None
+        if lora is None:
+            return tuple(_proj(m, x) for m in mods)
+        import torch
+        import torch.nn.functional as F
+
+        weight, bias = self._fused_base(mods)
+        y = F.linear(x, weight, bias)
+        if lora:
+            a = torch.cat([m.lora_A[n].weight for m, n in zip(mods, lora, strict=True)])
+            b = torch.block_diag(  # type: ignore[no-untyped-call]
+                *(m.lora_B[n].weight for m, n in zip(mods, lora, strict=True))
+            )
+            y = y + F.linear(F.linear(x, a), b) * mods[0].scaling[lora[0]]
+        sizes = [_base(m).out_features for m in mods]
+        return tuple(y.split(sizes, dim=-1))  # type: ignore[no-untyped-call]
+
+    def _fused_base(self, mods: tuple[Any, ...]) -> tuple[Any, Any]:
+        import torch
+
+        bases = [_base(m) for m in mods]
+        key = tuple(id(m) for m in bases)
+        stamp = tuple((m.weight.data_ptr(), m.weight._version) for m in bases)
+        cached = self._fused.get(key)
+        if cached is None or cached[0] != stamp:
+            with torch.no_grad():
+                weight = torch.cat([m.weight for m in bases])
+                bias = None
+                if any(m.bias is not None for m in bases):
+                    bias = torch.cat([
+                        m.bias if m.bias is not None else m.weight.new_zeros(m.out_features)
+                        for m in bases
+                    ])
+            cached = (stamp, weight, bias)
+            self._fused[key] = cached
+        return cached[1], cached[2]
+
+
+def _base(mod: Any) -> Any:
+    return getattr(mod, "base_layer", mod)
+
+
+def _fusable_lora(mods: tuple[Any, ...]) -> list[str] | None:
+    """The adapter name of each LoRA module (``[]``: serve the frozen base only) when ``mods``
+    can run fused: frozen base weights, one active adapter each, no dropout, one scaling."""
+    import torch
+
+    bases = [_base(m) for m in mods]
+    if any(b.weight.requires_grad for b in bases):
+        return None  # trained base weights: a cached concatenation would go stale mid-step
+    if all(type(m) is torch.nn.Linear for m in mods):
+        return []
+    if not all(hasattr(m, "lora_A") for m in mods):
+        return None
+    if all(m.disable_adapters for m in mods):
+        return []
+    names: list[str] = []
+    for m in mods:
+        active = [n for n in m.active_adapters if n in m.lora_A]
+        if m.disable_adapters or len(active) != 1:
+            return None
+        if type(m.lora_dropout[active[0]]) is not torch.nn.Identity:
+            return None  # peft draws one dropout mask per projection
+        names.append(active[0])
+    if len({m.scaling[n] for m, n in zip(mods, names, strict=True)}) != 1:
+        return None
+    return names
 
 
 def _attention_mask(mask: torch.Tensor, t: int) -> torch.Tensor:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 import logging
+import random
 import re
 import time
-import random
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote

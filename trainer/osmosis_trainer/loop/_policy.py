@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import weakref
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -9,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from osmosis_trainer.grpo import entropy_from_logits
-from osmosis_trainer.lean import lean_forward
+from osmosis_trainer.lean import LeanForward, lean_unsupported
 from osmosis_trainer.loop._batch import SharedPrefix
 
 if TYPE_CHECKING:
@@ -105,7 +106,7 @@ def token_logprobs(
         ``(logp, entropy | None)`` shaped like ``mask``, zero where ``mask`` is 0.
     """
     lm = _causal_lm(model)
-    fast = lean_forward(lm) if lean else None
+    fast = _trainer_forward(lm) if lean else None
     if prefix is not None:
         from osmosis_trainer.loop._prefix import shared_prefix_hidden
 
@@ -138,6 +139,17 @@ def token_logprobs(
             entropy = torch.zeros(mask.shape, dtype=ent.dtype, device=ent.device)
             entropy = entropy.masked_scatter(mask, ent)
     return logp, entropy
+
+
+_forwards: weakref.WeakKeyDictionary[Any, LeanForward | None] = weakref.WeakKeyDictionary()
+
+
+def _trainer_forward(lm: Any) -> LeanForward | None:
+    """The model's fused :class:`LeanForward` (kept: it caches fused frozen weights), or
+    ``None`` when the model is not supported."""
+    if lm not in _forwards:
+        _forwards[lm] = LeanForward(lm, fuse=True) if lean_unsupported(lm) is None else None
+    return _forwards[lm]
 
 
 def load_adapter_weights(model: torch.nn.Module, adapter_dir: str | Path) -> None:
