@@ -109,3 +109,24 @@ def test_other_architectures_fall_back() -> None:
     gpt2 = GPT2LMHeadModel(GPT2Config(n_layer=1, n_embd=32, n_head=2, vocab_size=50))
     assert "gpt2" in str(lean_unsupported(gpt2))
     assert lean_forward(gpt2) is None
+
+
+def test_fusion_needs_frozen_bases_one_scaling_and_no_dropout() -> None:
+    from peft import LoraConfig, get_peft_model
+
+    from osmosis_trainer.lean import _fusable_lora
+
+    plain = _llama(False)
+    attn = plain.model.layers[0].self_attn
+    assert _fusable_lora((attn.q_proj, attn.k_proj)) is None  # trainable base weights
+    for p in plain.parameters():
+        p.requires_grad_(False)
+    assert _fusable_lora((attn.q_proj, attn.k_proj)) == []
+    lora = get_peft_model(plain, LoraConfig(r=2, target_modules=["q_proj", "k_proj"]))
+    attn = lora.get_base_model().model.layers[0].self_attn
+    assert _fusable_lora((attn.q_proj, attn.k_proj)) == ["default", "default"]
+    dropped = get_peft_model(
+        _llama(False), LoraConfig(r=2, lora_dropout=0.1, target_modules=["q_proj", "k_proj"])
+    )
+    attn = dropped.get_base_model().model.layers[0].self_attn
+    assert _fusable_lora((attn.q_proj, attn.k_proj)) is None
