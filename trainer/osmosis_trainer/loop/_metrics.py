@@ -35,7 +35,9 @@ class MetricsWriter:
             try:
                 from torch.utils.tensorboard import SummaryWriter
 
-                self._tb = SummaryWriter(log_dir=str(Path(run_dir) / "tensorboard"))
+                # Its writer thread flushes every few seconds; a flush per step would cost
+                # the event loop a file write each time.
+                self._tb = SummaryWriter(log_dir=str(Path(run_dir) / "tensorboard"), flush_secs=5)
             except ImportError:
                 logger.info("tensorboard is not installed; metrics go to metrics.jsonl only")
 
@@ -56,7 +58,6 @@ class MetricsWriter:
                 if isinstance(value, int | float) and not isinstance(value, bool):
                     if math.isfinite(float(value)):
                         self._tb.add_scalar(f"{kind}/{key}", float(value), step)
-            self._tb.flush()
 
     def close(self) -> None:
         if self._tb is not None:
