@@ -130,3 +130,39 @@ def test_fusion_needs_frozen_bases_one_scaling_and_no_dropout() -> None:
     )
     attn = dropped.get_base_model().model.layers[0].self_attn
     assert _fusable_lora((attn.q_proj, attn.k_proj)) is None
+
+
+def test_kv_layer_grows_in_place_and_matches_concatenation() -> None:
+    from osmosis_trainer.lean import LeanLayer
+
+    torch.manual_seed(0)
+    layer, ref_k, ref_v = LeanLayer(), None, None
+    for t in (5, 1, 1, 3, *([1] * 40)):  # a prefill, then decoding steps past two regrowths
+        k, v = torch.randn(2, 3, t, 4), torch.randn(2, 3, t, 4)
+        ref_k = k if ref_k is None else torch.cat([ref_k, k], dim=2)
+        ref_v = v if ref_v is None else torch.cat([ref_v, v], dim=2)
+        got_k, got_v = layer.extend(k, v)
+        assert torch.equal(got_k, ref_k) and torch.equal(got_v, ref_v)
+    before = layer.keys.data_ptr()
+    layer.extend(torch.randn(2, 3, 1, 4), torch.randn(2, 3, 1, 4))
+    assert layer.keys.data_ptr() == before  # written into spare room, not copied
+    # Batch surgery sets keys and values one after the other (as for DynamicLayer).
+    layer.keys = layer.keys[..., 10:, :]
+    layer.values = layer.values[..., 10:, :]
+    assert layer.keys.shape[-2] == layer.values.shape[-2] == ref_k.shape[-2] + 1 - 10
+    kept_k = layer.keys.clone()
+    layer.select_rows(torch.tensor([1]))
+    k, _ = layer.extend(torch.ones(1, 3, 1, 4), torch.ones(1, 3, 1, 4))
+    assert torch.equal(k[:, :, :-1], kept_k[1:]) and torch.equal(k[:, :, -1], torch.ones(1, 3, 4))
+
+
+def test_kv_layer_concatenates_under_autograd() -> None:
+    from osmosis_trainer.lean import LeanLayer
+
+    layer = LeanLayer()
+    a = torch.randn(1, 1, 3, 2, requires_grad=True)
+    layer.extend(a, a * 2)
+    b = torch.randn(1, 1, 1, 2, requires_grad=True)
+    k, v = layer.extend(b, b * 2)
+    (k.sum() + v.sum()).backward()
+    assert torch.equal(a.grad, torch.full_like(a, 3.0)) and torch.equal(b.grad, torch.full_like(b, 3.0))

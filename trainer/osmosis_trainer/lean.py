@@ -16,7 +16,6 @@ otherwise, and the engine uses :class:`HFForward`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
@@ -72,15 +71,73 @@ class HFForward:
         return logits
 
 
-@dataclass
 class LeanLayer:
     """One layer's cached keys and values, ``[B, kv_heads, L, head_dim]`` (None before prefill).
 
     Same attribute names as transformers' ``DynamicLayer``, so batch surgery treats both alike.
+    Without autograd, :meth:`extend` writes new positions into spare room at the end of the
+    buffers (doubling it when full), so a decoding step copies one token per row instead of
+    the whole cache: re-concatenating the cache every step was half of a small model's step.
     """
 
-    keys: Any = None
-    values: Any = None
+    def __init__(self) -> None:
+        self._k: Any = None  # [B, kv_heads, capacity, d]
+        self._v: Any = None
+        self._kn = self._vn = 0  # positions in use (set separately: batch surgery does)
+
+    @property
+    def keys(self) -> Any:
+        return None if self._k is None else self._k[..., : self._kn, :]
+
+    @keys.setter
+    def keys(self, value: Any) -> None:
+        self._k, self._kn = value, 0 if value is None else int(value.shape[-2])
+
+    @property
+    def values(self) -> Any:
+        return None if self._v is None else self._v[..., : self._vn, :]
+
+    @values.setter
+    def values(self, value: Any) -> None:
+        self._v, self._vn = value, 0 if value is None else int(value.shape[-2])
+
+    def select_rows(self, indices: torch.Tensor) -> None:
+        """Keep the rows ``indices`` (in that order), spare room included."""
+        self._k, self._v = self._k[indices], self._v[indices]
+
+    def extend(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Append ``[B, kv_heads, T, d]`` keys and values; returns the whole cache's."""
+        import torch
+
+        if self._k is None:
+            self.keys, self.values = k, v
+            return k, v
+        if any(x.requires_grad for x in (k, v, self._k, self._v)):
+            # Autograd keeps the old views for the backward pass: no in-place writes.
+            self.keys = torch.cat([self.keys, k], dim=2)
+            self.values = torch.cat([self.values, v], dim=2)
+            return self._k, self._v
+        self._k, self._kn = _appended(self._k, self._kn, k)
+        self._v, self._vn = _appended(self._v, self._vn, v)
+        return self.keys, self.values
+
+
+def _appended(buf: torch.Tensor, n: int, new: torch.Tensor) -> tuple[torch.Tensor, int]:
+    """Write ``new`` after the first ``n`` positions of ``buf`` (re-allocated with twice the
+    room when full, or when ``buf`` was set from outside and may be a view others read)."""
+    t = int(new.shape[-2])
+    if n + t > buf.shape[-2] or not buf.is_contiguous():
+        buf = _grown(buf[..., :n, :], max(2 * (n + t), 16))
+    buf[..., n : n + t, :] = new
+    return buf, n + t
+
+
+def _grown(t: torch.Tensor, capacity: int) -> torch.Tensor:
+    import torch
+
+    out = torch.empty((*t.shape[:-2], capacity, t.shape[-1]), dtype=t.dtype, device=t.device)
+    out[..., : t.shape[-2], :] = t
+    return out
 
 
 class LeanCache:
@@ -91,7 +148,7 @@ class LeanCache:
 
     def batch_select_indices(self, indices: torch.Tensor) -> None:
         for layer in self.layers:
-            layer.keys, layer.values = layer.keys[indices], layer.values[indices]
+            layer.select_rows(indices)
 
 
 def lean_unsupported(model: Any) -> str | None:
@@ -290,10 +347,7 @@ class LeanForward:
             v = v.view(b, t, self.n_kv, self.head_dim).transpose(1, 2)
             q, k = _rope(q, cos, sin), _rope(k, cos, sin)
             if kv is not None:
-                if kv.keys is not None:
-                    k = torch.cat([kv.keys, k], dim=2)
-                    v = torch.cat([kv.values, v], dim=2)
-                kv.keys, kv.values = k, v
+                k, v = kv.extend(k, v)
             o = F.scaled_dot_product_attention(
                 q, k, v, attn_mask=allowed, is_causal=allowed is None and t > 1,
                 scale=attn.scaling, enable_gqa=gqa,

@@ -92,6 +92,41 @@ def test_rows_join_a_running_batch_with_exact_logprobs(tiny_loaded: Any) -> None
         assert torch.allclose(_fresh(model, row), torch.tensor(row.out_logprobs), atol=1e-4), row
 
 
+def test_a_shared_prompt_is_prefilled_once_with_the_same_samples(tiny_loaded: Any) -> None:
+    from osmosis_trainer.lean import LeanForward
+
+    model, renderer = tiny_loaded.model.eval(), ChatRenderer(tiny_loaded.tokenizer)
+    forward = LeanForward(model)
+    prefilled: list[int] = []
+    original = forward.hidden
+
+    def counting(ids: Any, *args: Any, **kwargs: Any) -> Any:
+        if ids.shape[1] > 1:
+            prefilled.append(ids.shape[0])
+        return original(ids, *args, **kwargs)
+
+    forward.hidden = counting  # type: ignore[method-assign]
+
+    def group() -> list[Row]:  # a GRPO group: one prompt, four seeded samples, plus another
+        rows = [_row(renderer, "What is 2 + 3?", max_new=6, seed=s) for s in range(4)]
+        return [*rows, _row(renderer, "hi", max_new=6, seed=9)]
+
+    together = group()
+    with torch.inference_mode(), pytest.MonkeyPatch.context() as mp:
+        mp.setattr("osmosis_trainer.engines._hf_batch.lean_forward", lambda _m: forward)
+        generate_batch(model, together, pad_id=0, eos_ids=NO_EOS, shared_generator=None,
+                       tokenizer=tiny_loaded.tokenizer)
+        assert prefilled == [2]  # two distinct prompts for five rows
+        alone = group()
+        for row in alone:
+            generate_batch(model, [row], pad_id=0, eos_ids=NO_EOS, shared_generator=None,
+                           tokenizer=tiny_loaded.tokenizer)
+    assert [r.out_ids for r in together] == [r.out_ids for r in alone]
+    assert len({tuple(r.out_ids) for r in together[:4]}) > 1  # the samples still differ
+    for a, b in zip(together, alone, strict=True):
+        assert torch.allclose(torch.tensor(a.out_logprobs), torch.tensor(b.out_logprobs), atol=1e-4)
+
+
 def test_no_admission_without_a_callback_or_for_sliding_caches(tiny_loaded: Any) -> None:
     from transformers import DynamicCache
     from transformers.cache_utils import DynamicSlidingWindowLayer

@@ -101,19 +101,30 @@ class _Batch:
 
 
 def _prefill(forward: Forward, rows: list[Row], pad_id: int, device: Any) -> _Batch:
-    """Run the left-padded prompts of ``rows`` through the model in one forward pass."""
+    """Run the left-padded prompts of ``rows`` through the model in one forward pass.
+
+    Identical prompts run once and their KV cache is copied to each row: the samples of a GRPO
+    group arrive together with the same prompt, so prefill work drops by the group size.
+    """
     import torch
 
-    width = max(len(r.prompt_ids) for r in rows)
-    ids = torch.full((len(rows), width), pad_id, dtype=torch.long)  # [B, L]
-    mask = torch.zeros((len(rows), width), dtype=torch.long)  # [B, L]
-    for i, r in enumerate(rows):
-        ids[i, width - len(r.prompt_ids) :] = torch.tensor(r.prompt_ids)
-        mask[i, width - len(r.prompt_ids) :] = 1
+    slot: dict[tuple[int, ...], int] = {}
+    which = [slot.setdefault(tuple(r.prompt_ids), len(slot)) for r in rows]  # row -> prompt
+    prompts = list(slot)
+    width = max(len(p) for p in prompts)
+    ids = torch.full((len(prompts), width), pad_id, dtype=torch.long)  # [U, L]
+    mask = torch.zeros((len(prompts), width), dtype=torch.long)  # [U, L]
+    for i, prompt in enumerate(prompts):
+        ids[i, width - len(prompt) :] = torch.tensor(prompt)
+        mask[i, width - len(prompt) :] = 1
     ids, mask = ids.to(device), mask.to(device)
-    pos = (mask.cumsum(-1) - 1).clamp(min=0)  # [B, L] positions ignoring the left padding
+    pos = (mask.cumsum(-1) - 1).clamp(min=0)  # [U, L] positions ignoring the left padding
     cache = forward.new_cache()
-    logits = forward(ids, mask, pos, cache)
+    logits = forward(ids, mask, pos, cache)  # [U, V]
+    if len(prompts) < len(rows):
+        rows_of = torch.tensor(which, dtype=torch.long, device=device)  # [B]
+        cache.batch_select_indices(rows_of)
+        logits, mask, pos = logits[rows_of], mask[rows_of], pos[rows_of]
     return _Batch(
         rows=list(rows),
         cache=cache,
