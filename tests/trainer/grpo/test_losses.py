@@ -10,6 +10,7 @@ from osmosis_trainer.grpo import (
     aggregate_token_loss,
     clipped_token_loss,
     entropy_from_logits,
+    entropy_from_logprobs,
     k3_kl,
     masked_mean,
 )
@@ -95,6 +96,8 @@ def test_k3_kl_hand_value_and_zero_at_equality() -> None:
 def test_entropy_and_masked_mean() -> None:
     logits = torch.zeros(2, 4)
     assert entropy_from_logits(logits).tolist() == pytest.approx([math.log(4)] * 2)
+    half = torch.log(torch.tensor([[0.5, 0.5, 0.0]]))  # a zero-probability token adds nothing
+    assert entropy_from_logprobs(half.clamp(min=-1e4)).tolist() == pytest.approx([math.log(2)])
     v = torch.tensor([[1.0, 2.0], [3.0, 4.0]])
     assert masked_mean(v, torch.tensor([[1, 0], [1, 1]])).item() == pytest.approx(8 / 3)
     assert masked_mean(v, torch.zeros(2, 2)).item() == 0.0

@@ -14,6 +14,7 @@ from osmosis_trainer.grpo.losses import (
     aggregate_token_loss,
     clipped_token_loss,
     entropy_from_logits,
+    entropy_from_logprobs,
     k3_kl,
     masked_mean,
 )
@@ -29,6 +30,7 @@ __all__ = [
     "aggregate_token_loss",
     "clipped_token_loss",
     "entropy_from_logits",
+    "entropy_from_logprobs",
     "group_advantages",
     "importance_weights",
     "k3_kl",

@@ -18,6 +18,7 @@ __all__ = [
     "aggregate_token_loss",
     "clipped_token_loss",
     "entropy_from_logits",
+    "entropy_from_logprobs",
     "k3_kl",
     "masked_mean",
 ]
@@ -75,7 +76,11 @@ def k3_kl(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
 
 def entropy_from_logits(logits: torch.Tensor) -> torch.Tensor:
     """Entropy of the softmax over the last dim: ``[..., V] -> [...]``."""
-    logp = torch.log_softmax(logits.float(), dim=-1)  # [..., V]
+    return entropy_from_logprobs(torch.log_softmax(logits.float(), dim=-1))
+
+
+def entropy_from_logprobs(logp: torch.Tensor) -> torch.Tensor:
+    """Entropy of a distribution given as log-probabilities over the last dim."""
     return -(logp.exp() * logp).sum(-1)
 
 

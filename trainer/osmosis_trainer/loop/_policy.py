@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from osmosis_trainer.grpo import entropy_from_logits
+from osmosis_trainer.grpo import entropy_from_logprobs
 from osmosis_trainer.lean import LeanForward, lean_unsupported
 from osmosis_trainer.loop._batch import SharedPrefix
 
@@ -135,7 +135,7 @@ def token_logprobs(
     entropy = None
     if with_entropy:
         with torch.no_grad():
-            ent = entropy_from_logits(logits.detach())  # [N]
+            ent = entropy_from_logprobs(logp_all.detach())  # [N]
             entropy = torch.zeros(mask.shape, dtype=ent.dtype, device=ent.device)
             entropy = entropy.masked_scatter(mask, ent)
     return logp, entropy

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -212,7 +213,9 @@ def policy_update(
     old_cache = (
         _old_logprobs(model, batches, settings) if settings.num_iterations > 1 else None
     )
-    model.train()
+    dropout = _has_dropout(model)
+    if dropout:
+        model.train()
     acc = {
         "loss": 0.0, "clip": 0.0, "entropy": 0.0, "kl": 0.0, "is_ratio_mean": 0.0,
         "is_clipped_frac": 0.0, "mismatch_kl": 0.0, "is_ratio_min": math.inf,
@@ -241,8 +244,25 @@ def policy_update(
         optimizer.zero_grad(set_to_none=True)
         raise
     finally:
-        model.eval()
+        if dropout:
+            model.eval()
     return _finish_stats(acc, batches, grad_norm, len(seqs), settings)
+
+
+_dropout_cache: weakref.WeakKeyDictionary[torch.nn.Module, bool] = weakref.WeakKeyDictionary()
+
+
+def _has_dropout(model: torch.nn.Module) -> bool:
+    """Whether train/eval mode changes what ``model`` computes (an active dropout layer).
+
+    Switching modes walks every module (over a millisecond per update on a small peft model),
+    so it is skipped for models without dropout; the answer is kept per model.
+    """
+    if model not in _dropout_cache:
+        _dropout_cache[model] = any(
+            isinstance(m, torch.nn.modules.dropout._DropoutNd) and m.p > 0 for m in model.modules()
+        )
+    return _dropout_cache[model]
 
 
 def _clip_and_check(params: list[torch.nn.Parameter], max_norm: float | None, where: str) -> float:
