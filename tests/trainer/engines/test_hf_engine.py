@@ -254,3 +254,22 @@ async def test_bad_adapter_keeps_serving_the_previous_version(
     after = await engine.generate(_req("hi", temperature=0.0, max_tokens=4))
     assert after.completion_token_ids == before.completion_token_ids
     assert after.logprobs == pytest.approx(before.logprobs, abs=1e-6)
+
+
+def test_renderer_remembers_recent_prompts(tiny_loaded: Any) -> None:
+    renderer = ChatRenderer(tiny_loaded.tokenizer)
+    calls: list[int] = []
+    render = renderer.render
+
+    def counted(messages: Any, tools: Any) -> str:
+        calls.append(1)
+        return render(messages, tools)
+
+    renderer.render = counted  # type: ignore[method-assign]
+    first = renderer.encode([{"role": "user", "content": "What is 2 + 3?"}], None)
+    first.append(-1)  # callers may keep and change their list
+    again = renderer.encode([{"role": "user", "content": "What is 2 + 3?"}], None)
+    other = renderer.encode([{"role": "user", "content": "What is 2 + 4?"}], None)
+    assert len(calls) == 2 and again == first[:-1] and other != again
+    assert again == renderer.tokenizer(render([{"role": "user", "content": "What is 2 + 3?"}], None),
+                                       add_special_tokens=False)["input_ids"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import json
 import logging
+from collections import OrderedDict
 from typing import Any
 
 from osmosis_ai.rollout import Message
@@ -30,6 +31,7 @@ _PROBE_TOOL = {
     },
 }
 _PROBE_ARGS = '{"osmosis_probe_arg": 7}'
+_RECENT_PROMPTS = 256
 
 
 def content_text(content: Any) -> str:
@@ -59,6 +61,7 @@ class ChatRenderer:
             )
         self.renders_tools = self._probe_tools()
         self.renders_tool_calls, self.string_arguments = self._probe_tool_calls()
+        self._recent: OrderedDict[str, list[int]] = OrderedDict()
         if not self.renders_tools:
             logger.info("chat template ignores 'tools'; injecting a Hermes tools block")
 
@@ -157,6 +160,19 @@ class ChatRenderer:
         return str(text)
 
     def encode(self, messages: list[Message], tools: list[dict[str, Any]] | None) -> list[int]:
-        """Prompt token ids (the template supplies any BOS token itself)."""
-        ids = self.tokenizer(self.render(messages, tools), add_special_tokens=False)["input_ids"]
-        return [int(t) for t in ids]
+        """Prompt token ids (the template supplies any BOS token itself).
+
+        The last few hundred prompts are remembered: the samples of a GRPO group send the same
+        first prompt, and rendering plus tokenising costs far more than the lookup key.
+        """
+        key = json.dumps([messages, tools], sort_keys=True, default=str)
+        ids = self._recent.get(key)
+        if ids is None:
+            text = self.render(messages, tools)
+            ids = [int(t) for t in self.tokenizer(text, add_special_tokens=False)["input_ids"]]
+            self._recent[key] = ids
+            if len(self._recent) > _RECENT_PROMPTS:
+                self._recent.popitem(last=False)
+        else:
+            self._recent.move_to_end(key)
+        return list(ids)
