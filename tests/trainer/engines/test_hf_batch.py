@@ -125,6 +125,12 @@ def test_a_shared_prompt_is_prefilled_once_with_the_same_samples(tiny_loaded: An
     assert len({tuple(r.out_ids) for r in together[:4]}) > 1  # the samples still differ
     for a, b in zip(together, alone, strict=True):
         assert torch.allclose(torch.tensor(a.out_logprobs), torch.tensor(b.out_logprobs), atol=1e-4)
+    # transformers' own forward and cache share the prompt the same way.
+    plain = group()
+    with torch.inference_mode():
+        generate_batch(model, plain, pad_id=0, eos_ids=NO_EOS, shared_generator=None,
+                       tokenizer=tiny_loaded.tokenizer, lean=False)
+    assert [r.out_ids for r in plain] == [r.out_ids for r in alone]
 
 
 def test_no_admission_without_a_callback_or_for_sliding_caches(tiny_loaded: Any) -> None:
