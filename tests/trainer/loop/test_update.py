@@ -248,3 +248,23 @@ def test_tool_and_prompt_tokens_do_not_train(tiny_model_dir: Path) -> None:
     opt = torch.optim.SGD([p for _, p in lora_parameters(model)], lr=0.0)
     stats = policy_update(model, opt, [seq], UpdateSettings(is_mode="token_mask", is_clip_max=1e9))
     assert stats.tokens == 12 and stats.is_clipped_frac == 0.0
+
+
+def test_dropout_trains_in_train_mode_and_is_left_in_eval_mode(tiny_model_dir: Path) -> None:
+    lm = load_model(str(tiny_model_dir))
+    model = attach_lora(lm.model, r=4, alpha=8, dropout=0.5, target_modules="all-linear", seed=0)
+    model.eval()
+    seqs = _sequences(model)
+    seen: list[bool] = []
+    dropouts = [m for m in model.modules() if isinstance(m, torch.nn.Dropout)]
+    assert dropouts
+    dropouts[0].register_forward_hook(lambda mod, *_: seen.append(mod.training))
+    policy_update(model, build_optimizer(model, lr=1e-3), seqs, UpdateSettings())
+    assert seen and all(seen) and not model.training
+    # Without dropout the mode is not switched at all (a walk over every module per update).
+    plain = _policy(tiny_model_dir)
+    plain.eval()
+    flips: list[bool] = []
+    plain.train = lambda mode=True: flips.append(mode) or plain  # type: ignore[method-assign]
+    policy_update(plain, build_optimizer(plain, lr=1e-3), _sequences(plain), UpdateSettings())
+    assert flips == []
