@@ -288,8 +288,9 @@ def main() -> None:
         "(`[algorithm] rollouts_ahead = 1`) generates the next step while this one trains, so "
         "its rollout and update times overlap; 'own process' runs the HF engine in a child process "
         "(`[training] engine_process = true`), so decoding and the update each have a core "
-        "instead of sharing one interpreter lock. The machine is shared: other work running at "
-        "the same time moves these numbers by tens of percent (TRL's own step time varied from "
-        "0.20 to 0.29 s between runs on this machine the same evening)."
+        "instead of sharing one interpreter lock. 'rollouts ahead' is one step off-policy; "
+        "'on-policy' trains as TRL does. The machines are virtual and shared: absolute times "
+        "move by tens of percent between runs (TRL's tiny step took 0.10, 0.11 and 0.19 s in "
+        "three runs one morning), so compare rows of one run, not across runs."
     )
     write_section("trainer", "GRPO step: osmosis vs TRL GRPOTrainer", body, "python -m tests.benchmarks trainer")
