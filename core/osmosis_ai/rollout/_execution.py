@@ -301,6 +301,10 @@ async def _run_grader(
             prompt=request.prompt,
             config=grader.config,
             artifacts_dir=Path(request.artifacts_dir) if request.artifacts_dir else None,
+            rollout_id=request.rollout_id,
+            row_index=request.row_index,
+            sample_index=request.sample_index,
+            n_samples=request.n_samples,
         )
         async with limit or nullcontext():
             async with asyncio.timeout(timeout_s):

@@ -25,6 +25,9 @@ class GraderContext(Generic[TConfig]):
         label: the row's ``ground_truth`` (``None`` when the dataset has none).
         metadata: the row's other columns.
         prompt: the row's prompt messages.
+        rollout_id, row_index, sample_index, n_samples: which rollout of which row this is
+            (a GRPO group is the ``n_samples`` rollouts of one row; group-relative graders
+            such as ``osmosis_ai.grading.GroupJudge`` gather them by row).
     """
 
     samples: dict[str, RolloutSample]
@@ -33,6 +36,10 @@ class GraderContext(Generic[TConfig]):
     prompt: list[Message] = field(default_factory=list)
     config: TConfig | None = None
     artifacts_dir: Path | None = None
+    rollout_id: str = ""
+    row_index: int | None = None
+    sample_index: int = 0
+    n_samples: int = 1
 
     def set_sample_reward(self, sample_id: str, reward: float) -> None:
         """Set the reward of one sample. It must be a finite number."""
