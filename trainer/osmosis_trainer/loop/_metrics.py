@@ -9,6 +9,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from osmosis_ai.runs import read_metrics
+
 __all__ = ["MetricsWriter", "read_metrics"]
 
 logger = logging.getLogger("osmosis")
@@ -63,19 +65,3 @@ class MetricsWriter:
         if self._tb is not None:
             self._tb.close()
             self._tb = None
-
-
-def read_metrics(path: Path) -> list[dict[str, Any]]:
-    """All records of a ``metrics.jsonl`` file (a torn last line is skipped)."""
-    out: list[dict[str, Any]] = []
-    p = Path(path)
-    if not p.exists():
-        return out
-    for line in p.read_text().splitlines():
-        if not line.strip():
-            continue
-        try:
-            out.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue
-    return out

@@ -1,0 +1,54 @@
+"""The run store: one folder per training run, written by the worker, read by the CLI.
+
+Torch-free. The trainer's worker writes through :class:`RunDir`; ``osmosis train
+list/info/logs/stop/resume``, the dashboard and ``osmosis model`` read through
+:func:`list_runs` / :func:`find_run` (each a :class:`RunRecord`, its liveness checked: a
+worker that died silently shows as ``crashed``).
+"""
+
+from __future__ import annotations
+
+from osmosis_ai.runs._read import (
+    CheckpointInfo,
+    RunNotFoundError,
+    RunRecord,
+    find_run,
+    list_checkpoints,
+    list_runs,
+    load_run,
+    read_metrics,
+    wait_for_status,
+)
+from osmosis_ai.runs._root import runs_root_for, workspace_runs_root
+from osmosis_ai.runs._store import (
+    PHASES,
+    STATUSES,
+    TERMINAL_STATUSES,
+    Phase,
+    RunDir,
+    RunStatus,
+    create_run_dir,
+    read_status,
+)
+
+__all__ = [
+    "PHASES",
+    "STATUSES",
+    "TERMINAL_STATUSES",
+    "CheckpointInfo",
+    "Phase",
+    "RunDir",
+    "RunNotFoundError",
+    "RunRecord",
+    "RunStatus",
+    "create_run_dir",
+    "find_run",
+    "list_checkpoints",
+    "list_runs",
+    "load_run",
+    "read_metrics",
+    "read_status",
+    "runs_root_for",
+    "wait_for_status",
+    "workspace_runs_root",
+]
