@@ -11,7 +11,7 @@ import sys
 
 import typer
 
-from osmosis_ai.cli._output import state
+from osmosis_ai.cli._output import quiet_libraries, state
 from osmosis_ai.errors import OsmosisError
 
 __all__ = ["app", "main"]
@@ -41,6 +41,8 @@ def _root(
     debug: bool = typer.Option(False, "--debug", help="Show full tracebacks on errors."),
 ) -> None:
     state.debug = debug
+    if not debug:
+        quiet_libraries()
 
 
 def _register_all() -> None:

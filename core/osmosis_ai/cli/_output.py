@@ -10,7 +10,7 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
-__all__ = ["CliState", "state"]
+__all__ = ["CliState", "quiet_libraries", "state"]
 
 
 @dataclass
@@ -32,3 +32,32 @@ class CliState:
 
 
 state = CliState()
+
+
+def quiet_libraries() -> None:
+    """Keep library progress bars and advisory warnings out of the CLI's output and logs.
+
+    The CLI is the application, so it may set these; ``--debug`` leaves everything on. The
+    variables are read when transformers/tqdm are first imported and are inherited by worker
+    subprocesses, which is why they are set before anything heavy is imported.
+    """
+    import logging
+    import os
+    import warnings
+
+    # tqdm reads TQDM_* as defaults: transformers' GGUF conversion uses plain tqdm.
+    for key, value in (
+        ("HF_HUB_DISABLE_PROGRESS_BARS", "1"),
+        ("TQDM_DISABLE", "1"),
+        ("TRANSFORMERS_VERBOSITY", "error"),
+        ("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1"),
+        ("TOKENIZERS_PARALLELISM", "false"),
+    ):
+        os.environ.setdefault(key, value)
+    os.environ.setdefault("PYTHONWARNINGS", "ignore::FutureWarning,ignore::UserWarning")
+    for category in (FutureWarning, UserWarning):
+        for module in ("transformers", "peft", "torch", "trl"):
+            warnings.filterwarnings("ignore", category=category, module=module)
+    # uvicorn logs a traceback for each request still in flight when a gateway stops
+    # (a generation abandoned by a rollout that timed out); the result records the failure.
+    logging.getLogger("uvicorn.error").setLevel(logging.CRITICAL)
