@@ -12,7 +12,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from osmosis_trainer.engines import GenerationRequest, HFEngine
+from osmosis_ai.serving import GenerationRequest
+from osmosis_trainer.engines import HFEngine
 from osmosis_trainer.models import build_tiny_model
 from tests.benchmarks._report import write_section
 

@@ -11,8 +11,8 @@ import time
 
 import httpx
 
-from osmosis_trainer.engines import GenerationRequest
-from osmosis_trainer.gateway import PolicyGateway
+from osmosis_ai.serving import GenerationRequest
+from osmosis_ai.serving.gateway import PolicyGateway
 from osmosis_trainer.testing import FakeEngine
 from tests.benchmarks._report import write_section
 

@@ -17,9 +17,10 @@ import pytest
 pytest.importorskip("torch")
 
 from osmosis_ai.rollout import RolloutOutcome  # noqa: E402
+from osmosis_ai.serving import GenerationRequest  # noqa: E402
+from osmosis_ai.serving.gateway import GatewaySampling, PolicyGateway  # noqa: E402
 from osmosis_ai.testing import FakeReply, FakeRequest  # noqa: E402
-from osmosis_trainer.engines import GenerationRequest, HFEngine  # noqa: E402
-from osmosis_trainer.gateway import GatewaySampling, PolicyGateway  # noqa: E402
+from osmosis_trainer.engines import HFEngine  # noqa: E402
 from osmosis_trainer.testing import FakeEngine  # noqa: E402
 from osmosis_trainer.testing import reply as engine_reply  # noqa: E402
 from osmosis_trainer.trajectory import build_sequences  # noqa: E402

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from osmosis_ai.errors import ConfigError, MissingExtraError
+from osmosis_ai.serving import EMBEDDED_ALIASES
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -31,9 +32,6 @@ __all__ = [
     "load_model",
 ]
 
-EMBEDDED_ALIASES = frozenset(
-    {"embedded", "embedded:smollm2", "smollm2", "HuggingFaceTB/SmolLM2-135M-Instruct"}
-)
 _GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 

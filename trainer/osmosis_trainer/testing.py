@@ -20,19 +20,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from osmosis_ai.rollout import Message
-from osmosis_ai.testing import FakeReply, reply, text, tool_call
-from osmosis_trainer.engines._toolcalls import (
-    assistant_message,
-    render_tool_call,
-    tools_system_block,
-)
-from osmosis_trainer.engines._types import (
+from osmosis_ai.serving import (
     ContextLengthError,
     EngineError,
     FinishReason,
     GenerationRequest,
     GenerationResult,
 )
+from osmosis_ai.serving.toolcalls import (
+    assistant_message,
+    render_tool_call,
+    tools_system_block,
+)
+from osmosis_ai.testing import FakeReply, reply, text, tool_call
 
 __all__ = ["FakeEngine", "FakeReply", "FakeTokenizer", "reply", "text", "tool_call"]
 

@@ -24,7 +24,7 @@ import typer
 from rich.markup import escape
 
 from osmosis_ai.cli._output import state
-from osmosis_ai.errors import ConfigError, MissingExtraError
+from osmosis_ai.errors import ConfigError
 
 __all__ = ["register"]
 
@@ -155,14 +155,11 @@ def test_command(
 @asynccontextmanager
 async def _open_policy(model: str) -> AsyncIterator[Any]:
     """Serve ``model`` through the policy gateway on 127.0.0.1 (the same path as training)."""
-    try:
-        from osmosis_trainer.engines import create_engine
-        from osmosis_trainer.gateway import PolicyGateway
-    except ImportError as exc:
-        raise MissingExtraError("osmosis test", "litellm", getattr(exc, "name", None) or "osmosis_trainer") from exc
+    # Both raise MissingExtraError naming the pip command when an extra is missing.
+    from osmosis_ai.serving import create_engine
+    from osmosis_ai.serving.gateway import PolicyGateway
+
     engine = create_engine(model)
-    if asyncio.iscoroutine(engine):
-        engine = await engine
     try:
         async with PolicyGateway(engine) as gateway:
             yield gateway

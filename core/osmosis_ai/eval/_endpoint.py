@@ -3,8 +3,8 @@
 ``model`` is what ``model_path`` / ``--model`` say: ``"embedded"`` (SmolLM2-135M-Instruct on the
 HF engine, offline), a local transformers folder (HF engine), an ``http(s)://`` URL of an
 OpenAI-compatible server such as vLLM, or a LiteLLM model id (``openai/gpt-4o-mini``; keys come
-from the environment). The trainer package provides the engines and the gateway; it is
-imported only here, when an eval actually runs.
+from the environment). The serving layer (``osmosis_ai.serving``) provides the gateway and the
+engines; it is imported only here, when an eval actually runs.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
-from osmosis_ai.errors import MissingExtraError
 from osmosis_ai.rollout._scope import PolicyEndpoint
 
 __all__ = ["open_policy_endpoint"]
@@ -25,13 +24,10 @@ async def open_policy_endpoint(
     model: str, sampling: dict[str, Any]
 ) -> AsyncIterator[PolicyEndpoint]:
     """Start a gateway for ``model`` on 127.0.0.1 and yield it; stop it and its engine after."""
-    try:
-        from osmosis_trainer.engines import create_engine
-        from osmosis_trainer.gateway import GatewaySampling, PolicyGateway
-    except ImportError as exc:
-        missing = (getattr(exc, "name", None) or "osmosis_trainer").split(".")[0]
-        extra = "server" if missing in {"fastapi", "uvicorn", "starlette"} else "trainer"
-        raise MissingExtraError(f"osmosis eval run (model {model!r})", extra, missing) from exc
+    # Both raise MissingExtraError naming the pip command when an extra is missing.
+    from osmosis_ai.serving import create_engine
+    from osmosis_ai.serving.gateway import GatewaySampling, PolicyGateway
+
     # Loading a model takes seconds (the embedded one ~20 s): keep the event loop free.
     engine = await asyncio.to_thread(create_engine, model)
     try:

@@ -13,7 +13,8 @@ pytestmark = [
 
 
 async def test_embedded_model_answers_and_sees_injected_tools() -> None:
-    from osmosis_trainer.engines import GenerationRequest, HFEngine
+    from osmosis_ai.serving import GenerationRequest
+    from osmosis_trainer.engines import HFEngine
     from osmosis_trainer.models import load_model
 
     loaded = load_model("embedded")

@@ -9,7 +9,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from osmosis_trainer.engines import ChatRenderer, GenerationRequest, HFEngine  # noqa: E402
+from osmosis_ai.serving import GenerationRequest  # noqa: E402
+from osmosis_trainer.engines import ChatRenderer, HFEngine  # noqa: E402
 from osmosis_trainer.engines._hf_batch import Row, can_join, generate_batch  # noqa: E402
 from osmosis_trainer.engines._sampling import processed_logprobs  # noqa: E402
 

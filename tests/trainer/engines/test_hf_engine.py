@@ -9,14 +9,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from osmosis_trainer.engines import (  # noqa: E402
-    ChatRenderer,
-    ContextLengthError,
-    EngineError,
-    GenerationRequest,
-    HFEngine,
-    processed_logprobs,
-)
+from osmosis_ai.serving import ContextLengthError, EngineError, GenerationRequest  # noqa: E402
+from osmosis_trainer.engines import ChatRenderer, HFEngine, processed_logprobs  # noqa: E402
 from osmosis_trainer.engines._sampling import sample_tokens  # noqa: E402
 
 

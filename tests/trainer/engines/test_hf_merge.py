@@ -10,7 +10,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from osmosis_trainer.engines import GenerationRequest, HFEngine  # noqa: E402
+from osmosis_ai.serving import GenerationRequest  # noqa: E402
+from osmosis_trainer.engines import HFEngine  # noqa: E402
 from osmosis_trainer.engines._hf_adapter import read_adapter  # noqa: E402
 from osmosis_trainer.engines._hf_merge import (  # noqa: E402
     MergedLoRA,
@@ -138,7 +139,7 @@ async def test_a_failed_peft_load_keeps_the_merged_adapter(
 ) -> None:
     from safetensors.torch import save_file
 
-    from osmosis_trainer.engines import EngineError
+    from osmosis_ai.serving import EngineError
 
     engine = HFEngine(tiny_loaded, device="cpu", seed=0)
     req = GenerationRequest(

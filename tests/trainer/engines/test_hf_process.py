@@ -10,7 +10,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from osmosis_trainer.engines import EngineError, GenerationRequest, HFEngine, HFProcessEngine  # noqa: E402
+from osmosis_ai.serving import EngineError, GenerationRequest  # noqa: E402
+from osmosis_trainer.engines import HFEngine, HFProcessEngine  # noqa: E402
 from tests.trainer.engines.test_hf_merge import _adapter  # noqa: E402
 
 

@@ -1,4 +1,4 @@
-"""LiteLLMEngine and VLLMEngine (attach mode) against a local OpenAI-compatible server."""
+"""LiteLLMEngine and OpenAIServerEngine (vLLM attach mode) against a local OpenAI-compatible server."""
 
 from __future__ import annotations
 
@@ -13,14 +13,14 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
 from osmosis_ai.errors import ConfigError, MissingExtraError
-from osmosis_trainer.engines import (
+from osmosis_ai.serving import (
     EngineError,
     GenerationRequest,
     LiteLLMEngine,
-    VLLMEngine,
+    OpenAIServerEngine,
     create_engine,
 )
-from osmosis_trainer.gateway import PolicyGateway
+from osmosis_ai.serving.gateway import PolicyGateway
 from osmosis_trainer.testing import FakeEngine, tool_call
 
 TOOLS = [{"type": "function", "function": {"name": "add", "parameters": {"type": "object"}}}]
@@ -56,7 +56,7 @@ async def test_litellm_engine_gives_untrainable_results() -> None:
 async def test_vllm_engine_attach_mode_reads_token_ids() -> None:
     upstream = FakeEngine(script=[tool_call("add", a=1, b=1), "two"])
     async with PolicyGateway(upstream, policy_name="served") as up:
-        engine = VLLMEngine(base_url=f"{up.url}/v1")
+        engine = OpenAIServerEngine(f"{up.url}/v1")
         res = await engine.generate(REQ)
         assert engine._base_model == "served@v0"  # discovered from /v1/models
         assert res.completion_token_ids == upstream_calls_ids(await up.collect("unscoped"))
@@ -73,14 +73,14 @@ def upstream_calls_ids(calls: dict[str, list]) -> list[int]:  # type: ignore[typ
 
 
 async def test_vllm_engine_unreachable_server_is_a_503() -> None:
-    engine = VLLMEngine(base_url="http://127.0.0.1:9", model="m")
+    engine = OpenAIServerEngine("http://127.0.0.1:9", model="m")
     with pytest.raises(EngineError) as info:
         await engine.generate(REQ)
     assert info.value.status_code == 503
 
 
 def test_create_engine_dispatch(tmp_path: Path) -> None:
-    assert isinstance(create_engine("http://127.0.0.1:8000/v1"), VLLMEngine)
+    assert isinstance(create_engine("http://127.0.0.1:8000/v1"), OpenAIServerEngine)
     assert isinstance(create_engine("openai/gpt-4o-mini"), LiteLLMEngine)
     with pytest.raises(ConfigError, match="looks like a local path"):
         create_engine(str(tmp_path / "missing") + "/")
@@ -137,7 +137,7 @@ async def test_vllm_engine_falls_back_for_servers_without_token_fields() -> None
         await asyncio.sleep(0.01)
     port = server.servers[0].sockets[0].getsockname()[1]
     try:
-        engine = VLLMEngine(base_url=f"http://127.0.0.1:{port}", model="plain")
+        engine = OpenAIServerEngine(f"http://127.0.0.1:{port}", model="plain")
         res = await engine.generate(REQ)
         assert res.message["content"] == "hi" and res.completion_token_ids is None
         assert engine.provides_token_ids is False

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import json
 
-from osmosis_trainer.engines import assistant_message, parse_tool_calls
+from osmosis_ai.serving.toolcalls import assistant_message, parse_tool_calls
 
 
 def test_parses_several_blocks_and_keeps_raw_arguments() -> None:

@@ -61,12 +61,8 @@ async def _served_names(engine: Any) -> list[str]:
 async def test_vllm_tokens_logprobs_and_runtime_lora(served_model: Path, tmp_path: Path) -> None:
     import torch
 
-    from osmosis_trainer.engines import (
-        ChatRenderer,
-        GenerationRequest,
-        VLLMEngine,
-        processed_logprobs,
-    )
+    from osmosis_ai.serving import GenerationRequest
+    from osmosis_trainer.engines import ChatRenderer, VLLMEngine, processed_logprobs
     from osmosis_trainer.models import load_model
 
     engine = VLLMEngine(

@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from osmosis_trainer.gateway import PolicyGateway
+from osmosis_ai.serving.gateway import PolicyGateway
 from osmosis_trainer.testing import FakeEngine, FakeReply, tool_call
 
 openai = pytest.importorskip("openai")

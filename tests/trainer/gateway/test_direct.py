@@ -10,7 +10,7 @@ from osmosis_ai.errors import PolicyCallError
 from osmosis_ai.rollout import PolicyRoute
 from osmosis_ai.rollout._chat import chat_completion
 from osmosis_ai.rollout._local import local_direct
-from osmosis_trainer.gateway import PolicyGateway
+from osmosis_ai.serving.gateway import PolicyGateway
 from osmosis_trainer.testing import FakeEngine
 
 MESSAGES = [{"role": "user", "content": "What is 2 + 3?"}]

@@ -8,8 +8,8 @@ import httpx
 import pytest
 
 from osmosis_ai.rollout import PolicyEndpoint
-from osmosis_trainer.engines import EngineError, GenerationRequest
-from osmosis_trainer.gateway import GatewaySampling, PolicyGateway
+from osmosis_ai.serving import EngineError, GenerationRequest
+from osmosis_ai.serving.gateway import GatewaySampling, PolicyGateway
 from osmosis_trainer.testing import FakeEngine, FakeReply, tool_call
 
 TOOLS = [{"type": "function", "function": {"name": "add", "parameters": {"type": "object"}}}]

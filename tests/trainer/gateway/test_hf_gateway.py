@@ -10,8 +10,8 @@ import pytest
 pytest.importorskip("torch")
 openai = pytest.importorskip("openai")
 
+from osmosis_ai.serving.gateway import GatewaySampling, PolicyGateway  # noqa: E402
 from osmosis_trainer.engines import HFEngine  # noqa: E402
-from osmosis_trainer.gateway import GatewaySampling, PolicyGateway  # noqa: E402
 from osmosis_trainer.trajectory import build_sequences  # noqa: E402
 
 

@@ -25,7 +25,7 @@ from osmosis_ai.rollout import (
 )
 from osmosis_ai.rollout.remote import ClientSettings, ServerSettings, create_app
 from osmosis_ai.rollout.remote.testing import serve_in_loop
-from osmosis_trainer.gateway import PolicyGateway
+from osmosis_ai.serving.gateway import PolicyGateway
 from osmosis_trainer.remote import RemoteCallbacks, remote_entrypoint
 from osmosis_trainer.testing import FakeEngine, text, tool_call
 

@@ -12,8 +12,8 @@ from typing import Any
 from osmosis_ai.config import load_training_config
 from osmosis_ai.data import read_dataset
 from osmosis_ai.rollout import RolloutRunner
+from osmosis_ai.serving.gateway import PolicyGateway
 from osmosis_ai.templates import create_from_template
-from osmosis_trainer.gateway import PolicyGateway
 from osmosis_trainer.remote import remote_entrypoint_for
 from osmosis_trainer.testing import FakeEngine, text, tool_call
 from osmosis_trainer.trajectory import build_sequences

@@ -15,8 +15,8 @@ from collections import OrderedDict
 from typing import Any
 
 from osmosis_ai.rollout import Message
-from osmosis_trainer.engines._toolcalls import render_tool_call, tools_system_block
-from osmosis_trainer.engines._types import EngineError
+from osmosis_ai.serving import EngineError
+from osmosis_ai.serving.toolcalls import render_tool_call, tools_system_block
 
 __all__ = ["ChatRenderer", "content_text"]
 

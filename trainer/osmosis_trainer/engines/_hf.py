@@ -23,6 +23,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from osmosis_ai.serving import (
+    ContextLengthError,
+    EngineError,
+    GenerationRequest,
+    GenerationResult,
+)
 from osmosis_trainer.engines._chat_template import ChatRenderer
 from osmosis_trainer.engines._hf_adapter import (
     AdapterLoadFailed,
@@ -32,12 +38,6 @@ from osmosis_trainer.engines._hf_adapter import (
 )
 from osmosis_trainer.engines._hf_batch import Row, generate_batch
 from osmosis_trainer.engines._hf_merge import MergedLoRA, unmergeable_reason
-from osmosis_trainer.engines._types import (
-    ContextLengthError,
-    EngineError,
-    GenerationRequest,
-    GenerationResult,
-)
 from osmosis_trainer.models import LoadedModel, load_model
 
 __all__ = ["HFEngine"]

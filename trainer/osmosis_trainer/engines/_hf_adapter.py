@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from osmosis_trainer.engines._types import EngineError
+from osmosis_ai.serving import EngineError
 
 __all__ = ["AdapterLoadFailed", "AdapterState", "apply_adapter", "read_adapter"]
 

@@ -6,9 +6,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from osmosis_ai.serving import FinishReason, GenerationResult
+from osmosis_ai.serving.toolcalls import assistant_message
 from osmosis_trainer.engines._sampling import processed_logprobs, sample_tokens
-from osmosis_trainer.engines._toolcalls import assistant_message
-from osmosis_trainer.engines._types import FinishReason, GenerationResult
 from osmosis_trainer.lean import Forward, HFForward, LeanCache, lean_forward
 
 if TYPE_CHECKING:

@@ -28,7 +28,7 @@ import time
 from multiprocessing.connection import Client, Connection, Listener
 from typing import Any
 
-from osmosis_trainer.engines._types import EngineError, GenerationRequest, GenerationResult
+from osmosis_ai.serving import EngineError, GenerationRequest, GenerationResult
 
 __all__ = ["HFProcessEngine"]
 

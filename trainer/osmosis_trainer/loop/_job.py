@@ -237,7 +237,7 @@ async def _run(
     phase: Callable[[str], None],
 ) -> TrainResult:
     from osmosis_ai.rollout import RolloutRunner, load_entrypoint
-    from osmosis_trainer.gateway import GatewaySampling, PolicyGateway
+    from osmosis_ai.serving.gateway import GatewaySampling, PolicyGateway
     from osmosis_trainer.loop._policy import attach_lora
     from osmosis_trainer.loop._source import GatewayRolloutSource
     from osmosis_trainer.models import load_model

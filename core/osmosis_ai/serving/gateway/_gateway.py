@@ -17,10 +17,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from osmosis_ai.rollout import LLMCall, Message, PolicyRoute
 from osmosis_ai.rollout._local import register_local_app, unregister_local_app
-from osmosis_trainer.engines import GenerationRequest, InferenceEngine
-from osmosis_trainer.gateway._app import UNSCOPED_ROLLOUT, GatewayBusy, build_app, chat_direct
-from osmosis_trainer.gateway._store import CallStore
-from osmosis_trainer.gateway._wire import ChatCompletionRequest
+from osmosis_ai.serving._engine import GenerationRequest, InferenceEngine
+from osmosis_ai.serving.gateway._app import UNSCOPED_ROLLOUT, GatewayBusy, build_app, chat_direct
+from osmosis_ai.serving.gateway._store import CallStore
+from osmosis_ai.serving.gateway._wire import ChatCompletionRequest
 
 __all__ = ["GatewaySampling", "PolicyGateway"]
 

@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from osmosis_trainer.engines import GenerationResult
+from osmosis_ai.serving._engine import GenerationResult
 
 __all__ = [
     "ChatCompletionRequest",

@@ -6,8 +6,8 @@ import logging
 from typing import Any
 
 from osmosis_ai.rollout import Message, ToolCall
-from osmosis_trainer.engines._toolcalls import assistant_message, new_tool_call_id
-from osmosis_trainer.engines._types import FinishReason, GenerationResult
+from osmosis_ai.serving._engine import FinishReason, GenerationResult
+from osmosis_ai.serving.toolcalls import assistant_message, new_tool_call_id
 
 __all__ = ["result_from_openai"]
 

@@ -11,8 +11,8 @@ import os
 from typing import Any
 
 from osmosis_ai.errors import MissingExtraError
-from osmosis_trainer.engines._openai_reply import result_from_openai
-from osmosis_trainer.engines._types import EngineError, GenerationRequest, GenerationResult
+from osmosis_ai.serving._engine import EngineError, GenerationRequest, GenerationResult
+from osmosis_ai.serving._openai_reply import result_from_openai
 
 __all__ = ["LiteLLMEngine"]
 

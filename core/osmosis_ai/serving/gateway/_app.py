@@ -7,8 +7,9 @@ import logging
 import random
 import re
 import time
+from collections import Counter
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 from urllib.parse import unquote
 
 from fastapi import FastAPI, Request
@@ -17,9 +18,14 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from osmosis_ai.rollout import LLMCall
-from osmosis_trainer.engines import EngineError, GenerationResult
-from osmosis_trainer.gateway._wire import (
+from osmosis_ai.rollout import LLMCall, Message
+from osmosis_ai.serving._engine import (
+    EngineError,
+    GenerationRequest,
+    GenerationResult,
+    InferenceEngine,
+)
+from osmosis_ai.serving.gateway._wire import (
     ChatCompletionRequest,
     completion_body,
     error_body,
@@ -27,10 +33,7 @@ from osmosis_trainer.gateway._wire import (
     validation_message,
 )
 
-if TYPE_CHECKING:
-    from osmosis_trainer.gateway._gateway import PolicyGateway
-
-__all__ = ["UNSCOPED_ROLLOUT", "GatewayBusy", "build_app", "chat_direct"]
+__all__ = ["UNSCOPED_ROLLOUT", "GatewayBusy", "GatewayState", "build_app", "chat_direct"]
 
 logger = logging.getLogger("osmosis")
 
@@ -44,6 +47,30 @@ _SAMPLE_HEADER = "x-osmosis-sample-id"
 
 class GatewayBusy(Exception):
     """The gateway is swapping weights and the call waited too long."""
+
+
+class GatewayState(Protocol):
+    """What the routes need from the gateway (``PolicyGateway`` implements it); the app is
+    built from this, so this module does not import the gateway that builds it."""
+
+    engine: InferenceEngine
+    api_key: str | None
+    policy_name: str
+    retry_after_s: int
+    stats: Counter[str]
+
+    @property
+    def model_name(self) -> str: ...
+
+    def generation_request(
+        self, req: ChatCompletionRequest, messages: list[Message]
+    ) -> GenerationRequest: ...
+
+    async def admit(self) -> None: ...
+
+    def release(self) -> None: ...
+
+    def record(self, call: LLMCall) -> None: ...
 
 
 def _error(
@@ -64,7 +91,7 @@ def _json(body: dict[str, Any]) -> Response:
     return Response(json.dumps(body, ensure_ascii=False), media_type="application/json")
 
 
-def build_app(gw: PolicyGateway) -> FastAPI:
+def build_app(gw: GatewayState) -> FastAPI:
     """Create the app serving ``gw``: chat completions and models, unscoped and scoped."""
     app = FastAPI(title="osmosis policy gateway", docs_url=None, redoc_url=None, openapi_url=None)
     _install_error_handlers(app)
@@ -128,12 +155,12 @@ def _install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(Exception, unexpected)
 
 
-def _check_auth(gw: PolicyGateway, request: Request) -> Response | None:
+def _check_auth(gw: GatewayState, request: Request) -> Response | None:
     denied = _auth_denied(gw, request.headers.get("authorization", ""))
     return _response(denied) if denied is not None else None
 
 
-def _auth_denied(gw: PolicyGateway, authorization: str) -> Reply | None:
+def _auth_denied(gw: GatewayState, authorization: str) -> Reply | None:
     if gw.api_key is None or authorization == f"Bearer {gw.api_key}":
         return None
     return _reply(
@@ -194,7 +221,7 @@ _SCOPED_CHAT = re.compile(r"/rollouts/([^/]+)/samples/([^/]+)/v1/chat/completion
 
 
 async def chat_direct(
-    gw: PolicyGateway, path: str, headers: dict[str, str], body: dict[str, Any]
+    gw: GatewayState, path: str, headers: dict[str, str], body: dict[str, Any]
 ) -> tuple[int, dict[str, Any], dict[str, str]] | None:
     """Serve a scoped, non-streaming chat completion called in process (see
     ``osmosis_ai.rollout._local``): the HTTP route's checks and recording, without HTTP.
@@ -221,7 +248,7 @@ async def chat_direct(
     return reply.status, reply.body, dict(reply.headers or {})
 
 
-async def _chat(gw: PolicyGateway, request: Request, rollout_id: str, sample_id: str) -> Response:
+async def _chat(gw: GatewayState, request: Request, rollout_id: str, sample_id: str) -> Response:
     if (denied := _check_auth(gw, request)) is not None:
         return denied
     parsed = await _parse(request)
@@ -247,7 +274,7 @@ async def _chat(gw: PolicyGateway, request: Request, rollout_id: str, sample_id:
 
 
 async def _complete(
-    gw: PolicyGateway, parsed: ChatCompletionRequest, rollout_id: str, sample_id: str
+    gw: GatewayState, parsed: ChatCompletionRequest, rollout_id: str, sample_id: str
 ) -> Reply | tuple[str, int, GenerationResult]:
     """Generate and record one call: ``(call_id, created, result)`` or an error reply."""
     messages = [m.model_dump(exclude_none=True) for m in parsed.messages]
@@ -287,7 +314,7 @@ def _record(
     messages: list[dict[str, Any]],
     parsed: ChatCompletionRequest,
     result: GenerationResult,
-    gw: PolicyGateway,
+    gw: GatewayState,
     started: float,
     t0: float,
 ) -> LLMCall:

@@ -1,0 +1,41 @@
+"""Serving a policy: the engine contract, the torch-free engines, and the policy gateway.
+
+This layer needs no torch. Eval, ``osmosis test``, the remote rollout server and the trainer
+all serve models through it:
+
+- :class:`InferenceEngine`: one chat request in, one generation out, with the exact sampled
+  token ids and logprobs (:class:`GenerationRequest`, :class:`GenerationResult`).
+- :class:`OpenAIServerEngine`: any OpenAI-compatible server (vLLM gives trainable calls).
+- :class:`LiteLLMEngine`: hosted APIs for evaluation (no token ids, so not trainable).
+- :func:`create_engine`: picks one from a model spec; engines that need torch (transformers
+  in process) come from the trainer package through the ``osmosis.engines`` entry points.
+- ``osmosis_ai.serving.gateway.PolicyGateway``: the OpenAI-compatible endpoint in front of an
+  engine that records every call's tokens (needs ``pip install "osmosis-ai[server]"``).
+"""
+
+from __future__ import annotations
+
+from osmosis_ai.serving._engine import (
+    ContextLengthError,
+    EngineError,
+    FinishReason,
+    GenerationRequest,
+    GenerationResult,
+    InferenceEngine,
+)
+from osmosis_ai.serving._factory import EMBEDDED_ALIASES, create_engine
+from osmosis_ai.serving._litellm import LiteLLMEngine
+from osmosis_ai.serving._openai_server import OpenAIServerEngine
+
+__all__ = [
+    "EMBEDDED_ALIASES",
+    "ContextLengthError",
+    "EngineError",
+    "FinishReason",
+    "GenerationRequest",
+    "GenerationResult",
+    "InferenceEngine",
+    "LiteLLMEngine",
+    "OpenAIServerEngine",
+    "create_engine",
+]

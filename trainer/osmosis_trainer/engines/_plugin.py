@@ -1,0 +1,25 @@
+"""The trainer's engine factory, registered in the ``osmosis.engines`` entry-point group.
+
+``osmosis_ai.serving.create_engine`` calls it for model specs that need torch (the embedded
+model, a local transformers folder); core thereby serves them without importing the trainer.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from typing import Any
+
+from osmosis_ai.errors import MissingExtraError
+from osmosis_ai.serving import InferenceEngine
+
+__all__ = ["hf_engine"]
+
+
+def hf_engine(model_spec: str, *, device: str = "auto", **kwargs: Any) -> InferenceEngine:
+    """:class:`~osmosis_trainer.engines.HFEngine` for the embedded model or a model folder."""
+    for module in ("torch", "transformers"):
+        if importlib.util.find_spec(module) is None:
+            raise MissingExtraError(f"Serving {model_spec!r} in process", "trainer", module)
+    from osmosis_trainer.engines._hf import HFEngine
+
+    return HFEngine(model_spec, device=device, **kwargs)
