@@ -3,21 +3,55 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from rich.console import Console
+from rich.console import Console, ConsoleDimensions
 from rich.markup import escape
+from rich.segment import Segment
 
-__all__ = ["CliState", "quiet_libraries", "state"]
+__all__ = ["CliConsole", "CliState", "quiet_libraries", "state"]
+
+
+_PIPE_WIDTH = 100_000
+
+
+class CliConsole(Console):
+    """A rich console that, writing to a pipe or a log file, never wraps a value.
+
+    Rich lays out for 80 columns when the output is not a terminal, which breaks paths and
+    numbers mid-value (``/results`` / ``.jsonl``) in logs and in the input of other programs.
+    There is no width to fit there, so lines stay whole and lose their padding; ``COLUMNS``
+    still wins when set.
+    """
+
+    def _is_pipe(self) -> bool:
+        return not self.is_terminal and self._width is None and not os.environ.get("COLUMNS")
+
+    @property
+    def size(self) -> ConsoleDimensions:
+        dims = Console.size.fget(self)  # type: ignore[attr-defined]
+        return ConsoleDimensions(_PIPE_WIDTH, dims.height) if self._is_pipe() else dims
+
+    @size.setter
+    def size(self, new_size: tuple[int, int]) -> None:
+        Console.size.fset(self, new_size)  # type: ignore[attr-defined]
+
+    def _render_buffer(self, buffer: Iterable[Segment]) -> str:
+        text = super()._render_buffer(buffer)
+        if not self._is_pipe():
+            return text
+        return "\n".join(line.rstrip() for line in text.split("\n"))
 
 
 @dataclass
 class CliState:
     debug: bool = False
-    console: Console = field(default_factory=lambda: Console(highlight=False))
-    err_console: Console = field(default_factory=lambda: Console(stderr=True, highlight=False))
+    console: Console = field(default_factory=lambda: CliConsole(highlight=False))
+    err_console: Console = field(default_factory=lambda: CliConsole(stderr=True, highlight=False))
 
     def error(self, message: str) -> None:
         # Messages are plain text: escape them, or rich eats '[trainer]' in install hints.
