@@ -85,8 +85,7 @@ def load_model(model_path: str, *, device: str = "cpu", dtype: str = "auto") -> 
     )
     kwargs: dict[str, Any] = {}
     if is_embedded(model_path):
-        gguf = embedded_gguf_path()
-        src, kwargs = str(gguf.parent), {"gguf_file": gguf.name}
+        src, kwargs = _embedded_source()
         name = "SmolLM2-135M-Instruct"
     else:
         folder = Path(model_path).expanduser()
@@ -97,16 +96,20 @@ def load_model(model_path: str, *, device: str = "cpu", dtype: str = "auto") -> 
                 "path of a transformers model saved with save_pretrained()."
             )
         src, name = str(folder), folder.name
-    tokenizer = AutoTokenizer.from_pretrained(src, **kwargs)
-    model = AutoModelForCausalLM.from_pretrained(src, dtype=torch_dtype, **kwargs)
-    if getattr(model, "hf_quantizer", None) is not None:
-        # GGUF weights are dequantised on load; drop the marker so peft/save_pretrained
-        # treat the model as a plain fp model.
-        plain: Any = model
-        plain.hf_quantizer = None
-        if hasattr(plain.config, "quantization_config"):
-            del plain.config.quantization_config
-        plain.is_quantized = False
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(src, **kwargs)
+        model = AutoModelForCausalLM.from_pretrained(src, dtype=torch_dtype, **kwargs)
+    except Exception:
+        if not (is_embedded(model_path) and not kwargs):
+            raise
+        # A cached conversion that passed its size checks but does not load: rebuild it once.
+        from osmosis_trainer import gguf_cache
+
+        gguf_cache.discard(Path(src))
+        src, kwargs = _embedded_source()
+        tokenizer = AutoTokenizer.from_pretrained(src, **kwargs)
+        model = AutoModelForCausalLM.from_pretrained(src, dtype=torch_dtype, **kwargs)
+    _drop_quantizer_marker(model)
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     tokenizer.padding_side = "left"
@@ -115,6 +118,42 @@ def load_model(model_path: str, *, device: str = "cpu", dtype: str = "auto") -> 
     untyped.to(device)
     untyped.eval()
     return LoadedModel(model=model, tokenizer=tokenizer, name=name)
+
+
+def _drop_quantizer_marker(model: Any) -> None:
+    """GGUF weights are de-quantised on load; drop the marker so peft/save_pretrained treat the
+    model as a plain floating-point model."""
+    if getattr(model, "hf_quantizer", None) is not None:
+        model.hf_quantizer = None
+        if hasattr(model.config, "quantization_config"):
+            del model.config.quantization_config
+        model.is_quantized = False
+
+
+def _embedded_source() -> tuple[str, dict[str, Any]]:
+    """Where to load the embedded model from: the per-machine converted cache when it can be
+    used (``OSMOSIS_GGUF_CACHE=0`` turns it off), else the GGUF file itself."""
+    gguf = embedded_gguf_path()
+    direct: tuple[str, dict[str, Any]] = (str(gguf.parent), {"gguf_file": gguf.name})
+    if os.environ.get("OSMOSIS_GGUF_CACHE", "1") == "0":
+        return direct
+    from osmosis_trainer import gguf_cache
+
+    def convert(folder: Path) -> None:
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        AutoTokenizer.from_pretrained(direct[0], **direct[1]).save_pretrained(folder)
+        model = AutoModelForCausalLM.from_pretrained(
+            direct[0], dtype=torch.float32, **direct[1]
+        )
+        _drop_quantizer_marker(model)
+        model.save_pretrained(folder)
+
+    try:
+        return str(gguf_cache.cached_conversion(gguf, convert)), {}
+    except OSError:  # read-only home, full disk: convert in memory as before
+        return direct
 
 
 _CHATML_TEMPLATE = (
