@@ -271,4 +271,7 @@ def _report_interrupted(plan: EvalPlan | None, json_out: bool) -> None:
 
 def register(app: typer.Typer) -> None:
     """Add the ``eval`` command group to the root app."""
+    from osmosis_ai.cli.eval_rubric import add_rubric_command
+
+    add_rubric_command(eval_app)
     app.add_typer(eval_app, name="eval")

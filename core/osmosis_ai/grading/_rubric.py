@@ -78,15 +78,22 @@ class RubricJudge(JudgeBase):
         self.mode: Mode = mode
 
     async def score(
-        self, response: str, *, question: str | None = None, reference: str | None = None
+        self,
+        response: str,
+        *,
+        question: str | None = None,
+        reference: str | None = None,
+        run: int = 0,
     ) -> JudgeVerdict:
         """Judge ``response`` (to ``question``, against an optional ``reference`` answer).
 
         Never raises for a bad judge answer: a failure comes back as a verdict with ``ok``
-        False, the reason in ``error`` and the judge's replies in ``raw``.
+        False, the reason in ``error`` and the judge's replies in ``raw``. ``run`` numbers
+        independent judgements of the same content (each its own cache entry and seeds), as
+        when testing how stable a rubric's scores are.
         """
         key = cache_key(
-            PROMPT_VERSION, *self._key_parts(), self.mode, question, reference, response
+            PROMPT_VERSION, *self._key_parts(), self.mode, question, reference, response, run
         )
         hit = self._cached(key)
         if hit is not None:
@@ -106,7 +113,10 @@ class RubricJudge(JudgeBase):
             parse = partial(parse_level, scale=self.scale)
             top = _TOP_LOGPROBS if self.model.supports_top_logprobs else None
         attempts = await asyncio.gather(
-            *(self._ask(messages, parse, seed=i, top_logprobs=top) for i in range(self.n))
+            *(
+                self._ask(messages, parse, seed=run * 7919 + i, top_logprobs=top)
+                for i in range(self.n)
+            )
         )
         verdict = self._combine(list(attempts))
         if verdict.ok and self.cache is not None:

@@ -1,0 +1,162 @@
+"""``osmosis eval rubric -d DATA -r RUBRIC --model ID``: score a dataset's answers with a judge.
+
+As in the original SDK: each row's existing answer (``solution_str`` by default) is scored
+against the rubric by an LLM judge, ``-n`` times, on ``[--score-min, --score-max]``, and the
+summary is the one ``osmosis eval run`` prints, plus the judge's calls, cache hits and cost.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, cast
+
+import typer
+
+from osmosis_ai.cli._output import state
+
+if TYPE_CHECKING:
+    from osmosis_ai.eval import EvalPlan
+    from osmosis_ai.grading import JudgeUsage
+    from osmosis_ai.grading._answers import AnswersResult
+
+__all__ = ["add_rubric_command"]
+
+
+@dataclass
+class _Shown:
+    """What the shared eval summary reads from a plan."""
+
+    config_name: str
+    model: str
+    n: int
+    run_dir: Path
+
+
+def _usage_line(usage: JudgeUsage, cache_hit_rate: float | None) -> str:
+    cost = f"${usage.cost_usd:.4f}"
+    if usage.unpriced_calls:
+        cost += f" (+ {usage.unpriced_calls} calls without a known price)"
+    rate = "" if cache_hit_rate is None else f" ({cache_hit_rate * 100:.0f}% of lookups)"
+    return (
+        f"{usage.calls} calls ({usage.retries} retries), {usage.cache_hits} cache hits{rate}, "
+        f"{usage.failures} failures, cost {cost}"
+    )
+
+
+def _print(
+    result: AnswersResult, dataset: Path, model: str, n: int, hit_rate: float | None
+) -> None:
+    from osmosis_ai.cli.eval import _print_summary
+
+    assert result.run_dir is not None
+    shown = _Shown(f"rubric ({dataset.name}, column {result.column})", model, n, result.run_dir)
+    _print_summary(cast("EvalPlan", shown), result.summary, "completed")
+    state.console.print(f"[cyan]judge[/] {_usage_line(result.usage, hit_rate)}")
+
+
+def rubric_command(
+    data: Annotated[Path, typer.Option("--data", "-d", help="Dataset with the answers to score.")],
+    rubric: Annotated[
+        str, typer.Option("--rubric", "-r", help="The rubric text, or a file holding it.")
+    ],
+    model: Annotated[
+        str,
+        typer.Option(
+            "--model",
+            "-m",
+            help="Judge model: 'embedded', a model folder, an http(s) URL or a LiteLLM id.",
+        ),
+    ],
+    n: Annotated[int, typer.Option("-n", "--n", min=1, help="Judgements per answer.")] = 1,
+    score_min: Annotated[float, typer.Option("--score-min", help="Lowest score.")] = 0.0,
+    score_max: Annotated[float, typer.Option("--score-max", help="Highest score.")] = 1.0,
+    column: Annotated[
+        str | None,
+        typer.Option("--column", help="The answers' column (default: solution_str, response...)."),
+    ] = None,
+    mode: Annotated[
+        str,
+        typer.Option(
+            "--mode", help="'json' (score + reasons) or 'levels' (G-Eval level probabilities)."
+        ),
+    ] = "json",
+    limit: Annotated[int | None, typer.Option("--limit", help="Only the first N rows.")] = None,
+    pass_threshold: Annotated[
+        float | None, typer.Option("--pass-threshold", help="Passing score (default: max).")
+    ] = None,
+    concurrency: Annotated[
+        int, typer.Option("--concurrency", "-c", min=1, help="Judge calls in flight.")
+    ] = 8,
+    cache_file: Annotated[
+        Path | None,
+        typer.Option("--cache", help="A JSON-lines judge cache to reuse across runs."),
+    ] = None,
+    output: Annotated[
+        Path | None,
+        typer.Option("--output", "-o", help="Run folder (default .osmosis/evals/rubric-<time>/)."),
+    ] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
+) -> None:
+    """Score a dataset's existing answers against a rubric with an LLM judge."""
+    from osmosis_ai.errors import ConfigError
+    from osmosis_ai.grading import JudgeCache, RubricJudge, Scale
+    from osmosis_ai.grading._answers import judge_answers
+
+    if mode not in ("json", "levels"):
+        raise ConfigError(f"--mode must be 'json' or 'levels', got {mode!r}")
+    if not score_max > score_min:
+        raise ConfigError(f"--score-max ({score_max:g}) must be above --score-min ({score_min:g})")
+    rubric_path = Path(rubric)
+    rubric_text: str | Path = rubric_path if rubric_path.is_file() else rubric
+    cache: JudgeCache | bool = JudgeCache(cache_file) if cache_file is not None else True
+    try:
+        judge = RubricJudge(
+            rubric_text,
+            model=model,
+            mode=cast(Any, mode),
+            scale=Scale(min=score_min, max=score_max),
+            temperature=None if n == 1 else 1.0,
+            max_concurrent=concurrency,
+            cache=cache,
+        )
+    except ValueError as exc:
+        raise ConfigError(f"--rubric {rubric!r}: {exc}") from None
+    stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+    run_dir = output or Path(".osmosis") / "evals" / f"rubric-{stamp}"
+
+    async def go() -> AnswersResult:
+        try:
+            return await judge_answers(
+                data,
+                judge,
+                column=column,
+                n=n,
+                limit=limit,
+                pass_threshold=pass_threshold,
+                run_dir=run_dir,
+            )
+        finally:
+            await judge.aclose()
+
+    result = asyncio.run(go())
+    hit_rate = judge.cache.hit_rate if judge.cache is not None else None
+    if json_out:
+        state.emit_json(
+            {
+                "run_dir": str(run_dir),
+                "column": result.column,
+                "model": model,
+                "summary": result.summary.model_dump(mode="json"),
+                "judge": {**result.usage.model_dump(), "cache_hit_rate": hit_rate},
+            }
+        )
+        return
+    _print(result, data, model, n, hit_rate)
+
+
+def add_rubric_command(eval_app: typer.Typer) -> None:
+    """Add ``rubric`` to the ``osmosis eval`` group."""
+    eval_app.command("rubric")(rubric_command)
