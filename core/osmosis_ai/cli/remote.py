@@ -138,6 +138,9 @@ def test_command(
         raise ConfigError("--max-turns and --concurrency must be at least 1")
     loop = load_agent_loop(module)
     rows = read_dataset(dataset, limit=limit, offset=offset)
+    from osmosis_ai.serving.preflight import check_model_reachable
+
+    check_model_reachable(model)  # a missing key or a dead server: one line, nothing written
     params: dict[str, Any] = {k: v for k, v in {"temperature": temperature, "max_tokens": max_tokens}.items()
                               if v is not None}
     from osmosis_ai.cli._remote_test import TestRun
