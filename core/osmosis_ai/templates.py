@@ -5,6 +5,7 @@ files it lists. The manifest::
 
     description = "One policy call with ctx.chat, no agent framework."
     requires = ["strands"]          # extras the rollout needs (optional)
+    setup = ["pip install ..."]     # commands the next steps need first (optional)
     next_steps = ["osmosis eval run configs/eval/{{name}}.toml --limit 5"]   # optional
 
     [files]                         # source (in the template folder) -> destination (workspace)
@@ -60,6 +61,9 @@ class TemplateInfo:
     files: dict[str, str]
     """Source path inside the template folder -> destination pattern inside the workspace."""
     requires: tuple[str, ...] = ()
+    setup: tuple[str, ...] = ()
+    """Commands that add what the next steps need beyond the rollout's own ``pyproject.toml``
+    (the embedded model runs on the trainer extra, which a rollout does not need)."""
     next_steps: tuple[str, ...] = ()
 
 
@@ -212,7 +216,7 @@ def _load(folder: Path) -> TemplateInfo:
         or not all(isinstance(k, str) and isinstance(v, str) for k, v in files.items())
     ):
         raise TemplateError(f"{manifest}: [files] must map source names to destination paths")
-    unknown = set(data) - {"description", "requires", "next_steps", "files"}
+    unknown = set(data) - {"description", "requires", "setup", "next_steps", "files"}
     if unknown:
         raise TemplateError(f"{manifest}: unknown key(s) {sorted(unknown)}")
     return TemplateInfo(
@@ -221,6 +225,7 @@ def _load(folder: Path) -> TemplateInfo:
         path=folder,
         files=dict(files),
         requires=tuple(str(x) for x in data.get("requires", [])),
+        setup=tuple(str(x) for x in data.get("setup", [])),
         next_steps=tuple(str(x) for x in data.get("next_steps", [])),
     )
 

@@ -84,11 +84,39 @@ def serve_command(
     def announce(what: str, value: Any) -> None:
         label = {"url": "URL", "logs": "Logs"}.get(what, what)
         out.print(f"  {label}: {escape(str(value))}")
+        if what == "url":
+            out.print(_exposure_hint(host, local), soft_wrap=True)
         sys.stdout.flush()
 
     opts = ServeOptions(spec=module, host=host, port=port, reload=reload, log_dir=log,
                         auth=not local, api_key=key, log_level=log_level)
     run_server(opts, announce=announce)
+
+
+def _is_loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "localhost"
+
+
+def _exposure_hint(host: str, local: bool) -> str:
+    """Who can reach the server, and the one flag that changes it (the seeds' habit)."""
+    if _is_loopback(host):
+        guard = (
+            "drop --local first: then every route needs the API key"
+            if local
+            else "every route still needs the API key"
+        )
+        return (
+            f"  Listening on {host} only: this machine can reach it. For a training cluster on "
+            f"another machine pass --host 0.0.0.0 ({guard})."
+        )
+    return (
+        f"  Listening on {host}: other machines can reach it"
+        + ("" if local else ", with the API key")
+        + ". Put it behind a firewall or a TLS proxy on untrusted networks."
+    )
 
 
 def _warn_local(host: str) -> None:

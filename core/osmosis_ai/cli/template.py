@@ -85,6 +85,7 @@ def create_command(
                 "workspace": str(result.workspace),
                 "written": result.written,
                 "overwritten": result.overwritten,
+                "setup": list(result.template.setup),
                 "next_steps": result.next_steps,
             }
         )
@@ -101,6 +102,10 @@ def create_command(
     if result.template.requires:
         extras = ",".join(result.template.requires)
         console.print(f'This rollout needs: pip install "osmosis-ai[{extras}]"', markup=False)
+    if result.template.setup:
+        console.print("Before the next steps (the embedded model runs on the trainer extra):")
+        for step in result.template.setup:
+            console.print(f"  {step}", markup=False)
     if result.next_steps:
         console.print("Next:")
         for step in result.next_steps:
