@@ -32,6 +32,7 @@ _COMMAND_MODULES = (
     "osmosis_ai.cli.validate",
     "osmosis_ai.cli.doctor",
     "osmosis_ai.cli.train",
+    "osmosis_ai.cli.model",
     "osmosis_ai.cli.remote",
 )
 

@@ -13,7 +13,7 @@ from osmosis_ai.cli._output import state
 if TYPE_CHECKING:
     from rich.progress import Progress, TaskID
 
-    from osmosis_ai.eval import EvalPlan, EvalRecord, EvalSummary
+    from osmosis_ai.eval import EvalEvents, EvalPlan, EvalRecord, EvalSummary, PairedResult
 
 __all__ = ["register"]
 
@@ -27,20 +27,24 @@ eval_app = typer.Typer(
 class _ProgressView:
     """Feeds a rich progress bar (on stderr) from eval events."""
 
-    def __init__(self, progress: Progress) -> None:
+    def __init__(self, progress: Progress, label: str = "eval") -> None:
         self.progress = progress
+        self.label = label
         self.task: TaskID | None = None
         self.items: set[tuple[int, int]] = set()
         self.rewards: list[float] = []
         self.failed = 0
 
     def on_start(self, total: int, done: int) -> None:
-        self.task = self.progress.add_task("eval", total=total, completed=done, mean="-", failed=0)
+        self.task = self.progress.add_task(
+            self.label, total=total, completed=done, mean="-", failed=0
+        )
 
     def on_phase(self, phase: str) -> None:
         if self.task is not None:
             self.progress.update(
-                self.task, description=f"eval ({phase})" if phase != "running" else "eval"
+                self.task,
+                description=f"{self.label} ({phase})" if phase != "running" else self.label,
             )
 
     def on_record(self, record: EvalRecord) -> None:
@@ -155,12 +159,45 @@ def run_command(
         typer.Option("--concurrency", "-c", help="Rollouts in flight at once (default 8)."),
     ] = None,
     model: Annotated[
-        str | None,
+        list[str] | None,
         typer.Option(
             "--model",
             "-m",
-            help="Override model_path: 'embedded', a model folder, an http(s) URL or a LiteLLM id.",
+            help="Override model_path: a trained checkpoint RUN[:STEP] (STEP a number, latest or "
+            "best; see 'osmosis model list'), 'embedded', a model folder, an http(s) URL or a "
+            "LiteLLM id. Give it twice to compare the first against the second.",
         ),
+    ] = None,
+    baseline: Annotated[
+        bool,
+        typer.Option(
+            "--baseline",
+            help="Also evaluate the checkpoint's base model on the same rows and print the "
+            "reward difference with a paired bootstrap confidence interval.",
+        ),
+    ] = False,
+    name: Annotated[
+        str | None,
+        typer.Option(
+            "--name",
+            help="A named run in .osmosis/evals/NAME/: running the command again continues it.",
+        ),
+    ] = None,
+    rows: Annotated[
+        str | None,
+        typer.Option("--rows", help='Only these 0-based dataset rows, e.g. "3,7,10-20".'),
+    ] = None,
+    retry_failed: Annotated[
+        bool,
+        typer.Option("--retry-failed", help="Continuing a run: run its failed samples again."),
+    ] = False,
+    fresh: Annotated[
+        bool,
+        typer.Option("--fresh", help="Start the named run (--name) over, deleting its results."),
+    ] = False,
+    dataset_file: Annotated[
+        Path | None,
+        typer.Option("--dataset-file", help="Evaluate this dataset file instead of the config's."),
     ] = None,
     output: Annotated[
         Path | None,
@@ -175,35 +212,65 @@ def run_command(
     json_out: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
 ) -> None:
     """Run the rollout over the dataset; write per-sample results and traces; print a summary."""
-    from osmosis_ai.eval import EvalEvents, EvalOptions, run_eval
+    from osmosis_ai.errors import ConfigError
+    from osmosis_ai.eval import EvalOptions, baseline_for, run_eval, run_paired_eval
 
     if not config.is_file():
-        from osmosis_ai.errors import ConfigError
-
         raise ConfigError(
             f"eval config {config} does not exist; create one with "
             "'osmosis template create NAME' (it writes configs/eval/NAME.toml)"
         )
+    models = list(model or [])
+    if len(models) > 2:
+        raise ConfigError(
+            "--model given more than twice: pass one model, or two to compare the first "
+            "against the second"
+        )
+    if baseline and len(models) == 2:
+        raise ConfigError("pass either --baseline or a second --model, not both")
     options = EvalOptions(
-        limit=limit, n=n, concurrency=concurrency, model=model, output=output, resume=resume
+        limit=limit,
+        n=n,
+        concurrency=concurrency,
+        model=models[0] if models else None,
+        output=output,
+        resume=resume,
+        name=name,
+        rows=rows,
+        retry_failed=retry_failed,
+        fresh=fresh,
+        dataset_file=dataset_file,
     )
+    base_model = models[1] if len(models) == 2 else None
+    if baseline:
+        base_model = baseline_for(config, options)
     if not state.debug:
         _quiet_third_party_output()
     holder: dict[str, Any] = {}
     progress = _make_progress(enabled=not json_out)
-    view = _ProgressView(progress)
-    events = EvalEvents(
-        on_plan=lambda plan: holder.__setitem__("plan", plan),
-        on_start=view.on_start,
-        on_record=view.on_record,
-        on_phase=view.on_phase,
-    )
+    events = _events(progress, "eval", holder)
     try:
         with progress:
-            result = asyncio.run(run_eval(config, options, events=events))
+            if base_model is not None:
+                paired = asyncio.run(
+                    run_paired_eval(
+                        config,
+                        options,
+                        base_model,
+                        events=events,
+                        baseline_events=_events(progress, "baseline", {}),
+                    )
+                )
+                result = paired.candidate
+            else:
+                paired = None
+                result = asyncio.run(run_eval(config, options, events=events))
     except KeyboardInterrupt:
         _report_interrupted(holder.get("plan"), json_out)
         raise typer.Exit(130) from None
+    if paired is not None:
+        _report_paired(paired, json_out)
+        return
     status = result.info.status
     if json_out:
         state.emit_json(
@@ -223,6 +290,66 @@ def run_command(
             f"resumed: kept {result.resumed_records} earlier results, ran {result.new_records} more"
         )
     _print_summary(result.plan, result.summary, status, result.info.model_load_s)
+
+
+def _events(progress: Progress, label: str, holder: dict[str, Any]) -> EvalEvents:
+    from osmosis_ai.eval import EvalEvents
+
+    view = _ProgressView(progress, label)
+    return EvalEvents(
+        on_plan=lambda plan: holder.__setitem__("plan", plan),
+        on_start=view.on_start,
+        on_record=view.on_record,
+        on_phase=view.on_phase,
+    )
+
+
+def _signed(x: float | None) -> str:
+    return "-" if x is None else f"{x:+.3f}"
+
+
+def _report_paired(paired: PairedResult, json_out: bool) -> None:
+    cand, base, cmp = paired.candidate, paired.baseline, paired.comparison
+    if json_out:
+        state.emit_json(
+            {
+                "run_dir": str(cand.plan.run_dir),
+                "status": cand.info.status,
+                "model": cand.plan.model,
+                "baseline": base.plan.model,
+                "summary": cand.summary.model_dump(mode="json"),
+                "baseline_summary": base.summary.model_dump(mode="json"),
+                "comparison": cmp.model_dump(mode="json") | {"verdict": cmp.verdict},
+            }
+        )
+        return
+    _print_summary(cand.plan, cand.summary, cand.info.status, cand.info.model_load_s)
+    state.console.print()
+    _print_summary(base.plan, base.summary, base.info.status, base.info.model_load_s)
+    state.console.print()
+    pct = f"{cmp.confidence * 100:g}%"
+    state.console.print(
+        f"[bold]compared[/] on {cmp.rows} rows (same rows, n={cand.plan.n}): "
+        f"{cmp.candidate} vs {cmp.baseline}"
+    )
+    state.console.print(
+        f"  reward  model {_fmt(cmp.candidate_mean)}  baseline {_fmt(cmp.baseline_mean)}  "
+        f"diff {_signed(cmp.diff)}  {pct} CI [{_signed(cmp.ci_low)}, {_signed(cmp.ci_high)}]"
+        f"  -> [bold]{cmp.verdict}[/]"
+    )
+    notes = []
+    if cmp.unpaired_rows:
+        notes.append(f"{cmp.unpaired_rows} rows left out (no graded sample under one model)")
+    if cmp.candidate_failed or cmp.baseline_failed:
+        notes.append(
+            f"failed samples: model {cmp.candidate_failed}, baseline {cmp.baseline_failed}"
+        )
+    notes.append(
+        f"paired bootstrap over rows, {cmp.resamples} resamples, seed {cmp.seed}; "
+        f"{cand.plan.run_dir / 'comparison.json'}"
+    )
+    for note in notes:
+        state.console.print(f"  {note}")
 
 
 def _quiet_third_party_output() -> None:

@@ -8,6 +8,7 @@ the run folder, and returns the summary. The metric functions are pure and reusa
 
 from __future__ import annotations
 
+from osmosis_ai.eval._compare import Comparison, compare_records, paired_bootstrap, row_rewards
 from osmosis_ai.eval._journal import Journal, hash_file, hash_rollout_dir, read_journal
 from osmosis_ai.eval._metrics import (
     EvalSummary,
@@ -16,17 +17,21 @@ from osmosis_ai.eval._metrics import (
     pass_at_k_values,
     summarize,
 )
+from osmosis_ai.eval._paired import PairedResult, baseline_for, run_paired_eval
 from osmosis_ai.eval._records import EvalRecord, EvalRunInfo
 from osmosis_ai.eval._run import (
     EvalEvents,
     EvalOptions,
     EvalPlan,
     EvalResult,
+    parse_rows,
     plan_eval,
+    resolve_model,
     run_eval,
 )
 
 __all__ = [
+    "Comparison",
     "EvalEvents",
     "EvalOptions",
     "EvalPlan",
@@ -35,13 +40,21 @@ __all__ = [
     "EvalRunInfo",
     "EvalSummary",
     "Journal",
+    "PairedResult",
     "RewardStats",
+    "baseline_for",
+    "compare_records",
     "hash_file",
     "hash_rollout_dir",
+    "paired_bootstrap",
+    "parse_rows",
     "pass_at_k",
     "pass_at_k_values",
     "plan_eval",
     "read_journal",
+    "resolve_model",
+    "row_rewards",
     "run_eval",
+    "run_paired_eval",
     "summarize",
 ]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 from osmosis_ai.rollout._scope import PolicyEndpoint
@@ -21,9 +22,12 @@ __all__ = ["open_policy_endpoint"]
 
 @contextlib.asynccontextmanager
 async def open_policy_endpoint(
-    model: str, sampling: dict[str, Any]
+    model: str, sampling: dict[str, Any], *, adapter: Path | None = None
 ) -> AsyncIterator[PolicyEndpoint]:
-    """Start a gateway for ``model`` on 127.0.0.1 and yield it; stop it and its engine after."""
+    """Start a gateway for ``model`` on 127.0.0.1 and yield it; stop it and its engine after.
+
+    ``adapter``: a PEFT LoRA folder (a trained checkpoint's) served on top of ``model``.
+    """
     # Both raise MissingExtraError naming the pip command when an extra is missing.
     from osmosis_ai.serving import create_engine
     from osmosis_ai.serving.gateway import GatewaySampling, PolicyGateway
@@ -31,6 +35,8 @@ async def open_policy_endpoint(
     # Loading a model takes seconds (the embedded one ~20 s): keep the event loop free.
     engine = await asyncio.to_thread(create_engine, model)
     try:
+        if adapter is not None:
+            await engine.load_adapter(str(adapter), 1)
         async with PolicyGateway(engine, sampling=GatewaySampling(**sampling)) as gateway:
             yield gateway
     finally:

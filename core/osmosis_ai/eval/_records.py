@@ -50,6 +50,13 @@ class EvalRunInfo(BaseModel):
     entrypoint: str
     dataset: str
     model: str
+    """The model asked for; a trained checkpoint is recorded as ``<run folder>:<step>``."""
+    engine_model: str | None = None
+    """What the engine loaded (a checkpoint's base model), when it differs from ``model``."""
+    checkpoint: dict[str, Any] | None = None
+    """The evaluated checkpoint: run, step, path, base_model, reward."""
+    rows: list[int] | None = None
+    """The ``--rows`` selection (0-based file positions), if any."""
     n: int
     limit: int | None
     offset: int = 0
@@ -62,4 +69,8 @@ class EvalRunInfo(BaseModel):
     work_items: int = 0
     model_load_s: float | None = Field(default=None, description="Seconds to start the model.")
     osmosis_version: str = ""
+    pid: int | None = Field(default=None, description="The process running (or that ran) it.")
+    baseline: str | None = Field(
+        default=None, description="The model of the paired baseline run in ./baseline/, if any."
+    )
     summary: dict[str, Any] | None = None

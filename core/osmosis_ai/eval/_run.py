@@ -11,7 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
+import os
+import re
+import shutil
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
@@ -32,10 +36,9 @@ logger = logging.getLogger("osmosis")
 
 DEFAULT_CONCURRENCY = 8
 
-EndpointFactory = Callable[
-    [str, dict[str, Any]], contextlib.AbstractAsyncContextManager[PolicyEndpoint]
-]
-"""``factory(model, sampling)`` -> async context manager yielding a PolicyEndpoint."""
+EndpointFactory = Callable[..., contextlib.AbstractAsyncContextManager[PolicyEndpoint]]
+"""``factory(model, sampling)`` -> async context manager yielding a PolicyEndpoint; called with
+``adapter=<PEFT folder>`` too when a trained checkpoint is evaluated."""
 
 
 @dataclass
@@ -46,8 +49,20 @@ class EvalOptions:
     n: int | None = None
     concurrency: int | None = None
     model: str | None = None
+    """``embedded``, a model folder, an http(s) URL, a LiteLLM id, or a trained checkpoint
+    ``RUN[:STEP]`` (a run under ``<workspace>/runs/``; STEP a number, ``latest`` or ``best``)."""
     output: Path | None = None
     resume: bool = False
+    name: str | None = None
+    """A named run in ``.osmosis/evals/<name>/``: continued when it exists (unless ``fresh``)."""
+    rows: str | None = None
+    """Only these dataset rows (0-based file positions): ``"3,7,10-20"``."""
+    retry_failed: bool = False
+    """When continuing a run, run its failed samples again (their old results are dropped)."""
+    fresh: bool = False
+    """Start a named run over: its earlier results are deleted."""
+    dataset_file: Path | None = None
+    """Evaluate this dataset file instead of the config's ``dataset``."""
 
 
 @dataclass
@@ -61,6 +76,7 @@ class EvalPlan:
     entrypoint: Path
     dataset: Path
     model: str
+    """What was asked for, as recorded: a model spec, or ``<run folder>:<step>``."""
     n: int
     limit: int | None
     offset: int
@@ -71,6 +87,17 @@ class EvalPlan:
     sampling: dict[str, Any]
     run_dir: Path
     resume: bool
+    engine_model: str = ""
+    """What the engine loads: ``model``, or the base model of a checkpoint."""
+    adapter: Path | None = None
+    """The checkpoint's PEFT adapter, served on top of ``engine_model``."""
+    rows: list[int] | None = None
+    retry_failed: bool = False
+    checkpoint: dict[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        if not self.engine_model:
+            self.engine_model = self.model
 
 
 @dataclass
@@ -120,25 +147,52 @@ def plan_eval(config_path: str | Path, options: EvalOptions) -> EvalPlan:
             f"{'is' if len(missing) == 1 else 'are'} not set in the environment; export "
             "them before running the eval"
         )
-    run_dir = _run_dir(Path(cfg.workspace_root), path.stem, options)
-    previous = _previous_info(run_dir) if options.resume else None
+    workspace = Path(cfg.workspace_root)
+    run_dir, resume = _run_dir(workspace, path.stem, options)
+    previous = _previous_info(run_dir) if resume else None
     n = options.n if options.n is not None else (previous.n if previous else ev.n)
     limit = (
         options.limit if options.limit is not None else (previous.limit if previous else ev.limit)
     )
-    model = options.model or (previous.model if previous else cfg.experiment.model_path)
+    spec = options.model or (previous.model if previous else cfg.experiment.model_path)
+    from osmosis_ai.runs import runs_root_for
+
+    model, engine_model, adapter, checkpoint = resolve_model(spec, runs_root_for(cfg))
+    rows = parse_rows(options.rows) if options.rows is not None else None
+    if rows is None and previous is not None and options.rows is None:
+        rows = previous.rows
+    dataset = cfg.dataset_path()
+    if options.dataset_file is not None:
+        dataset = options.dataset_file.expanduser().resolve()
+        if not dataset.is_file():
+            raise ConfigError(
+                f"--dataset-file {options.dataset_file} does not exist; pass a .jsonl, .json, "
+                ".csv or .parquet file"
+            )
+    elif previous is not None and Path(previous.dataset) != dataset:
+        dataset = Path(previous.dataset)
     concurrency = options.concurrency or ev.concurrency or DEFAULT_CONCURRENCY
     for flag, value in (("--n", n), ("--limit", limit), ("--concurrency", concurrency)):
         if value is not None and value < 1:
             raise ConfigError(f"{flag} must be at least 1 (got {value})")
+    if options.retry_failed and not resume:
+        raise ConfigError(
+            "--retry-failed re-runs the failed samples of an earlier run: use it with --name "
+            "NAME (an existing named run) or --resume"
+        )
     return EvalPlan(
         config_path=path.resolve(),
         config_name=path.stem,
         workspace=Path(cfg.workspace_root),
         rollout_dir=cfg.rollout_dir(),
         entrypoint=cfg.entrypoint_path(),
-        dataset=cfg.dataset_path(),
+        dataset=dataset,
         model=model,
+        engine_model=engine_model,
+        adapter=adapter,
+        checkpoint=checkpoint,
+        rows=rows,
+        retry_failed=options.retry_failed,
         n=n,
         limit=limit,
         offset=0,
@@ -148,17 +202,99 @@ def plan_eval(config_path: str | Path, options: EvalOptions) -> EvalPlan:
         grader_timeout_s=float(ev.grader_timeout_s),
         sampling=_sampling(cfg),
         run_dir=run_dir,
-        resume=options.resume,
+        resume=resume,
     )
 
 
-def _run_dir(workspace: Path, name: str, options: EvalOptions) -> Path:
+_RUN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
+_ROWS_PART = re.compile(r"^(\d+)(?:-(\d+))?$")
+
+
+def parse_rows(text: str) -> list[int]:
+    """``"3,7,10-20"`` -> ``[3, 7, 10, 11, ..., 20]`` (sorted, unique, 0-based, ranges inclusive)."""
+    rows: set[int] = set()
+    parts = [p.strip() for p in text.split(",")]
+    for part in parts:
+        m = _ROWS_PART.match(part)
+        if m is None:
+            raise ConfigError(
+                f"--rows {text!r}: {part!r} is not a row number or range; use 0-based row "
+                "numbers and inclusive ranges, e.g. --rows 3,7,10-20"
+            )
+        lo = int(m.group(1))
+        hi = int(m.group(2)) if m.group(2) is not None else lo
+        if hi < lo:
+            raise ConfigError(f"--rows {text!r}: range {part!r} runs backwards; write {hi}-{lo}")
+        if hi - lo > 10_000_000:
+            raise ConfigError(f"--rows {text!r}: range {part!r} is too large")
+        rows.update(range(lo, hi + 1))
+    return sorted(rows)
+
+
+def resolve_model(
+    spec: str, runs_root: Path
+) -> tuple[str, str, Path | None, dict[str, Any] | None]:
+    """``(recorded model, engine model, adapter, checkpoint info)`` for a ``--model`` value.
+
+    A trained checkpoint ``RUN[:STEP]`` (a run under ``<workspace>/runs/``) becomes its base
+    model plus its adapter, recorded as ``<run folder>:<step>`` so a resume finds the same one;
+    anything else is the model itself.
+    """
+    from osmosis_ai.models import looks_like_checkpoint_ref, resolve_checkpoint
+    from osmosis_ai.runs import resolve_model_path
+
+    if not looks_like_checkpoint_ref(spec, runs_root):
+        return spec, spec, None, None
+    ref = resolve_checkpoint(spec, runs_root)
+    if ref.base_model == "unknown":
+        raise ConfigError(
+            f"checkpoint {ref.label}: the run's base model is unknown (no config.toml in "
+            f"{ref.run_dir}); evaluate its adapter with a run folder that has its config"
+        )
+    info = {
+        "run": ref.run_id,
+        "step": ref.step,
+        "path": str(ref.path),
+        "base_model": ref.base_model,
+        "reward": ref.reward,
+    }
+    # A Hub id base model is served from the local Hugging Face cache, as in training.
+    return ref.label, resolve_model_path(ref.base_model), ref.adapter_dir, info
+
+
+def _run_dir(workspace: Path, name: str, options: EvalOptions) -> tuple[Path, bool]:
+    """The run folder and whether the run continues an earlier one."""
+    root = workspace / ".osmosis" / "evals"
+    if options.name is not None:
+        if options.output is not None:
+            raise ConfigError("pass either --name or --output, not both")
+        if not _RUN_NAME.match(options.name):
+            raise ConfigError(
+                f"--name {options.name!r}: use letters, digits, '-', '_' and '.' (starting with "
+                "a letter or digit, at most 100 characters)"
+            )
+        run_dir = root / options.name
+        exists = (run_dir / "run.json").is_file()
+        if exists and options.fresh:
+            _discard_run(run_dir)
+            exists = False
+        return run_dir, exists or options.resume
+    if options.fresh:
+        raise ConfigError("--fresh starts a named run over: use it with --name NAME")
     if options.output is not None:
-        return options.output
+        return options.output, options.resume
     if options.resume:
-        return _latest_run_dir(workspace / ".osmosis" / "evals", name)
+        return _latest_run_dir(root, name), True
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
-    return workspace / ".osmosis" / "evals" / f"{name}-{stamp}"
+    return root / f"{name}-{stamp}", False
+
+
+def _discard_run(run_dir: Path) -> None:
+    """Delete an eval run's files (only the ones an eval writes) for ``--fresh``."""
+    for child in ("results.jsonl", "run.json", "summary.json", "comparison.json", "eval.log"):
+        (run_dir / child).unlink(missing_ok=True)
+    for child in ("traces", "baseline"):
+        shutil.rmtree(run_dir / child, ignore_errors=True)
 
 
 def _previous_info(run_dir: Path) -> EvalRunInfo:
@@ -203,11 +339,13 @@ def _check_resume(info: EvalRunInfo, plan: EvalPlan, rollout_hash: str, dataset_
         ("model", info.model, plan.model),
         ("n", info.n, plan.n),
         ("limit", info.limit, plan.limit),
+        ("rows", info.rows, plan.rows),
     ):
         if old != new:
             raise OsmosisError(
                 f"--resume refused: the run in {where} used {what}={old!r}, this command asks "
-                f"for {what}={new!r}; pass the same value or start a fresh run"
+                f"for {what}={new!r}; pass the same value or start a fresh run (--fresh with "
+                "--name)"
             )
 
 
@@ -221,8 +359,11 @@ def _prepare_run_dir(plan: EvalPlan) -> tuple[EvalRunInfo, list[EvalRecord]]:
         info = _previous_info(plan.run_dir)
         _check_resume(info, plan, rollout_hash, dataset_hash)
         records = read_journal(plan.run_dir / "results.jsonl", repair=True)
+        if plan.retry_failed:
+            records = _drop_failed(plan.run_dir / "results.jsonl", records)
         info.status = "running"
         info.finished_at = None
+        info.pid = os.getpid()
         return info, records
     if info_path.exists() or (plan.run_dir / "results.jsonl").exists():
         raise OsmosisError(
@@ -236,6 +377,10 @@ def _prepare_run_dir(plan: EvalPlan) -> tuple[EvalRunInfo, list[EvalRecord]]:
         entrypoint=str(plan.entrypoint),
         dataset=str(plan.dataset),
         model=plan.model,
+        engine_model=plan.engine_model,
+        checkpoint=plan.checkpoint,
+        rows=plan.rows,
+        pid=os.getpid(),
         n=plan.n,
         limit=plan.limit,
         offset=plan.offset,
@@ -246,6 +391,25 @@ def _prepare_run_dir(plan: EvalPlan) -> tuple[EvalRunInfo, list[EvalRecord]]:
         osmosis_version=__version__,
     )
     return info, []
+
+
+def _drop_failed(journal: Path, records: list[EvalRecord]) -> list[EvalRecord]:
+    """Remove every sample of the work items that had a failure; rewrite the journal atomically.
+
+    The whole (row, run) item goes, so it is run again as a unit.
+    """
+    failed = {(r.row_index, r.run_index) for r in records if r.status == "failed"}
+    if not failed:
+        return records
+    kept = [r for r in records if (r.row_index, r.run_index) not in failed]
+    tmp = journal.with_name(journal.name + ".tmp")
+    with tmp.open("w", encoding="utf-8") as fh:
+        for r in kept:
+            fh.write(r.model_dump_json() + "\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+    tmp.replace(journal)
+    return kept
 
 
 def _write_info(run_dir: Path, info: EvalRunInfo) -> None:
@@ -262,12 +426,42 @@ def _write_info(run_dir: Path, info: EvalRunInfo) -> None:
 
 
 @contextlib.asynccontextmanager
-async def default_endpoint(model: str, sampling: dict[str, Any]) -> AsyncIterator[PolicyEndpoint]:
-    """The policy gateway in front of the engine ``model`` names (embedded, folder, URL, LiteLLM)."""
+async def default_endpoint(
+    model: str, sampling: dict[str, Any], *, adapter: Path | None = None
+) -> AsyncIterator[PolicyEndpoint]:
+    """The policy gateway in front of the engine ``model`` names (embedded, folder, URL, LiteLLM),
+    serving the LoRA ``adapter`` on top of it when one is given."""
     from osmosis_ai.eval._endpoint import open_policy_endpoint
 
-    async with open_policy_endpoint(model, sampling) as endpoint:
+    extra = {"adapter": adapter} if adapter is not None else {}
+    async with open_policy_endpoint(model, sampling, **extra) as endpoint:
         yield endpoint
+
+
+def _select(plan: EvalPlan) -> Iterator[Any]:
+    """The rows to evaluate: ``--rows`` (keeping their file positions as row indices) or the
+    first ``limit`` rows."""
+    from osmosis_ai.data import read_dataset
+
+    if plan.rows is None:
+        yield from read_dataset(plan.dataset, limit=plan.limit, offset=plan.offset)
+        return
+    wanted = set(plan.rows)
+    taken = 0
+    last = -1
+    for row in read_dataset(plan.dataset):
+        last = row.source_row_index
+        if row.source_row_index in wanted:
+            yield dataclasses.replace(row, row_index=row.source_row_index)
+            taken += 1
+            if plan.limit is not None and taken >= plan.limit:
+                return
+        if row.source_row_index >= plan.rows[-1]:
+            return
+    raise ConfigError(
+        f"--rows asks for row {plan.rows[-1]}, but {plan.dataset} has {last + 1} rows "
+        f"(0-{last}); rows are 0-based"
+    )
 
 
 async def run_eval(
@@ -282,7 +476,6 @@ async def run_eval(
     Cancelling the task (Ctrl-C) stops the in-flight rollouts, keeps every finished record and
     marks the run ``interrupted``; the cancellation is then re-raised.
     """
-    from osmosis_ai.data import read_dataset
     from osmosis_ai.rollout import load_entrypoint
 
     options = options or EvalOptions()
@@ -290,15 +483,20 @@ async def run_eval(
     plan = plan_eval(config_path, options)
     events.on_plan(plan)
     entry = load_entrypoint(plan.entrypoint)
+    if endpoint_factory is None:
+        from osmosis_ai.serving.preflight import check_model_reachable
+
+        # A hosted model without its key, or a server that is down: one line, nothing written.
+        check_model_reachable(plan.engine_model)
     info, previous = _prepare_run_dir(plan)
     done = {(r.row_index, r.run_index) for r in previous}
     # A first streaming pass validates and counts the selection, so a bad row stops the eval
     # before any rollout runs; the runner then reads the rows lazily (datasets may be large).
-    selected = sum(1 for _ in read_dataset(plan.dataset, limit=plan.limit, offset=plan.offset))
+    selected = sum(1 for _ in _select(plan))
     info.work_items = selected * plan.n
 
     def pending_rows() -> Iterator[Any]:
-        for row in read_dataset(plan.dataset, limit=plan.limit, offset=plan.offset):
+        for row in _select(plan):
             if any((row.row_index, k) not in done for k in range(plan.n)):
                 yield row
 
@@ -312,7 +510,8 @@ async def run_eval(
         with Journal(plan.run_dir / "results.jsonl") as journal:
             if len(done) < info.work_items:
                 events.on_phase("loading model")
-                async with factory(plan.model, plan.sampling) as endpoint:
+                extra = {"adapter": plan.adapter} if plan.adapter is not None else {}
+                async with factory(plan.engine_model, plan.sampling, **extra) as endpoint:
                     info.model_load_s = round(time.perf_counter() - started, 3)
                     started = time.perf_counter()
                     events.on_phase("running")
@@ -364,6 +563,7 @@ async def _stream(
         workflow_timeout_s=plan.workflow_timeout_s,
         grader_timeout_s=plan.grader_timeout_s,
         sampling=plan.sampling,
+        artifacts_root=plan.run_dir / "artifacts",  # ctx.artifacts_dir: one folder per rollout
     )
     async with runner:
         async for outcome in runner.run(rows):

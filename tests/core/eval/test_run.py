@@ -226,10 +226,14 @@ async def test_resume_with_nothing_to_resume(workspace: Path) -> None:
 async def test_a_used_output_folder_needs_resume(workspace: Path) -> None:
     out = workspace / "out"
     opts = EvalOptions(limit=1, output=out)
-    await run_eval(workspace / "configs/eval/calc.toml", opts, endpoint_factory=fake_server_factory(_answer))
+    await run_eval(
+        workspace / "configs/eval/calc.toml", opts, endpoint_factory=fake_server_factory(_answer)
+    )
     with pytest.raises(OsmosisError, match="already holds an eval run; pass --resume"):
         await run_eval(
-            workspace / "configs/eval/calc.toml", opts, endpoint_factory=fake_server_factory(_answer)
+            workspace / "configs/eval/calc.toml",
+            opts,
+            endpoint_factory=fake_server_factory(_answer),
         )
 
 

@@ -1,0 +1,274 @@
+"""``osmosis model list|deploy|export``: the checkpoints of training runs, as models.
+
+A checkpoint is named ``RUN[:STEP]``: RUN a run id (``calc-20261124-101500``), a run name
+used once, or a unique prefix; STEP a number, ``latest`` (default) or ``best``. Serving and
+merging need torch, so they run in the trainer package as a subprocess
+(``python -m osmosis_trainer.deploy`` / ``.export``); listing and plain export do not.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from osmosis_ai.cli._output import state
+from osmosis_ai.errors import ConfigError, MissingExtraError, OsmosisError
+
+if TYPE_CHECKING:
+    from osmosis_ai.models import CheckpointRef
+
+__all__ = ["register"]
+
+model_app = typer.Typer(
+    name="model",
+    help="Trained checkpoints: list them, serve one (OpenAI-compatible), export one.",
+    no_args_is_help=True,
+)
+
+_EMBEDDED_HUB_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"
+
+
+def _runs_root() -> Path:
+    from osmosis_ai.runs import workspace_runs_root
+
+    return workspace_runs_root()
+
+
+def _resolve(spec: str) -> CheckpointRef:
+    from osmosis_ai.models import resolve_checkpoint
+
+    return resolve_checkpoint(spec, _runs_root())
+
+
+def _require_trainer(feature: str) -> None:
+    import importlib.util
+
+    for module in ("torch", "transformers", "peft", "osmosis_trainer"):
+        if importlib.util.find_spec(module) is None:
+            raise MissingExtraError(feature, "trainer", module)
+
+
+def _fmt_reward(x: float | None) -> str:
+    return "-" if x is None else f"{x:.3f}"
+
+
+@model_app.command("list")
+def list_command(
+    run: Annotated[
+        str | None, typer.Option("--run", help="Only this run's checkpoints (name or id).")
+    ] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Every checkpoint across the workspace's training runs: run, step, reward, base model."""
+    from rich.table import Table
+
+    from osmosis_ai.models import find_checkpoints
+
+    root = _runs_root()
+    found = find_checkpoints(root, run=run)
+    if json_out:
+        state.emit_json([c.as_dict() for c in found])
+        return
+    if not found:
+        state.console.print(
+            f"No checkpoints under {root}. Train with 'osmosis train submit CONFIG'; "
+            "checkpoints are saved every [checkpoints] checkpoint_save_freq steps."
+        )
+        return
+    table = Table(box=None, pad_edge=False)
+    for col in ("model (RUN:STEP)", "status", "step", "reward", "base model", "path"):
+        table.add_column(col, overflow="fold")
+    for c in found:
+        table.add_row(
+            c.label, c.status, str(c.step), _fmt_reward(c.reward), c.base_model, str(c.path)
+        )
+    state.console.print(table)
+    state.console.print(
+        "Use one with: osmosis eval run CONFIG --model RUN:STEP --baseline | "
+        "osmosis model deploy RUN:STEP | osmosis model export RUN:STEP DIR"
+    )
+
+
+def _served_name(ref: CheckpointRef) -> str:
+    return f"{ref.run_name}-step{ref.step}"
+
+
+@model_app.command("deploy")
+def deploy_command(
+    checkpoint: Annotated[str, typer.Argument(help="RUN[:STEP], e.g. calc:best or calc:40.")],
+    port: Annotated[int, typer.Option("--port", "-p", help="Port (0: any free one).")] = 8000,
+    host: Annotated[str, typer.Option("--host", help="Interface to bind.")] = "127.0.0.1",
+    name: Annotated[
+        str | None, typer.Option("--name", help="Model name clients send (default RUN-stepN).")
+    ] = None,
+    engine: Annotated[
+        str,
+        typer.Option("--engine", help="auto (vLLM when installed, else transformers), vllm or hf."),
+    ] = "auto",
+    device: Annotated[str, typer.Option("--device", help="hf engine: auto, cpu, cuda.")] = "auto",
+) -> None:
+    """Serve a checkpoint on an OpenAI-compatible endpoint until Ctrl-C."""
+    if engine not in ("auto", "vllm", "hf"):
+        raise ConfigError(f"--engine {engine!r}: use auto, vllm or hf")
+    if not 0 <= port <= 65535:
+        raise ConfigError(f"--port {port}: use a port between 1 and 65535 (0 picks a free one)")
+    ref = _resolve(checkpoint)
+    _require_trainer("osmosis model deploy")
+    from osmosis_ai.runs import resolve_model_path
+
+    base = resolve_model_path(ref.base_model)
+    cmd = [
+        sys.executable,
+        "-m",
+        "osmosis_trainer.deploy",
+        "--base",
+        base,
+        "--adapter",
+        str(ref.adapter_dir),
+        "--name",
+        name or _served_name(ref),
+        "--label",
+        ref.label,
+        "--host",
+        host,
+        "--port",
+        str(port),
+        "--engine",
+        engine,
+        "--device",
+        device,
+    ]
+    state.err_console.print(
+        f"loading {ref.label} (base {ref.base_model}, adapter {ref.adapter_dir}) ..."
+    )
+    try:
+        code = subprocess.call(cmd)
+    except KeyboardInterrupt:  # the server got the same Ctrl-C and is stopping
+        code = 0
+    if code not in (0, -2, 130):
+        raise typer.Exit(code)
+
+
+def _model_card(ref: CheckpointRef, base_id: str, merged: bool) -> str:
+    kind = "merged model" if merged else "LoRA adapter (PEFT)"
+    reward = _fmt_reward(ref.reward)
+    how = (
+        'AutoModelForCausalLM.from_pretrained("<this folder>")'
+        if merged
+        else f'PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained("{base_id}"), '
+        '"<this folder>")'
+    )
+    return (
+        f"# {ref.run_name} step {ref.step}\n\n"
+        f"A {kind} trained with osmosis (reinforcement learning, GRPO).\n\n"
+        f"- base model: `{base_id}`\n- run: `{ref.run_id}`, step {ref.step}\n"
+        f"- training reward at that step: {reward}\n\n"
+        f"Load it with transformers:\n\n```python\n{how}\n```\n"
+    )
+
+
+def _export_adapter(ref: CheckpointRef, out: Path, base_id: str) -> None:
+    """Copy the PEFT adapter, pointing its config at a base model others can find."""
+    shutil.copytree(ref.adapter_dir, out, dirs_exist_ok=True)
+    cfg_path = out / "adapter_config.json"
+    cfg: dict[str, Any] = json.loads(cfg_path.read_text(encoding="utf-8"))
+    cfg["base_model_name_or_path"] = base_id
+    cfg_path.write_text(json.dumps(cfg, indent=2), encoding="utf-8")
+
+
+def _push(out: Path, repo: str, private: bool) -> str:
+    import os
+
+    if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on"):
+        raise OsmosisError(
+            f"--push-to-hub {repo}: this machine is offline (HF_HUB_OFFLINE is set); the "
+            f"export is in {out}: push it later with 'huggingface-cli upload {repo} {out}'"
+        )
+    try:
+        from huggingface_hub import HfApi
+    except ImportError as exc:
+        raise MissingExtraError("--push-to-hub", "trainer", "huggingface_hub") from exc
+    api = HfApi()
+    try:
+        api.create_repo(repo, private=private, exist_ok=True)
+        info = api.upload_folder(folder_path=str(out), repo_id=repo)
+    except Exception as exc:  # network, auth and hub errors all end the same way
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise OsmosisError(
+            f"--push-to-hub {repo} failed ({first}). The export is in {out}; check the network "
+            "and your token ('huggingface-cli login' or HF_TOKEN), then retry with "
+            f"'huggingface-cli upload {repo} {out}'"
+        ) from exc
+    return str(getattr(info, "commit_url", f"https://huggingface.co/{repo}"))
+
+
+@model_app.command("export")
+def export_command(
+    checkpoint: Annotated[str, typer.Argument(help="RUN[:STEP], e.g. calc:best or calc:40.")],
+    out: Annotated[Path, typer.Argument(help="Folder to write (must be empty or new).")],
+    merge: Annotated[
+        bool,
+        typer.Option("--merge", help="Fold the adapter into the base: a plain model folder."),
+    ] = False,
+    push_to_hub: Annotated[
+        str | None, typer.Option("--push-to-hub", help="Upload to this Hugging Face repo.")
+    ] = None,
+    private: Annotated[bool, typer.Option("--private", help="Create the Hub repo private.")] = (
+        False
+    ),
+    json_out: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Write a checkpoint as a PEFT adapter folder, or (--merge) as a merged model."""
+    ref = _resolve(checkpoint)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise ConfigError(f"{out} exists and is not empty; choose a new folder")
+    if push_to_hub is not None and push_to_hub.count("/") != 1:
+        raise ConfigError(f"--push-to-hub {push_to_hub!r}: use a Hub repo id such as user/name")
+    base_id = _EMBEDDED_HUB_ID if ref.base_model == "embedded" else ref.base_model
+    if merge:
+        _require_trainer("osmosis model export --merge")
+        from osmosis_ai.runs import resolve_model_path
+
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "osmosis_trainer.export",
+                "--base",
+                resolve_model_path(ref.base_model),
+                "--adapter",
+                str(ref.adapter_dir),
+                "--out",
+                str(out),
+            ],
+            capture_output=True,
+            text=True,
+        )
+        if proc.returncode != 0:
+            lines = (proc.stderr or proc.stdout).strip().splitlines()
+            detail = lines[-1] if lines else f"exit code {proc.returncode}"
+            raise OsmosisError(f"merging {ref.label} failed: {detail.removeprefix('error: ')}")
+    else:
+        _export_adapter(ref, out, base_id)
+    (out / "README.md").write_text(_model_card(ref, base_id, merge), encoding="utf-8")
+    url = _push(out, push_to_hub, private) if push_to_hub is not None else None
+    if json_out:
+        state.emit_json(
+            {"checkpoint": ref.as_dict(), "out": str(out), "merged": merge, "hub_url": url}
+        )
+        return
+    what = "merged model (loads without peft)" if merge else "PEFT adapter"
+    state.console.print(f"exported {ref.label} as a {what} to {out}")
+    if url:
+        state.console.print(f"pushed to {url}")
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``model`` command group to the root app."""
+    app.add_typer(model_app, name="model")

@@ -1,0 +1,192 @@
+"""Trained checkpoints as models: find them across runs and resolve ``RUN[:STEP]``.
+
+Torch-free: runs are read through the run store (:mod:`osmosis_ai.runs`). A checkpoint is
+``<run>/checkpoints/step_NNNNNN/`` with ``adapter/`` (a standard PEFT folder:
+``adapter_config.json`` + ``adapter_model.safetensors``) and ``checkpoint.json`` (the step's
+metrics); the base model is the run's ``[experiment].model_path``.
+"""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from osmosis_ai.runs import RunNotFoundError, RunRecord, find_run, list_runs
+
+__all__ = [
+    "CheckpointRef",
+    "ModelRefError",
+    "find_checkpoints",
+    "looks_like_checkpoint_ref",
+    "resolve_checkpoint",
+]
+
+
+class ModelRefError(RunNotFoundError):
+    """A ``RUN[:STEP]`` that names no run, several runs, or a step the run does not have."""
+
+
+@dataclass(frozen=True)
+class CheckpointRef:
+    """One saved checkpoint of a training run."""
+
+    run_id: str
+    """The run folder's name (``<name>-<time>``): unique in the workspace."""
+    run_name: str
+    run_dir: Path
+    step: int
+    path: Path
+    """The checkpoint folder (``checkpoints/step_NNNNNN``)."""
+    base_model: str
+    """The run's ``model_path``: ``embedded``, a model folder (made absolute) or a Hub id."""
+    reward: float | None = None
+    """The mean training reward of the checkpoint's step (``None`` when not recorded)."""
+    status: str = "unknown"
+
+    @property
+    def adapter_dir(self) -> Path:
+        """The PEFT adapter folder, loadable by ``PeftModel.from_pretrained`` and vLLM."""
+        return self.path / "adapter"
+
+    @property
+    def label(self) -> str:
+        """``<run_id>:<step>``: what to pass back as ``RUN:STEP``."""
+        return f"{self.run_id}:{self.step}"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "run": self.run_id,
+            "run_name": self.run_name,
+            "status": self.status,
+            "step": self.step,
+            "reward": self.reward,
+            "base_model": self.base_model,
+            "path": str(self.path),
+            "adapter": str(self.adapter_dir),
+        }
+
+
+def _base_model(run: RunRecord) -> str:
+    """The run's base model, from its config copy (a relative folder made absolute)."""
+    model: str | None = None
+    try:
+        cfg = tomllib.loads((run.path / "config.toml").read_text(encoding="utf-8"))
+        value = cfg.get("experiment", {}).get("model_path")
+        model = value if isinstance(value, str) else None
+    except (OSError, tomllib.TOMLDecodeError):
+        model = None
+    if model is None:
+        model = run.model if isinstance(run.model, str) else None
+    if model is None:
+        for cfg_file in sorted(run.path.glob("checkpoints/step_*/adapter/adapter_config.json")):
+            try:
+                value = json.loads(cfg_file.read_text()).get("base_model_name_or_path")
+            except (OSError, ValueError):
+                continue
+            model = value if isinstance(value, str) else model
+    if model is None:
+        return "unknown"
+    p = Path(model).expanduser()
+    if p.is_absolute() or model == "embedded":
+        return model
+    # A relative folder is relative to the workspace the run belongs to (runs/ sits in it).
+    for root in (run.path.parent.parent, Path.cwd()):
+        if (root / p).is_dir():
+            return str((root / p).resolve())
+    return model
+
+
+def _checkpoints_of(run: RunRecord) -> list[CheckpointRef]:
+    base = _base_model(run)
+    return [
+        CheckpointRef(
+            run_id=run.run_id,
+            run_name=run.name,
+            run_dir=run.path,
+            step=c.step,
+            path=c.path,
+            base_model=base,
+            reward=c.reward,
+            status=run.status,
+        )
+        for c in run.checkpoints()
+        if (c.adapter / "adapter_config.json").is_file()
+    ]
+
+
+def _find(runs_root: Path, query: str) -> RunRecord:
+    try:
+        return find_run(runs_root, query)
+    except RunNotFoundError as exc:
+        raise ModelRefError(
+            str(exc).replace("'osmosis train list'", "'osmosis model list'")
+        ) from exc
+
+
+def find_checkpoints(runs_root: Path, *, run: str | None = None) -> list[CheckpointRef]:
+    """Every checkpoint under ``runs_root`` (or of one ``run``), runs oldest first, by step."""
+    runs = [_find(runs_root, run)] if run is not None else list_runs(runs_root)
+    return [c for r in runs for c in _checkpoints_of(r)]
+
+
+def _split(spec: str) -> tuple[str, str | None]:
+    head, sep, tail = spec.rpartition(":")
+    if sep and head and (tail.isdigit() or tail in {"latest", "best"}):
+        return head, tail
+    return spec, None
+
+
+def looks_like_checkpoint_ref(spec: str, runs_root: Path) -> bool:
+    """Whether ``spec`` (``RUN[:STEP]``) names a run under ``runs_root``.
+
+    Model ids and folders that are not runs keep their usual meaning, so ``--model`` still
+    takes ``embedded``, folders, URLs and LiteLLM ids.
+    """
+    if spec.startswith(("http://", "https://")) or spec == "embedded" or Path(spec).is_dir():
+        return False
+    run, _ = _split(spec)
+    return any(
+        r.run_id == run or r.name == run or r.run_id.startswith(run) for r in list_runs(runs_root)
+    )
+
+
+def resolve_checkpoint(spec: str, runs_root: Path) -> CheckpointRef:
+    """The checkpoint ``RUN[:STEP]`` names; STEP is a number, ``latest`` (default) or ``best``.
+
+    RUN is a run id (``calc-20261124-101500``), a run name used by exactly one run, or a unique
+    prefix of a run id. ``best`` is the checkpoint with the highest recorded reward.
+    """
+    query, step = _split(spec.strip())
+    run = _find(runs_root, query)
+    checkpoints = _checkpoints_of(run)
+    if not checkpoints:
+        raise ModelRefError(
+            f"run {run.run_id} ({run.status}) has no checkpoint yet (none under "
+            f"{run.path / 'checkpoints'}); checkpoints are written every [checkpoints] "
+            "checkpoint_save_freq steps and at the end"
+        )
+    if step is None or step == "latest":
+        try:
+            name = (run.path / "checkpoints" / "latest").read_text(encoding="utf-8").strip()
+        except OSError:
+            name = ""
+        return next((c for c in checkpoints if c.path.name == name), checkpoints[-1])
+    if step == "best":
+        scored = [c for c in checkpoints if c.reward is not None]
+        if not scored:
+            raise ModelRefError(
+                f"run {run.run_id}: no checkpoint has a recorded reward; pass a step "
+                f"({', '.join(str(c.step) for c in checkpoints)})"
+            )
+        return max(scored, key=lambda c: (c.reward or 0.0, c.step))
+    wanted = int(step)
+    for c in checkpoints:
+        if c.step == wanted:
+            return c
+    raise ModelRefError(
+        f"run {run.run_id} has no checkpoint at step {wanted}; its checkpoints are at steps "
+        f"{', '.join(str(c.step) for c in checkpoints)}"
+    )

@@ -1,0 +1,169 @@
+"""Serve a trained checkpoint on an OpenAI-compatible endpoint: ``osmosis model deploy``.
+
+Run as ``python -m osmosis_trainer.deploy --base MODEL --adapter DIR --name NAME [--port P]``
+(the CLI starts it so that core never imports the trainer). With vLLM installed (or
+``--engine vllm``) a vLLM server serves the base model with the adapter as a LoRA module
+named NAME; otherwise the transformers engine serves base + adapter behind the policy gateway.
+Once the endpoint answers, one line says where it is::
+
+    Serving calc-20261124-101500:40 at http://127.0.0.1:8000/v1 as model 'calc-step40' (hf engine)
+
+It serves until interrupted (Ctrl-C or SIGTERM).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib.util
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from osmosis_ai.errors import OsmosisError
+from osmosis_ai.serving.gateway._store import CallStore
+
+__all__ = ["main", "ready_line"]
+
+_VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
+
+
+class _NoRecording(CallStore):
+    """A deployed model answers clients; nobody collects its calls, so none are kept."""
+
+    def add(self, call: Any) -> bool:
+        return False
+
+
+def ready_line(label: str, url: str, model: str, engine: str) -> str:
+    return f"Serving {label} at {url}/v1 as model {model!r} ({engine} engine)"
+
+
+def _announce(args: argparse.Namespace, url: str, engine: str) -> None:
+    print(ready_line(args.label or args.name, url, args.name, engine), flush=True)
+    print(
+        f"  try: curl {url}/v1/chat/completions -H 'Content-Type: application/json' "
+        f"-d '{json.dumps({'model': args.name, 'messages': [{'role': 'user', 'content': 'Hi'}]})}'",
+        flush=True,
+    )
+    print("  Ctrl-C stops it.", flush=True)
+
+
+async def _serve_hf(args: argparse.Namespace) -> None:
+    from osmosis_ai.serving import create_engine
+    from osmosis_ai.serving.gateway import PolicyGateway
+
+    engine = await asyncio.to_thread(create_engine, args.base, device=args.device)
+    try:
+        await engine.load_adapter(str(args.adapter), 1)
+        gateway = PolicyGateway(engine, host=args.host, port=args.port, policy_name=args.name)
+        gateway.store = _NoRecording()
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        async with gateway:
+            _announce(args, gateway.url, "hf")
+            await stop.wait()
+    finally:
+        await engine.close()
+
+
+def _base_folder(base: str, adapter: Path) -> str:
+    """vLLM needs a model folder: the embedded GGUF model is saved as one next to the run."""
+    from osmosis_trainer.models import is_embedded, load_model
+
+    if not is_embedded(base):
+        return base
+    folder = adapter.parents[2] / "base_model"  # <run>/checkpoints/step_N/adapter -> <run>
+    if not (folder / "config.json").exists():
+        loaded = load_model(base)
+        loaded.model.save_pretrained(str(folder))
+        loaded.tokenizer.save_pretrained(str(folder))
+    return str(folder)
+
+
+def _serve_vllm(args: argparse.Namespace) -> int:
+    import httpx
+
+    rank_wanted = int(json.loads((args.adapter / "adapter_config.json").read_text()).get("r", 16))
+    rank = next((r for r in _VLLM_LORA_RANKS if r >= rank_wanted), rank_wanted)
+    cmd = [
+        os.environ.get("OSMOSIS_VLLM_PYTHON") or sys.executable,
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--model",
+        _base_folder(args.base, args.adapter),
+        "--served-model-name",
+        "base",
+        "--host",
+        args.host,
+        "--port",
+        str(args.port or 8000),
+        "--enable-lora",
+        "--max-lora-rank",
+        str(rank),
+        "--lora-modules",
+        f"{args.name}={args.adapter}",
+    ]
+    proc = subprocess.Popen(cmd)
+    url = f"http://{args.host}:{args.port or 8000}"
+    try:
+        # The server logs its own progress; announce once it answers (or report its exit).
+        while proc.poll() is None:
+            try:
+                if httpx.get(f"{url}/health", timeout=2).status_code == 200:
+                    _announce(args, url, "vllm")
+                    break
+            except httpx.TransportError:
+                time.sleep(0.5)
+        return proc.wait()
+    except KeyboardInterrupt:
+        proc.terminate()
+        return proc.wait()
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m osmosis_trainer.deploy", description=__doc__)
+    p.add_argument("--base", required=True, help="Base model: embedded, a folder or a Hub id.")
+    p.add_argument("--adapter", required=True, type=Path, help="The PEFT adapter folder.")
+    p.add_argument("--name", required=True, help="The model name clients send.")
+    p.add_argument("--label", default=None, help="What to call the checkpoint in messages.")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8000, help="0 picks a free port (hf engine).")
+    p.add_argument("--engine", choices=("auto", "hf", "vllm"), default="auto")
+    p.add_argument("--device", default="auto", help="hf engine: auto, cpu, cuda, ...")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if not (args.adapter / "adapter_config.json").is_file():
+        print(f"error: {args.adapter} is not a PEFT adapter folder", file=sys.stderr)
+        return 1
+    engine = args.engine
+    if engine == "auto":
+        has_vllm = importlib.util.find_spec("vllm") is not None or bool(
+            os.environ.get("OSMOSIS_VLLM_PYTHON")
+        )
+        engine = "vllm" if has_vllm else "hf"
+    try:
+        if engine == "vllm":
+            return _serve_vllm(args)
+        asyncio.run(_serve_hf(args))
+    except OsmosisError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except (OSError, RuntimeError) as exc:
+        print(f"error: cannot serve on {args.host}:{args.port}: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
