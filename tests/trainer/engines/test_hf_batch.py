@@ -13,6 +13,7 @@ from osmosis_ai.serving import GenerationRequest  # noqa: E402
 from osmosis_trainer.engines import ChatRenderer, HFEngine  # noqa: E402
 from osmosis_trainer.engines._hf_batch import Row, can_join, generate_batch  # noqa: E402
 from osmosis_trainer.engines._sampling import processed_logprobs  # noqa: E402
+from tests.trainer.engines._gate import EngineGate  # noqa: E402
 
 NO_EOS = [10**9]  # an id no model samples: rows end on their budget only
 
@@ -29,15 +30,6 @@ def _row(renderer: ChatRenderer, text: str, *, max_new: int, seed: int, **kw: An
         stop=[],
         parse_tools=False,
     )
-
-
-async def _until(condition: Any, timeout_s: float = 30.0) -> None:
-    """Poll the engine's worker-thread state (no event to await across the thread)."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout_s
-    while not condition():
-        assert loop.time() < deadline, "timed out waiting for the engine"
-        await asyncio.sleep(0.001)  # noqa: ASYNC110
 
 
 def _fresh(model: Any, row: Row) -> Any:
@@ -160,6 +152,8 @@ def test_no_admission_without_a_callback_or_for_sliding_caches(tiny_loaded: Any)
 async def test_engine_admits_requests_into_the_running_batch(tiny_loaded: Any) -> None:
     engine = HFEngine(tiny_loaded, device="cpu", max_batch_size=8, seed=0, batch_wait_ms=0)
     engine._eos_ids = NO_EOS  # decode to the budget, so the first batch surely runs long
+    gate = EngineGate(engine)
+    gate.pause_at_admission()  # the worker waits between two steps of the long batch
     try:
 
         def req(text: str, n: int) -> GenerationRequest:
@@ -168,14 +162,18 @@ async def test_engine_admits_requests_into_the_running_batch(tiny_loaded: Any) -
             )
 
         long = asyncio.ensure_future(engine.generate(req("What is 2 + 3?", 400)))
-        await _until(lambda: engine.stats["batches"] > 0)
-        short = await asyncio.gather(*(engine.generate(req(f"q{i}", 3)) for i in range(3)))
+        await gate.reached()
+        shorts = [asyncio.ensure_future(engine.generate(req(f"q{i}", 3))) for i in range(3)]
+        await gate.submitted(4)  # all three queued while the long batch is paused
+        gate.release()
+        short = await asyncio.gather(*shorts)
         # Answered while the long request still decodes, in the same (only) batch.
         assert not long.done()
         assert [len(r.completion_token_ids or []) for r in short] == [3, 3, 3]
         assert len((await long).completion_token_ids or []) == 400
         assert engine.stats["batches"] == 1 and engine.stats["requests"] == 4
     finally:
+        gate.release()
         await engine.close()
 
 
@@ -184,6 +182,7 @@ async def test_an_adapter_load_waits_for_the_batch_and_later_requests_see_it(
 ) -> None:
     from peft import LoraConfig, get_peft_model
 
+    from osmosis_trainer.engines._hf import _Load
     from osmosis_trainer.models import load_model
 
     base = load_model(str(tiny_model_dir)).model
@@ -195,19 +194,25 @@ async def test_an_adapter_load_waits_for_the_batch_and_later_requests_see_it(
 
     engine = HFEngine(tiny_loaded, device="cpu", max_batch_size=8, seed=0, batch_wait_ms=0)
     engine._eos_ids = NO_EOS
+    gate = EngineGate(engine)
+    gate.pause_at_admission()
     try:
 
         def req(n: int) -> GenerationRequest:
             return GenerationRequest(messages=[{"role": "user", "content": "hi"}], max_tokens=n)
 
         long = asyncio.ensure_future(engine.generate(req(300)))
-        await _until(lambda: engine.stats["batches"] > 0)
+        await gate.reached()  # the long batch runs (paused between two steps)
         load = asyncio.ensure_future(engine.load_adapter(str(tmp_path / "a1"), 1))
-        await _until(lambda: engine._queue.qsize() > 0)  # queued behind the running batch
+        await gate.submitted(2)  # the load is queued behind the running batch
         after = asyncio.ensure_future(engine.generate(req(2)))
+        await gate.submitted(3)  # and a request after the load
+        assert isinstance(gate.items[1], _Load)
+        gate.release()
         first = await long
         await load
         assert first.policy_version == 0 and (await after).policy_version == 1
         assert engine.stats["batches"] == 2  # the request queued after the load did not join
     finally:
+        gate.release()
         await engine.close()

@@ -12,6 +12,7 @@ torch = pytest.importorskip("torch")
 from osmosis_ai.serving import ContextLengthError, EngineError, GenerationRequest  # noqa: E402
 from osmosis_trainer.engines import ChatRenderer, HFEngine, processed_logprobs  # noqa: E402
 from osmosis_trainer.engines._sampling import sample_tokens  # noqa: E402
+from tests.trainer.engines._gate import EngineGate  # noqa: E402
 
 
 def _req(content: str, **kw: Any) -> GenerationRequest:
@@ -47,6 +48,7 @@ async def test_ids_decode_to_text_and_logprobs_match_a_fresh_forward(
         _req("What is 2 + 3?" * (i + 1), temperature=t, top_p=p, max_tokens=m, seed=i)
         for i, (t, p, m) in enumerate(settings)
     ]
+    EngineGate(engine).hold_until_queued(len(reqs))  # one batch, whatever the thread timing
     results = await asyncio.gather(*(engine.generate(r) for r in reqs))
     assert engine.stats["batches"] == 1
     tok, eos = tiny_loaded.tokenizer, tiny_loaded.tokenizer.eos_token_id
@@ -90,11 +92,12 @@ async def test_completion_ids_are_exactly_what_was_sampled(
 
 
 async def test_concurrent_requests_are_batched(engine: HFEngine) -> None:
+    EngineGate(engine).hold_until_queued(8)  # all eight queued before the worker looks
     results = await asyncio.gather(
         *(engine.generate(_req(f"q{i}", max_tokens=4)) for i in range(8))
     )
     assert len(results) == 8
-    assert engine.stats["batches"] <= 2
+    assert engine.stats["batches"] == 1
     assert engine.stats["requests"] == 8
 
 
