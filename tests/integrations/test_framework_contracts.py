@@ -41,7 +41,7 @@ async def test_openai_429_is_rate_limit_error() -> None:
             base_url=server.base_url, api_key="k", max_retries=0
         ) as client:
             with pytest.raises(openai.RateLimitError):
-                await client.chat.completions.create(model="m", messages=[])
+                await client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])
 
 
 # --- Strands --------------------------------------------------------------------------------

@@ -28,11 +28,21 @@ class EngineError(OsmosisError):
         status_code: the HTTP status the gateway answers with (502 upstream failure, 503
             engine unavailable, 400 a request the engine cannot serve).
         code: a short machine-readable code for the OpenAI-style error body.
+        retry_after_s: sent as the ``Retry-After`` header when set.
     """
 
-    def __init__(self, message: str, *, status_code: int = 502, code: str = "engine_error") -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        status_code: int = 502,
+        code: str = "engine_error",
+        retry_after_s: float | None = None,
+    ) -> None:
         self.status_code = status_code
         self.code = code
+        self.retry_after_s = retry_after_s
+        """Sent as ``Retry-After`` when set (an overloaded engine asking clients to wait)."""
         super().__init__(message)
 
 
@@ -60,6 +70,13 @@ class GenerationRequest(BaseModel):
     stop: list[str] | None = None
     seed: int | None = None
     n: int = Field(default=1, ge=1, le=1)
+    rollout_id: str | None = None
+    """The rollout the call belongs to (set by the gateway; engines may ignore it)."""
+    sample_id: str | None = None
+    """The sample within that rollout (set by the gateway; engines may ignore it)."""
+    client_body: dict[str, Any] | None = None
+    """The client's JSON body as sent, when the gateway keeps it
+    (``PolicyGateway(keep_client_body=True)``; scripted test engines read it)."""
 
 
 class GenerationResult(BaseModel):
@@ -93,8 +110,10 @@ class GenerationResult(BaseModel):
 class InferenceEngine(Protocol):
     """Something that turns chat requests into generations with token ids and logprobs.
 
-    Implementations: ``HFEngine`` (transformers, in process), ``VLLMEngine`` (a vLLM server),
-    ``LiteLLMEngine`` (hosted APIs, no token ids) and ``osmosis_trainer.testing.FakeEngine``.
+    Implementations: :class:`~osmosis_ai.serving.OpenAIServerEngine` (any OpenAI-compatible
+    server), :class:`~osmosis_ai.serving.LiteLLMEngine` (hosted APIs, no token ids),
+    :class:`~osmosis_ai.testing.ScriptedEngine` (tests), and the trainer's ``HFEngine`` and
+    ``VLLMEngine`` (plugged in through the ``osmosis.engines`` entry points).
     """
 
     name: str

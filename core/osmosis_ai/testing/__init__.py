@@ -1,4 +1,4 @@
-"""Test doubles for rollouts: a scripted OpenAI-compatible server that records like the gateway.
+"""Test doubles for rollouts: the policy gateway in front of a scripted engine.
 
 Use them to unit-test a workflow and grader without a model or network::
 
@@ -11,6 +11,7 @@ Use them to unit-test a workflow and grader without a model or network::
 from __future__ import annotations
 
 from osmosis_ai.testing._endpoint import RecordingEndpoint
+from osmosis_ai.testing._engine import ScriptedEngine
 from osmosis_ai.testing._fake_server import FakeOpenAIServer
 from osmosis_ai.testing._script import (
     FakeReply,
@@ -33,6 +34,7 @@ __all__ = [
     "RecordingEndpoint",
     "Script",
     "ScriptItem",
+    "ScriptedEngine",
     "http_error",
     "rate_limited",
     "reply",

@@ -37,7 +37,7 @@ def test_is_a_policy_endpoint_with_scoped_routes() -> None:
         assert route.base_url == f"{server.url}/rollouts/r-7/samples/agent-a/v1"
         assert route.model == "osmosis-policy"
         models = httpx.get(route.base_url + "/models").json()
-        assert models["data"][0]["id"] == "osmosis-policy"
+        assert "osmosis-policy" in [m["id"] for m in models["data"]]
 
 
 async def test_non_streaming_tool_call_then_text_records_trainable_calls() -> None:
@@ -82,7 +82,7 @@ async def test_streaming_reassembles_text_tool_calls_and_usage() -> None:
         reply("let me add", [("add", {"a": 1, "b": 2}), ("mul", {"a": 3, "b": 4})]),
         "3 and 12",
     ]
-    async with FakeOpenAIServer(script=script, stream_chunk_chars=3) as server:
+    async with FakeOpenAIServer(script=script) as server:
         async with _client(server) as client:
             stream = await client.chat.completions.create(
                 model="m",
@@ -182,6 +182,6 @@ def test_sync_usage_and_unscoped_route() -> None:
             server.base_url + "/chat/completions", json={"model": "m", "messages": USER}
         ).json()
         assert r["choices"][0]["message"]["content"] == "plain"
-        assert server.calls[0].rollout_id == "" and server.calls[0].sample_id == "main"
+        assert server.calls[0].rollout_id == "unscoped" and server.calls[0].sample_id == "main"
     with pytest.raises(RuntimeError, match="not running"):
         _ = server.url

@@ -63,7 +63,12 @@ class GatewayState(Protocol):
     def model_name(self) -> str: ...
 
     def generation_request(
-        self, req: ChatCompletionRequest, messages: list[Message]
+        self,
+        req: ChatCompletionRequest,
+        messages: list[Message],
+        *,
+        rollout_id: str | None = None,
+        sample_id: str | None = None,
     ) -> GenerationRequest: ...
 
     async def admit(self) -> None: ...
@@ -278,7 +283,7 @@ async def _complete(
 ) -> Reply | tuple[str, int, GenerationResult]:
     """Generate and record one call: ``(call_id, created, result)`` or an error reply."""
     messages = [m.model_dump(exclude_none=True) for m in parsed.messages]
-    gen = gw.generation_request(parsed, messages)
+    gen = gw.generation_request(parsed, messages, rollout_id=rollout_id, sample_id=sample_id)
     started, t0 = time.time(), time.perf_counter()
     try:
         await gw.admit()
@@ -295,7 +300,10 @@ async def _complete(
     except EngineError as exc:
         gw.stats["engine_errors"] += 1
         kind = "invalid_request_error" if exc.status_code < 500 else "server_error"
-        return _reply(exc.status_code, str(exc), kind, code=exc.code)
+        if exc.status_code == 429:
+            kind = "rate_limit_error"
+        headers = None if exc.retry_after_s is None else {"Retry-After": f"{exc.retry_after_s:g}"}
+        return _reply(exc.status_code, str(exc), kind, code=exc.code, headers=headers)
     except Exception as exc:  # the engine failed: answer 502, never 500
         gw.stats["engine_errors"] += 1
         logger.exception("policy engine %s failed", gw.engine.name)

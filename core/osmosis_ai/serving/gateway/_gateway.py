@@ -79,6 +79,8 @@ class PolicyGateway:
         swap_wait_s: how long a call waits for a weight swap before it gets 429.
         retry_after_s: the ``Retry-After`` value sent with 429.
         extra_routers: more routers mounted on the app (e.g. remote-rollout callbacks).
+        keep_client_body: hand the engine each request's JSON body as sent
+            (``GenerationRequest.client_body``), for engines that script or forward on it.
     """
 
     def __init__(
@@ -93,6 +95,7 @@ class PolicyGateway:
         swap_wait_s: float = 30.0,
         retry_after_s: int = 1,
         extra_routers: Sequence[APIRouter] = (),
+        keep_client_body: bool = False,
     ) -> None:
         self.engine = engine
         self.sampling = sampling
@@ -102,6 +105,7 @@ class PolicyGateway:
         self.policy_name = policy_name
         self.swap_wait_s = swap_wait_s
         self.retry_after_s = retry_after_s
+        self.keep_client_body = keep_client_body
         self.store = CallStore()
         self.stats: Counter[str] = Counter()
         self.app = build_app(self)
@@ -275,7 +279,12 @@ class PolicyGateway:
     # -- used by the routes ------------------------------------------------------------------
 
     def generation_request(
-        self, req: ChatCompletionRequest, messages: list[Message]
+        self,
+        req: ChatCompletionRequest,
+        messages: list[Message],
+        *,
+        rollout_id: str | None = None,
+        sample_id: str | None = None,
     ) -> GenerationRequest:
         """Turn a client request into an engine request, enforcing the run's sampling."""
         s = self.sampling
@@ -297,6 +306,9 @@ class PolicyGateway:
             max_tokens=max_tokens,
             stop=stop or None,
             seed=req.seed,
+            rollout_id=rollout_id,
+            sample_id=sample_id,
+            client_body=req.model_dump(exclude_unset=True) if self.keep_client_body else None,
         )
 
     async def admit(self) -> None:

@@ -123,13 +123,21 @@ def completion_body(
     return body
 
 
-def _chunk(call_id: str, created: int, model: str, delta: dict[str, Any], **choice: Any) -> str:
+def _chunk(
+    call_id: str,
+    created: int,
+    model: str,
+    delta: dict[str, Any],
+    top: dict[str, Any] | None = None,
+    **choice: Any,
+) -> str:
     payload = {
         "id": call_id,
         "object": "chat.completion.chunk",
         "created": created,
         "model": model,
         "choices": [{"index": 0, "delta": delta, "finish_reason": None, **choice}],
+        **(top or {}),
     }
     return f"data: {json.dumps(payload, ensure_ascii=False)}\n\n"
 
@@ -143,8 +151,13 @@ def sse_chunks(
     include_usage: bool,
     token_ids: bool,
 ) -> Iterator[str]:
-    """The SSE events of a streamed reply to a generation that already finished."""
-    yield _chunk(call_id, created, model, {"role": "assistant", "content": ""})
+    """The SSE events of a streamed reply to a generation that already finished.
+
+    With ``token_ids``, the first chunk carries ``prompt_token_ids`` and the last one the
+    completion's ``token_ids``, as vLLM streams them.
+    """
+    top = {"prompt_token_ids": result.prompt_token_ids} if token_ids else None
+    yield _chunk(call_id, created, model, {"role": "assistant", "content": ""}, top)
     content = result.message.get("content")
     if content:
         yield _chunk(call_id, created, model, {"content": content})
