@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from osmosis_ai.grading._types import Scale
@@ -59,6 +60,28 @@ def _task_block(question: str | None, reference: str | None) -> str:
     return block
 
 
+def _answer(mode: str, scale: Scale, good: bool, why: str) -> str:
+    if mode == "json":
+        score = scale.max if good else scale.min
+        return json.dumps({"score": score, "reasons": why})
+    return f"{scale.levels if good else 1} - {why}"
+
+
+def _examples(mode: str, scale: Scale) -> list[Message]:
+    """Two worked examples, one good and one bad: small judges copy the answer format."""
+    rubric = "The reply must name the capital of France."
+    out: list[Message] = []
+    for response, good, why in (
+        ("The capital of France is Paris.", True, "it names the capital correctly."),
+        ("I like turtles.", False, "it does not answer the question."),
+    ):
+        out.append(
+            {"role": "user", "content": f"RUBRIC:\n{rubric}\n\nRESPONSE:\n{response}\n\nScore:"}
+        )
+        out.append({"role": "assistant", "content": _answer(mode, scale, good, why)})
+    return out
+
+
 def rubric_messages(
     rubric: str,
     response: str,
@@ -67,8 +90,13 @@ def rubric_messages(
     mode: str,
     question: str | None = None,
     reference: str | None = None,
+    few_shot: bool = False,
 ) -> list[Message]:
-    """Messages asking for one response's score against ``rubric``."""
+    """Messages asking for one response's score against ``rubric``.
+
+    ``few_shot`` adds two worked examples before the question (small local judges follow the
+    format far more often with them; hosted ones do not need the extra tokens).
+    """
     if mode == "json":
         answer = (
             'Reply with only a JSON object: {"score": <' + _scale_words(scale) + ">, "
@@ -85,7 +113,8 @@ def rubric_messages(
         f"RUBRIC:\n{rubric.strip()}\n\n{_task_block(question, reference)}"
         f"RESPONSE:\n{response.strip()}\n\nScore:"
     )
-    return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+    shots = _examples(mode, scale) if few_shot else []
+    return [{"role": "system", "content": system}, *shots, {"role": "user", "content": user}]
 
 
 def group_messages(

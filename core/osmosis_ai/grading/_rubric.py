@@ -43,7 +43,8 @@ class RubricJudge(JudgeBase):
                 await judge.grade(ctx)
 
     Other arguments: see :class:`~osmosis_ai.grading.JudgeBase` (``scale``, ``n``, ``cache``,
-    ``max_concurrent``, ``max_retries``, ``temperature``, ``max_tokens``).
+    ``max_concurrent``, ``max_retries``, ``temperature``, ``max_tokens``); ``few_shot`` puts two
+    worked examples in the prompt (default: only for local judges, which need them).
     """
 
     kind = "rubric"
@@ -61,6 +62,7 @@ class RubricJudge(JudgeBase):
         max_retries: int = 2,
         max_concurrent: int = 8,
         cache: JudgeCache | bool = True,
+        few_shot: bool | None = None,
     ) -> None:
         if mode not in ("json", "levels"):
             raise ValueError(f"mode must be 'json' or 'levels', got {mode!r}")
@@ -76,6 +78,8 @@ class RubricJudge(JudgeBase):
             cache=cache,
         )
         self.mode: Mode = mode
+        # Worked examples in the prompt: on by default for local (small) judges only.
+        self.few_shot = few_shot if few_shot is not None else self.model.kind == "engine"
 
     async def score(
         self,
@@ -93,7 +97,14 @@ class RubricJudge(JudgeBase):
         when testing how stable a rubric's scores are.
         """
         key = cache_key(
-            PROMPT_VERSION, *self._key_parts(), self.mode, question, reference, response, run
+            PROMPT_VERSION,
+            *self._key_parts(),
+            self.mode,
+            self.few_shot,
+            question,
+            reference,
+            response,
+            run,
         )
         hit = self._cached(key)
         if hit is not None:
@@ -105,6 +116,7 @@ class RubricJudge(JudgeBase):
             mode=self.mode,
             question=question,
             reference=reference,
+            few_shot=self.few_shot,
         )
         if self.mode == "json":
             parse: Any = partial(parse_rubric_json, scale=self.scale)

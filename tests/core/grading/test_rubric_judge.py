@@ -260,3 +260,18 @@ def test_rubric_from_a_file_and_bad_settings(tmp_path: Path) -> None:
         RubricJudge("Be kind.", model="http://x/v1", scale=(1.0, 1.0))
     with pytest.raises(ValueError, match="mode must be"):
         RubricJudge("Be kind.", model="http://x/v1", mode="stars")  # type: ignore[arg-type]
+
+
+async def test_few_shot_examples_show_the_answer_format() -> None:
+    async with scripted_judge(['{"score": 1, "reasons": "ok"}', "3 - fine"]) as sj:
+        await RubricJudge(RUBRIC, model=sj.model, few_shot=True).score("x")
+        await RubricJudge(RUBRIC, model=sj.model, few_shot=True, mode="levels").score("x")
+        json_shots, level_shots = (r.messages for r in sj.requests)
+        assert [m["role"] for m in json_shots] == ["system", *["user", "assistant"] * 2, "user"]
+        assert json.loads(str(json_shots[2]["content"])) == {
+            "score": 1.0,
+            "reasons": "it names the capital correctly.",
+        }
+        assert str(level_shots[4]["content"]).startswith("1 - ")
+    assert RubricJudge(RUBRIC, model="embedded").few_shot  # local judges get examples
+    assert not RubricJudge(RUBRIC, model="openai/gpt-4o-mini").few_shot
