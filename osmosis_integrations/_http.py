@@ -22,7 +22,6 @@ from collections.abc import AsyncGenerator
 from typing import TYPE_CHECKING, Any
 
 from osmosis_ai.rollout import PolicyRoute
-from osmosis_ai.rollout._local import local_transport
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
@@ -42,10 +41,8 @@ class _LoopPool:
 
     def __init__(self, http: Any) -> None:
         self.http = http
-        self.local: dict[int, Any] = {}
-        """In-process clients (see ``osmosis_ai.rollout._local``), by transport id."""
         self.guard: AsyncGenerator[None, None] | None = None
-        self.clients: OrderedDict[tuple[str, str, int, int], AsyncOpenAI] = OrderedDict()
+        self.clients: OrderedDict[tuple[str, str, int], AsyncOpenAI] = OrderedDict()
 
 
 _pools: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopPool] = (
@@ -74,9 +71,6 @@ async def _close_with_loop(
         yield
     finally:
         await pool.http.aclose()
-        for client in pool.local.values():
-            await client.aclose()
-        pool.local.clear()
         # The guard refers to its loop (asyncio's finalizer hook): drop both so the loop can be
         # garbage-collected.
         pool.guard = None
@@ -114,14 +108,6 @@ async def loop_http_client() -> Any:
     return (await _loop_pool()).http
 
 
-def _client_httpx(client: Any) -> Any:
-    """The httpx package, or the fork an SDK vendors (``httpx2``), that ``client`` is built on."""
-    import importlib
-
-    base = next(c for c in type(client).__mro__ if c.__name__ == "AsyncClient")
-    return importlib.import_module(base.__module__.split(".")[0])
-
-
 async def policy_client(route: PolicyRoute, *, max_retries: int = 0) -> AsyncOpenAI:
     """An ``AsyncOpenAI`` bound to ``route`` over the running loop's shared pool (made once per
     route and loop). Do not close it: that would close the shared pool.
@@ -132,20 +118,14 @@ async def policy_client(route: PolicyRoute, *, max_retries: int = 0) -> AsyncOpe
     import openai
 
     pool = await _loop_pool()
-    local = local_transport(route.base_url, _client_httpx(pool.http))
-    key = (route.base_url, route.api_key, max_retries, id(local) if local is not None else 0)
+    key = (route.base_url, route.api_key, max_retries)
     client = pool.clients.get(key)
     if client is None:
-        http = pool.http
-        if local is not None:
-            http = pool.local.get(id(local))
-            if http is None:
-                http = pool.local[id(local)] = openai.DefaultAsyncHttpxClient(transport=local)
         client = openai.AsyncOpenAI(
             base_url=route.base_url,
             api_key=route.api_key,
             max_retries=max_retries,
-            http_client=http,
+            http_client=pool.http,
         )
         pool.clients[key] = client
         if len(pool.clients) > _MAX_CLIENTS_PER_LOOP:

@@ -7,12 +7,10 @@ import json
 import ssl
 from collections.abc import Awaitable, Callable
 from typing import Any
-from urllib.parse import urlsplit
 
 import httpx
 
 from osmosis_ai.errors import PolicyCallError
-from osmosis_ai.rollout._local import DirectHandler, local_direct, local_transport
 from osmosis_ai.rollout._scope import PolicyRoute
 from osmosis_ai.rollout._types import ChatResult, Message
 
@@ -33,64 +31,34 @@ async def chat_completion(
     """POST one non-streaming chat completion to ``route`` and parse the reply.
 
     429/5xx answers (the gateway answers 429 while it swaps weights) are retried honouring
-    ``Retry-After``; other 4xx answers raise :class:`PolicyCallError` at once. A gateway served
-    by the calling event loop is called in process (see :mod:`._local`), with the same answers.
+    ``Retry-After``; other 4xx answers raise :class:`PolicyCallError` at once.
     """
     body: dict[str, Any] = {"model": route.model, "messages": messages, **params}
     if tools:
         body["tools"] = tools
     url = route.base_url.rstrip("/") + "/chat/completions"
     headers = {"Authorization": f"Bearer {route.api_key}"}
-    direct = local_direct(url)
-    if direct is not None:
-        answer = await _retrying(url, max_attempts, lambda: _call_direct(direct, url, headers, body, timeout_s))
-        if answer is not None:
-            return _parse_answer(answer)
-    local = local_transport(url)
-    client_args: dict[str, Any] = (
-        {"transport": local} if local is not None else {"verify": _ssl_context()}
-    )
-    async with httpx.AsyncClient(timeout=timeout_s, **client_args) as client:
+    async with httpx.AsyncClient(timeout=timeout_s, verify=_ssl_context()) as client:
 
         async def post() -> _Answer:
             resp = await client.post(url, json=body, headers=headers)
             return _Answer(resp.status_code, resp.text, resp.headers.get("retry-after"))
 
         answer = await _retrying(url, max_attempts, post)
-    assert answer is not None
     return _parse_answer(answer)
 
 
 class _Answer:
-    """A reply's status, body text and ``Retry-After`` header, however it travelled."""
+    """A reply's status, body text and ``Retry-After`` header."""
 
     def __init__(self, status: int, text: str, retry_after: str | None) -> None:
         self.status, self.text, self.retry_after = status, text, retry_after
 
 
-async def _call_direct(
-    direct: DirectHandler, url: str, headers: dict[str, str], body: dict[str, Any], timeout_s: float
-) -> _Answer | None:
-    import asyncio
-
-    # A JSON round trip, as over HTTP: neither side can alias or mutate the other's objects.
-    sent = json.loads(json.dumps(body))
-    lowered = {k.lower(): v for k, v in headers.items()}
-    try:
-        got = await asyncio.wait_for(direct(urlsplit(url).path, lowered, sent), timeout_s)
-    except TimeoutError as exc:
-        raise httpx.ReadTimeout(f"no answer in {timeout_s} s") from exc
-    if got is None:
-        return None
-    status, data, reply_headers = got
-    retry_after = {k.lower(): v for k, v in reply_headers.items()}.get("retry-after")
-    return _Answer(status, json.dumps(data), retry_after)
-
-
 async def _retrying(
-    url: str, max_attempts: int, send: Callable[[], Awaitable[_Answer | None]]
-) -> _Answer | None:
-    """``send()`` until an answer that is not retried; ``None`` if ``send`` declines."""
+    url: str, max_attempts: int, send: Callable[[], Awaitable[_Answer]]
+) -> _Answer:
+    """``send()`` until an answer that is not retried."""
     import asyncio
 
     delay = 0.2
@@ -103,8 +71,6 @@ async def _retrying(
             await asyncio.sleep(delay)
             delay = min(delay * 2, 5.0)
             continue
-        if answer is None:
-            return None
         if answer.status in _RETRY_STATUSES and attempt < max_attempts:
             await asyncio.sleep(_parse_retry_after(answer.retry_after, delay))
             delay = min(delay * 2, 5.0)

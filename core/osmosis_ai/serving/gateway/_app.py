@@ -5,12 +5,10 @@ from __future__ import annotations
 import json
 import logging
 import random
-import re
 import time
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Protocol
-from urllib.parse import unquote
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -33,7 +31,7 @@ from osmosis_ai.serving.gateway._wire import (
     validation_message,
 )
 
-__all__ = ["UNSCOPED_ROLLOUT", "GatewayBusy", "GatewayState", "build_app", "chat_direct"]
+__all__ = ["UNSCOPED_ROLLOUT", "GatewayBusy", "GatewayState", "build_app"]
 
 logger = logging.getLogger("osmosis")
 
@@ -220,37 +218,6 @@ def _response(reply: Reply) -> Response:
     if reply.status == 200:
         return _json(reply.body)
     return JSONResponse(reply.body, status_code=reply.status, headers=reply.headers)
-
-
-_SCOPED_CHAT = re.compile(r"/rollouts/([^/]+)/samples/([^/]+)/v1/chat/completions")
-
-
-async def chat_direct(
-    gw: GatewayState, path: str, headers: dict[str, str], body: dict[str, Any]
-) -> tuple[int, dict[str, Any], dict[str, str]] | None:
-    """Serve a scoped, non-streaming chat completion called in process (see
-    ``osmosis_ai.rollout._local``): the HTTP route's checks and recording, without HTTP.
-    ``None``: not such a call, send it over HTTP."""
-    match = _SCOPED_CHAT.fullmatch(path)
-    if match is None or body.get("stream"):
-        return None
-    rollout_id, sample_id = unquote(match.group(1)), unquote(match.group(2))
-    reply = _auth_denied(gw, headers.get("authorization", ""))
-    if reply is None:
-        parsed = _validate(body)
-        if isinstance(parsed, Reply):
-            reply = parsed
-        else:
-            done = await _complete(gw, parsed, rollout_id, sample_id)
-            if isinstance(done, Reply):
-                reply = done
-            else:
-                call_id, created, result = done
-                reply = Reply(200, completion_body(
-                    call_id, created, gw.model_name, result, logprobs=bool(parsed.logprobs),
-                    token_ids=bool(parsed.return_token_ids),
-                ))
-    return reply.status, reply.body, dict(reply.headers or {})
 
 
 async def _chat(gw: GatewayState, request: Request, rollout_id: str, sample_id: str) -> Response:

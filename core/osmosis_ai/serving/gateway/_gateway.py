@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import logging
 import threading
 import time
@@ -16,9 +15,8 @@ from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict, Field
 
 from osmosis_ai.rollout import LLMCall, Message, PolicyRoute
-from osmosis_ai.rollout._local import register_local_app, unregister_local_app
 from osmosis_ai.serving._engine import GenerationRequest, InferenceEngine
-from osmosis_ai.serving.gateway._app import UNSCOPED_ROLLOUT, GatewayBusy, build_app, chat_direct
+from osmosis_ai.serving.gateway._app import UNSCOPED_ROLLOUT, GatewayBusy, build_app
 from osmosis_ai.serving.gateway._store import CallStore
 from osmosis_ai.serving.gateway._wire import ChatCompletionRequest
 
@@ -167,7 +165,6 @@ class PolicyGateway:
             await asyncio.sleep(0.005)
         self.port = server.servers[0].sockets[0].getsockname()[1]
         self._server = server
-        register_local_app(self.url, self.app, direct=functools.partial(chat_direct, self))
         logger.info("policy gateway listening on %s", self.url)
 
     async def stop(self) -> None:
@@ -175,7 +172,6 @@ class PolicyGateway:
         server, task = self._server, self._task
         if server is None or task is None:
             return
-        unregister_local_app(self.url)
         server.should_exit = True
         try:
             await asyncio.wait_for(asyncio.shield(task), timeout=5)
