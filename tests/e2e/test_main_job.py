@@ -34,7 +34,7 @@ def test_scaffold_and_train_calc_on_smollm2(
 
     assert main(["train", "submit", str(config), "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["status"] == "completed" and out["steps"] == 2
+    assert out["status"] == "finished" and out["steps"] == 2
     run = Path(out["run"])
     records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in records] == [1, 2]

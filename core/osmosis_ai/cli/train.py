@@ -1,229 +1,66 @@
-"""``osmosis train submit``: run GRPO training in the foreground with live progress.
+"""``osmosis train submit`` / ``resume``: start a training run as a worker process.
 
-The run is recorded under ``<workspace>/runs/<name>-<timestamp>/`` (config copy, status.json,
-metrics.jsonl, checkpoints/) so the run-lifecycle commands can read it. The trainer (torch,
-peft) is imported only when a command runs, keeping ``osmosis --help`` fast.
+The run lives in the run store (:mod:`osmosis_ai.runs`, ``<workspace>/runs/<name>-<time>/``);
+the worker (``python -m osmosis_trainer.worker``) trains in a session of its own and records
+its progress there. In the foreground this command follows the store and draws today's live
+view (Ctrl-C: stop after the current step, with a checkpoint; twice: kill); with ``--detach``
+it prints the run name and returns while the worker keeps going. ``list``/``info``/``logs``/
+``stop`` live in :mod:`osmosis_ai.cli._train_runs`. Core never imports the trainer.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import math
-import os
+import subprocess
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 import typer
 
 from osmosis_ai.cli._output import state
+from osmosis_ai.cli._train_view import _LineView, _LiveView, ascii_chart, line_view, sparkline
 from osmosis_ai.errors import ConfigError, MissingExtraError
 
-if TYPE_CHECKING:
-    from rich.console import RenderableType
+__all__ = ["ascii_chart", "line_view", "register", "sparkline"]
 
-__all__ = ["ascii_chart", "register", "sparkline"]
-
-_BARS = "▁▂▃▄▅▆▇█"
-
-
-def sparkline(values: list[float], *, lo: float | None = None, hi: float | None = None) -> str:
-    """One character per value, scaled between ``lo`` and ``hi`` (default: the data range)."""
-    finite = [v for v in values if math.isfinite(v)]
-    if not finite:
-        return ""
-    lo = min(finite) if lo is None else lo
-    hi = max(finite) if hi is None else hi
-    span = hi - lo
-    out = []
-    for v in values:
-        if not math.isfinite(v):
-            out.append(" ")
-            continue
-        frac = 0.5 if span <= 0 else min(max((v - lo) / span, 0.0), 1.0)
-        out.append(_BARS[round(frac * (len(_BARS) - 1))])
-    return "".join(out)
-
-
-def ascii_chart(values: list[float], *, height: int = 8, label: str = "reward") -> str:
-    """A small multi-line plot of ``values`` (one column per step) with a y axis."""
-    finite = [v for v in values if math.isfinite(v)]
-    if not finite:
-        return f"{label}: no data"
-    lo, hi = min(0.0, min(finite)), max(1.0, max(finite))
-    labels = {height: hi, (height + 1) // 2: (lo + hi) / 2, 1: lo}
-    rows = []
-    for level in range(height, 0, -1):
-        top = lo + (hi - lo) * level / height
-        bottom = lo + (hi - lo) * (level - 1) / height
-        cells = "".join(
-            "█"
-            if math.isfinite(v) and v >= top
-            else ("▄" if math.isfinite(v) and v > bottom else " ")
-            for v in values
-        )
-        axis = f"{labels[level]:6.2f} ┤" if level in labels else "       │"
-        rows.append(axis + cells)
-    rows.append("       └" + "─" * len(values) + f"  {label} per step (1..{len(values)})")
-    return "\n".join(rows)
-
-
-def _fmt(metrics: dict[str, Any], key: str, spec: str = ".3f") -> str:
-    value = metrics.get(key)
-    if not isinstance(value, int | float) or not math.isfinite(value):
-        return "-"
-    return format(value, spec)
-
-
-def _reasons(metrics: dict[str, Any]) -> str:
-    parts = [
-        f"{k.removeprefix('failed/')} {v:.0f}"
-        for k, v in metrics.items()
-        if k.startswith("failed/") and isinstance(v, int | float) and v
-    ]
-    return f" ({', '.join(parts)})" if parts else ""
-
-
-class _LiveView:
-    """Progress bar + reward sparkline + last-step metrics, redrawn on every report."""
-
-    def __init__(self, total_steps: int, start_step: int = 0) -> None:
-        from rich.progress import (
-            BarColumn,
-            MofNCompleteColumn,
-            Progress,
-            TextColumn,
-            TimeElapsedColumn,
-            TimeRemainingColumn,
-        )
-
-        self.progress = Progress(
-            TextColumn("[bold]training[/]"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("steps"),
-            TimeElapsedColumn(),
-            TextColumn("eta"),
-            TimeRemainingColumn(),
-            console=state.console,
-        )
-        self.task = self.progress.add_task("train", total=max(total_steps, 1), completed=start_step)
-        self.rewards: list[float] = []
-        self.val: list[float] = []
-        self.last: dict[str, Any] = {}
-        self.phase = "starting"
-
-    def on_phase(self, text: str) -> None:
-        self.phase = text
-
-    def on_report(self, report: Any) -> None:
-        if report.kind == "eval":
-            self.val.append(float(report.metrics.get("val_reward_mean", math.nan)))
-            return
-        self.last = report.metrics
-        self.rewards.append(float(report.metrics.get("reward_mean", math.nan)))
-        self.progress.update(self.task, completed=report.step)
-        self.phase = "training"
-
-    def __rich__(self) -> RenderableType:
-        from rich.console import Group
-        from rich.text import Text
-
-        m = self.last
-        lines: list[RenderableType] = [self.progress]
-        if self.rewards:
-            lines.append(
-                Text.assemble(
-                    ("reward ", "bold"),
-                    (sparkline(self.rewards, lo=0.0, hi=1.0), "green"),
-                    f"  last {_fmt(m, 'reward_mean')}  pass {_fmt(m, 'pass_rate', '.0%')}",
-                )
-            )
-            lines.append(
-                Text(
-                    f"loss {_fmt(m, 'loss', '.4f')}  entropy {_fmt(m, 'entropy', '.2f')}  "
-                    f"kl {_fmt(m, 'kl', '.4f')}  len {_fmt(m, 'response_length', '.0f')}  "
-                    f"step {_fmt(m, 'step_time_s', '.0f')}s\n"
-                    f"rollouts {_fmt(m, 'rollouts', '.0f')}  failed "
-                    f"{_fmt(m, 'failed_rollouts', '.0f')}{_reasons(m)}  zero-variance groups "
-                    f"{_fmt(m, 'zero_variance_groups', '.0f')}/{_fmt(m, 'groups', '.0f')}",
-                    style="dim",
-                )
-            )
-        if self.val:
-            lines.append(
-                Text(
-                    f"validation reward {sparkline(self.val, lo=0.0, hi=1.0)} "
-                    f"last {self.val[-1]:.3f}"
-                )
-            )
-        lines.append(Text(f"[{self.phase}]", style="dim"))
-        return Group(*lines)
-
-
-class _LineView:
-    """One plain line per step and per setup phase, for logs and pipes (no terminal to redraw)."""
-
-    def __init__(self, total_steps: int) -> None:
-        self.total = total_steps
-        self.started = time.perf_counter()
-        self.rewards: list[float] = []
-
-    def on_phase(self, text: str) -> None:
-        state.console.print(
-            f"[{_clock(self.started)}] {text}", highlight=False, soft_wrap=True, markup=False
-        )
-
-    def on_report(self, report: Any) -> None:
-        m = report.metrics
-        if report.kind == "eval":
-            line = (
-                f"validation step {report.step}: reward {_fmt(m, 'val_reward_mean')} "
-                f"pass {_fmt(m, 'val_pass_rate', '.0%')}"
-            )
-        else:
-            self.rewards.append(float(m.get("reward_mean", math.nan)))
-            done = report.step / max(report.total_steps, 1)
-            line = (
-                f"step {report.step}/{report.total_steps} ({done:.0%}) reward "
-                f"{_fmt(m, 'reward_mean')} {sparkline(self.rewards, lo=0.0, hi=1.0)} pass "
-                f"{_fmt(m, 'pass_rate', '.0%')} loss {_fmt(m, 'loss', '.4f')} len "
-                f"{_fmt(m, 'response_length', '.0f')} failed {_fmt(m, 'failed_rollouts', '.0f')}/"
-                f"{_fmt(m, 'rollouts', '.0f')}{_reasons(m)} step {_fmt(m, 'step_time_s', '.0f')}s"
-            )
-        state.console.print(
-            f"[{_clock(self.started)}] {line}", highlight=False, soft_wrap=True, markup=False
-        )
-
-
-def _clock(started: float) -> str:
-    seconds = int(time.perf_counter() - started)
-    return f"{seconds // 60:02d}:{seconds % 60:02d}"
+_WORKER = "osmosis_trainer.worker"
+_FOLLOW_POLL_S = 0.25
 
 
 def _require_trainer() -> None:
     import importlib.util
 
-    for module in ("torch", "transformers", "peft"):
+    for module in ("torch", "transformers", "peft", "osmosis_trainer"):
         if importlib.util.find_spec(module) is None:
             raise MissingExtraError("osmosis train", "trainer", module)
 
 
-def _runs_root(config: Any) -> Path:
-    out = config.output_dir()
-    return Path(out) if out is not None else Path(config.workspace_root) / "runs"
+def _precheck(config: Any, pinned: bool) -> None:
+    """The config's mistakes as one line each, before a worker starts."""
+    missing = config.missing_secrets()
+    if missing:
+        raise ConfigError(
+            f"{config.source_path}: [secrets].required names {', '.join(missing)}, which "
+            "are not set in the environment; export them before 'osmosis train submit'"
+        )
+    if config.remote is None:
+        config.entrypoint_path(must_exist=not pinned)
+    config.dataset_path()
 
 
-def _summary(plan: Any, config: Any, run: Any) -> str:
-    t = config.training
-    return (
-        f"[bold]run[/] {run.path}\n"
-        f"rollout {config.experiment.rollout} ({plan.entrypoint.name}) · model "
-        f"{config.experiment.model_path} · dataset {plan.dataset.name} ({len(plan.rows)} rows)\n"
-        f"{plan.total_steps} steps × {t.rollout_batch_size} rows × {t.n_samples_per_prompt} "
-        f"samples · engine {plan.engine} on {plan.device} · LoRA r={config.lora.r}"
-    )
+class _Report:
+    """A metrics record in the shape the views take (``kind``, ``step``, ``metrics``)."""
+
+    def __init__(self, record: dict[str, Any], total_steps: int) -> None:
+        self.kind = record.get("kind", "train")
+        self.step = int(record.get("step", 0))
+        self.total_steps = total_steps
+        self.metrics = {
+            k: (math.nan if v is None else v)
+            for k, v in record.items() if k not in ("kind", "step", "time")
+        }
 
 
 def submit(
@@ -233,132 +70,288 @@ def submit(
     name: Annotated[
         str | None, typer.Option("--name", help="Run name (default: the config's file name).")
     ] = None,
-    resume: Annotated[
-        Path | None,
+    detach: Annotated[
+        bool,
         typer.Option(
-            "--resume", help="Continue a run folder (runs/NAME-...) from its latest checkpoint."
+            "--detach", "-d",
+            help="Train in the background (survives this terminal); print the run name.",
         ),
-    ] = None,
+    ] = False,
+    queue: Annotated[
+        bool,
+        typer.Option(
+            "--queue", help="When another run holds the machine, wait (pending) instead of "
+            "refusing.",
+        ),
+    ] = False,
     json_out: Annotated[
         bool, typer.Option("--json", help="Print the result as JSON (no live display).")
     ] = False,
 ) -> None:
-    """Train the config's rollout with GRPO + LoRA in this process, saving checkpoints."""
+    """Train the config's rollout with GRPO + LoRA as a run you can list, stop and resume."""
     from osmosis_ai.config import load_training_config
+    from osmosis_ai.runs import (
+        check_capacity,
+        create_run_dir,
+        export_revision,
+        launch_lock,
+        pin_revision,
+        pinned_path,
+        resolve_model_path,
+        runs_root_for,
+    )
 
     config = load_training_config(config_path)
-    # Idle OpenMP threads sleep instead of spinning: on a CPU shared with other work, spinning
-    # threads made training steps several times slower. Read once, when torch first loads.
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-    if not state.debug:
-        # tqdm reads this when first imported (the GGUF conversion shows a bare tqdm bar).
-        os.environ.setdefault("TQDM_DISABLE", "1")
-        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     _require_trainer()
-    from osmosis_trainer.loop import RunDir, create_run_dir, plan_job, run_training
+    pin = pin_revision(config)
+    _precheck(config, pin.pinned)
+    exp = config.experiment
+    resolve_model_path(exp.model_path)  # a Hub id not cached and offline: fail here, clearly
+    root = runs_root_for(config)
+    with launch_lock(root):
+        if not queue:
+            check_capacity(root, config.training.device)
+        run = create_run_dir(
+            root, name or config_path.stem, config_file=config_path,
+            model=exp.model_path, rollout=exp.rollout, dataset=exp.dataset,
+            device=config.training.device, workspace_root=str(config.workspace_root),
+            code=pin.as_status(),
+        )
+    if pin.pinned:
+        export_revision(pin, run.code)
+        if config.remote is None:
+            entry = pinned_path(pin.as_status(), run.code, config.entrypoint_path(must_exist=False))
+            if not entry.is_file():
+                message = (
+                    f"{config.source_path}: [experiment].entrypoint {entry.name} is not in "
+                    f"revision {pin.revision} of {pin.repo_root} (looked for {entry})"
+                )
+                run.update_status(status="failed", phase="error", error=message)
+                raise ConfigError(message)
+    _start(run, json_out=json_out, detach=detach, resume=False)
 
-    plan = plan_job(config)
-    if plan.total_steps < 1:
-        raise ConfigError(f"{config_path}: the run has no steps (empty dataset?)")
-    if resume is not None:
-        if not (resume / "status.json").exists():
-            raise ConfigError(f"--resume {resume}: not a run folder (no status.json)")
-        run = RunDir(path=resume, name=resume.name)
-    else:
-        run = create_run_dir(_runs_root(config), name or config_path.stem, config_file=config_path)
-    run.update_status(total_steps=plan.total_steps, model=config.experiment.model_path)
-    started = time.perf_counter()
-    if json_out:
-        _quiet_libraries()
-        result = asyncio.run(run_training(config, run, plan=plan, resume=resume is not None))
-    else:
-        result = _run_live(config, run, plan, resume is not None)
-    elapsed = time.perf_counter() - started
-    _report(result, run, elapsed, json_out)
 
+def _start(
+    run: Any, *, json_out: bool, detach: bool, resume: bool, from_step: int = 0
+) -> None:
+    from osmosis_ai.runs import spawn_worker
 
-def _quiet_libraries() -> None:
-    """Keep the live display readable: no download/convert bars, no library deprecation noise
-    (``--debug`` keeps everything)."""
-    if state.debug:
+    proc = spawn_worker(
+        run, _WORKER, *(["--resume"] if resume else []),
+        env={"OSMOSIS_DEBUG": "1"} if state.debug else None,
+    )
+    if detach:
+        if json_out:
+            state.emit_json({"run": run.run_id, "path": str(run.path), "pid": proc.pid})
+            return
+        state.console.print(
+            f"run [bold]{run.run_id}[/] started in the background (pid {proc.pid}), "
+            f"log {run.log_file}\n"
+            f"  follow: osmosis train logs {run.run_id} --follow\n"
+            f"  status: osmosis train info {run.run_id}\n"
+            f"  stop:   osmosis train stop {run.run_id}",
+            highlight=False, soft_wrap=True,
+        )
         return
-    import warnings
-
-    for module in ("transformers", "peft", "torch"):
-        warnings.filterwarnings("ignore", category=FutureWarning, module=module)
-        warnings.filterwarnings("ignore", category=UserWarning, module=module)
-    try:
-        from transformers.utils import logging as hf_logging
-
-        hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
-        hf_logging.set_verbosity_error()  # type: ignore[no-untyped-call]
-    except ImportError:  # pragma: no cover - the trainer extra brings transformers
-        pass
+    if not json_out:
+        state.console.print(f"run [bold]{run.run_id}[/] ({run.path})", highlight=False)
+    _follow(run, proc, json_out=json_out, from_step=from_step)
 
 
-def _run_live(config: Any, run: Any, plan: Any, resume: bool) -> Any:
+def _quiet_view(total: int) -> Any:
+    class _Quiet:
+        def set_total(self, total_steps: int, start_step: int = 0) -> None: ...
+        def on_phase(self, text: str) -> None: ...
+        def on_report(self, report: Any) -> None: ...
+
+    return _Quiet()
+
+
+def _follow(
+    run: Any, proc: subprocess.Popen[bytes], *, json_out: bool, from_step: int = 0
+) -> None:
+    """Draw the run's progress from the store until the worker exits; Ctrl-C asks it to stop
+    after its current step, a second Ctrl-C terminates it."""
     from rich.live import Live
 
-    from osmosis_trainer.loop import run_training
+    from osmosis_ai.runs import load_run, read_metrics
 
-    _quiet_libraries()
-    state.console.print(_summary(plan, config, run))
-    view: _LineView | _LiveView
+    started = time.perf_counter()
+    view: Any
     display: contextlib.AbstractContextManager[Any]
-    if state.console.is_terminal:
-        view = _LiveView(plan.total_steps)
+    if json_out:
+        view, display = _quiet_view(0), contextlib.nullcontext()
+    elif state.console.is_terminal:
+        view = _LiveView(0, from_step)
         display = Live(view, console=state.console, refresh_per_second=4, transient=False)
     else:
         # A log file or a pipe: a live display would only show up once, at the end.
-        view = _LineView(plan.total_steps)
-        display = contextlib.nullcontext()
+        view, display = _LineView(0), contextlib.nullcontext()
+    shown: set[tuple[str, int]] = set()
+    total = 0
+    activity: str | None = None
+    interrupts = 0
     with display:
-        return asyncio.run(
-            run_training(
-                config,
-                run,
-                plan=plan,
-                resume=resume,
-                on_report=view.on_report,
-                on_phase=view.on_phase,
-            )
-        )
+        while True:
+            try:
+                exited = proc.poll() is not None
+                record = load_run(run.path)
+                if record is not None:
+                    if record.total_steps and record.total_steps != total:
+                        total = record.total_steps
+                        view.set_total(total, record.step)
+                    # Setup steps only: per-step activity (rollouts, update) would flood.
+                    setup = record.phase in ("provision", "setup")
+                    if setup and record.activity and record.activity != activity:
+                        activity = record.activity
+                        view.on_phase(activity)
+                    for rec in read_metrics(run.path / "metrics.jsonl"):
+                        report = _Report(rec, total)
+                        key = (str(report.kind), report.step)
+                        if report.step > from_step and key not in shown:
+                            shown.add(key)
+                            view.on_report(report)
+                if exited:
+                    break
+                time.sleep(_FOLLOW_POLL_S)
+            except KeyboardInterrupt:
+                interrupts += 1
+                if interrupts == 1:
+                    run.request_stop()
+                    state.warn(
+                        "stopping after the current step (a checkpoint is saved); "
+                        "Ctrl-C again to terminate now"
+                    )
+                else:
+                    proc.terminate()
+    _report(run, time.perf_counter() - started, json_out)
 
 
-def _report(result: Any, run: Any, elapsed: float, json_out: bool) -> None:
-    rewards = [float(h.get("reward_mean", math.nan)) for h in result.history]
+def _report(run: Any, elapsed: float, json_out: bool) -> None:
+    from osmosis_ai.runs import load_run, read_metrics
+
+    record = load_run(run.path)
+    status = record.status if record is not None else "unknown"
+    raw = record.raw if record is not None else {}
+    records = read_metrics(run.path / "metrics.jsonl")
+    rewards = [
+        float(r["reward_mean"]) if isinstance(r.get("reward_mean"), int | float) else math.nan
+        for r in records if r.get("kind", "train") == "train"
+    ]
+    checkpoints = record.checkpoints() if record is not None else []
+    last = checkpoints[-1].path if checkpoints else None
     payload = {
         "run": str(run.path),
-        "status": result.status,
-        "steps": result.steps_done,
-        "last_checkpoint": str(result.last_checkpoint) if result.last_checkpoint else None,
+        "run_id": run.run_id,
+        "status": status,
+        "steps": record.step if record is not None else 0,
+        "last_checkpoint": str(last) if last else None,
         "wall_time_s": round(elapsed, 1),
         "reward_mean_per_step": rewards,
+        "error": raw.get("error") if status not in ("finished", "stopped") else None,
+        "log_file": str(run.log_file),
     }
+    ok = status in ("finished", "stopped")
     if json_out:
         state.emit_json(payload)
+        if not ok:
+            raise typer.Exit(1)
         return
     con = state.console
     if rewards:
         con.print()
         con.print(ascii_chart(rewards), highlight=False)
-        first, last = rewards[0], rewards[-1]
-        con.print(f"reward: first step {first:.3f} → last step {last:.3f}")
+        con.print(f"reward: first step {rewards[0]:.3f} → last step {rewards[-1]:.3f}")
+    colour = "green" if ok else "red"
     con.print(
-        f"[bold green]{result.status}[/] {result.steps_done} steps in {elapsed / 60:.1f} min · "
-        f"metrics {run.path / 'metrics.jsonl'}"
+        f"[bold {colour}]{status}[/] {payload['steps']} steps in {elapsed / 60:.1f} min · "
+        f"metrics {run.path / 'metrics.jsonl'}",
+        highlight=False,
     )
-    if result.last_checkpoint:
+    if last:
         con.print(
-            f"checkpoint {result.last_checkpoint}/adapter (PEFT: "
-            "PeftModel.from_pretrained(base_model, path))"
+            f"checkpoint {last}/adapter (PEFT: PeftModel.from_pretrained(base_model, path))",
+            highlight=False,
         )
+    if not ok:
+        state.error(f"run {run.run_id} {status}: {raw.get('error') or 'see the log'}")
+        con.print(f"log: {run.log_file}", highlight=False)
+        if status in ("crashed", "stopped", "killed", "failed") and checkpoints:
+            con.print(f"resume: osmosis train resume {run.run_id}", highlight=False)
+        raise typer.Exit(1)
+    if status == "stopped":
+        con.print(f"resume: osmosis train resume {run.run_id}", highlight=False)
+
+
+def resume(
+    run_name: Annotated[str, typer.Argument(help="Run name or id (see 'osmosis train list').")],
+    detach: Annotated[
+        bool, typer.Option("--detach", "-d", help="Continue in the background.")
+    ] = False,
+    queue: Annotated[
+        bool, typer.Option("--queue", help="Wait for the machine instead of refusing.")
+    ] = False,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+    runs_dir: Annotated[
+        Path | None, typer.Option("--runs-dir", help="The runs folder (default: ./runs).")
+    ] = None,
+) -> None:
+    """Continue a stopped, crashed, killed or failed run from its last checkpoint (same step,
+    same data position, same config)."""
+    from osmosis_ai.runs import check_capacity, find_run, launch_lock, workspace_runs_root
+
+    _require_trainer()
+    root = runs_dir or workspace_runs_root()
+    record = find_run(root, run_name)
+    if record.live:
+        raise ConfigError(
+            f"run {record.run_id} is {record.status} (pid {record.raw.get('pid')}); "
+            f"stop it first: osmosis train stop {record.run_id}"
+        )
+    total = record.total_steps
+    if record.status == "finished" and total is not None and record.step >= total:
+        raise ConfigError(
+            f"run {record.run_id} already finished all {total} steps; nothing to resume "
+            "(submit the config again for a new run)"
+        )
+    checkpoints = record.checkpoints()
+    if not checkpoints:
+        raise ConfigError(
+            f"run {record.run_id} ({record.status} at step {record.step}) has no checkpoint "
+            f"to resume from (none under {record.path / 'checkpoints'}); submit its config "
+            "again, or save more often with [checkpoints] checkpoint_save_freq"
+        )
+    if not record.run_dir.config_file.is_file():
+        raise ConfigError(f"run {record.run_id}: its config copy {record.run_dir.config_file} "
+                          "is missing; submit the config again")
+    run = record.run_dir
+    with launch_lock(record.path.parent):
+        if not queue:
+            check_capacity(record.path.parent, record.raw.get("device"))
+        run.update_status(
+            status="pending", phase="provision", activity=None, error=None, finished_at=None,
+            resumed_from_step=checkpoints[-1].step,
+            resumes=int(record.raw.get("resumes") or 0) + 1,
+        )
+    if not json_out:
+        state.console.print(
+            f"resuming {run.run_id} from step {checkpoints[-1].step} ({checkpoints[-1].path})",
+            highlight=False,
+        )
+    _start(
+        run, json_out=json_out, detach=detach, resume=True, from_step=checkpoints[-1].step
+    )
 
 
 def register(app: typer.Typer) -> None:
     """Add the ``train`` command group to the root app."""
+    from osmosis_ai.cli import _train_runs
+
     train_app = typer.Typer(
-        name="train", help="Train a rollout with GRPO + LoRA.", no_args_is_help=True
+        name="train", help="Train a rollout with GRPO + LoRA and manage its runs.",
+        no_args_is_help=True,
     )
     train_app.command("submit")(submit)
+    _train_runs.register(train_app)
+    train_app.command("resume")(resume)
     app.add_typer(train_app, name="train")

@@ -8,6 +8,16 @@ worker that died silently shows as ``crashed``).
 
 from __future__ import annotations
 
+from osmosis_ai.runs._hub import hf_cache_dir, is_hub_id, resolve_model_path
+from osmosis_ai.runs._info import describe_run
+from osmosis_ai.runs._launch import (
+    RunBusyError,
+    busy_runs,
+    check_capacity,
+    launch_lock,
+    spawn_worker,
+)
+from osmosis_ai.runs._pin import CodePin, export_revision, pin_revision, pinned_path
 from osmosis_ai.runs._read import (
     CheckpointInfo,
     RunNotFoundError,
@@ -36,19 +46,32 @@ __all__ = [
     "STATUSES",
     "TERMINAL_STATUSES",
     "CheckpointInfo",
+    "CodePin",
     "Phase",
     "RunDir",
+    "RunBusyError",
     "RunNotFoundError",
     "RunRecord",
     "RunStatus",
+    "busy_runs",
+    "check_capacity",
     "create_run_dir",
+    "describe_run",
+    "export_revision",
     "find_run",
+    "hf_cache_dir",
+    "is_hub_id",
+    "launch_lock",
     "list_checkpoints",
     "list_runs",
     "load_run",
+    "pin_revision",
+    "pinned_path",
     "read_metrics",
     "read_status",
+    "resolve_model_path",
     "runs_root_for",
+    "spawn_worker",
     "wait_for_status",
     "workspace_runs_root",
 ]

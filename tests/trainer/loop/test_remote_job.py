@@ -30,7 +30,7 @@ async def test_train_against_a_remote_rollout_server(tiny_model_dir: Path, tmp_p
         plan = plan_job(config)
         run = create_run_dir(tmp_path / "runs", "calc", config_file=config_file)
         result = await run_training(config, run, plan=plan)
-    assert result.status == "completed" and result.steps_done == 1
+    assert result.status == "finished" and result.steps_done == 1
     [train] = [r for r in read_metrics(run.path / "metrics.jsonl") if r["kind"] == "train"]
     # Every rollout ran on the server, and its policy calls came back token-level.
     assert train["rollouts"] == 4 and train["failed_rollouts"] == 0

@@ -31,7 +31,7 @@ async def test_training_with_the_vllm_engine(tmp_path: Path) -> None:
     )
     run = create_run_dir(tmp_path / "runs", "even")
     result = await run_training(load_training_config(config_file), run)
-    assert result.status == "completed" and result.steps_done == 2
+    assert result.status == "finished" and result.steps_done == 2
     records = read_metrics(run.path / "metrics.jsonl")
     assert [r["failed_rollouts"] for r in records] == [0, 0]
     assert all(r["samples"] == 16 and r["prefix_mismatch"] == 0 for r in records)

@@ -1,0 +1,228 @@
+"""``osmosis train list / info / logs / stop``: read and steer runs through the run store.
+
+Fast: nothing here imports torch or the trainer.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from osmosis_ai.cli._output import state
+from osmosis_ai.errors import ConfigError
+
+__all__ = ["register"]
+
+_RunsDir = Annotated[
+    Path | None,
+    typer.Option(
+        "--runs-dir",
+        help="The runs folder (default: $OSMOSIS_RUNS_DIR, else runs/ of this workspace).",
+    ),
+]
+_LOG_POLL_S = 0.3
+
+
+def _root(runs_dir: Path | None) -> Path:
+    from osmosis_ai.runs import workspace_runs_root
+
+    return runs_dir if runs_dir is not None else workspace_runs_root()
+
+
+def _age(created: Any) -> str:
+    if not isinstance(created, int | float):
+        return "-"
+    s = max(0, int(time.time() - created))
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if s >= size:
+            return f"{s // size}{unit}"
+    return f"{s}s"
+
+
+def list_runs(
+    status: Annotated[
+        str | None, typer.Option("--status", help="Only runs with this status.")
+    ] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    runs_dir: _RunsDir = None,
+) -> None:
+    """List runs: name, status, phase, rollout, model, dataset, step/total, last reward, age."""
+    from osmosis_ai.runs import STATUSES
+    from osmosis_ai.runs import list_runs as read_runs
+
+    if status is not None and status not in STATUSES:
+        raise ConfigError(f"--status {status!r}: not a run status; use one of {', '.join(STATUSES)}")
+    root = _root(runs_dir)
+    runs = read_runs(root, status=[status] if status else None)
+    if json_out:
+        state.emit_json([r.summary() for r in runs])
+        return
+    if not runs:
+        where = f" with status {status}" if status else ""
+        state.console.print(f"no runs{where} under {root}", highlight=False)
+        return
+    from rich.table import Table
+
+    table = Table(box=None, pad_edge=False, header_style="bold")
+    for column in ("run", "status", "phase", "rollout", "model", "dataset", "step", "reward",
+                   "age"):
+        table.add_column(column, no_wrap=column != "model")
+    colours = {"running": "cyan", "finished": "green", "failed": "red", "crashed": "red",
+               "stopped": "yellow", "killed": "yellow", "pending": "blue"}
+    for r in runs:
+        reward = r.last_reward
+        table.add_row(
+            r.run_id,
+            f"[{colours.get(r.status, 'white')}]{r.status}[/]",
+            r.phase,
+            r.rollout or "-",
+            r.model or "-",
+            r.dataset or "-",
+            f"{r.step}/{r.total_steps if r.total_steps is not None else '?'}",
+            f"{reward:.3f}" if reward is not None else "-",
+            _age(r.created_at),
+        )
+    state.console.print(table)
+
+
+def info(
+    run_name: Annotated[str, typer.Argument(help="Run name or id (see 'osmosis train list').")],
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="Also write the details as JSON here.")
+    ] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    runs_dir: _RunsDir = None,
+) -> None:
+    """Show a run: config, progress, latest and best reward, metrics, checkpoints, error."""
+    from osmosis_ai.runs import describe_run, find_run
+
+    details = describe_run(find_run(_root(runs_dir), run_name))
+    if output is not None:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        output.write_text(json.dumps(details, indent=2, default=str) + "\n")
+    if json_out:
+        state.emit_json(details)
+        return
+    _print_info(details)
+    if output is not None:
+        state.console.print(f"written to {output}", highlight=False)
+
+
+def _num(value: Any, spec: str = ".3f") -> str:
+    return format(value, spec) if isinstance(value, int | float) else "-"
+
+
+def _print_info(d: dict[str, Any]) -> None:
+    con = state.console
+    p = d["progress"]
+    total = p["total_steps"] if p["total_steps"] is not None else "?"
+    con.print(f"[bold]{d['run_id']}[/]  {d['status']} · phase {d['phase']}"
+              + (f" ({d['activity']})" if d.get("activity") else ""), highlight=False)
+    lines = [
+        f"path       {d['path']}",
+        f"rollout    {d['rollout']} · model {d['model']} · dataset {d['dataset']}",
+        f"progress   step {p['current_step']}/{total}",
+        f"reward     latest {_num(d['latest_reward'])}"
+        + (f" · best {_num(d['best_reward']['reward'])} at step {d['best_reward']['step']}"
+           if d["best_reward"] else ""),
+    ]
+    code = d.get("code") or {}
+    if code.get("revision"):
+        lines.append(
+            f"code       {code['revision'][:12]}"
+            + (" (pinned)" if code.get("pinned") else " (working tree)")
+            + (" · dirty tree at submit" if code.get("dirty") else "")
+        )
+    if d.get("duration_s") is not None:
+        lines.append(f"duration   {d['duration_s'] / 60:.1f} min")
+    for line in lines:
+        con.print(line, highlight=False, markup=False)
+    if d["metrics_summary"]:
+        con.print("metrics    first → last (min..max)", highlight=False)
+        for key, s in d["metrics_summary"].items():
+            con.print(
+                f"  {key:<17} {_num(s['first'])} → {_num(s['last'])} "
+                f"({_num(s['min'])}..{_num(s['max'])})", highlight=False, markup=False,
+            )
+    if d["checkpoints"]:
+        con.print("checkpoints", highlight=False)
+        for c in d["checkpoints"]:
+            con.print(f"  step {c['step']:<6} reward {_num(c['reward'])}  {c['path']}",
+                      highlight=False, markup=False)
+    else:
+        con.print("checkpoints none", highlight=False)
+    if d.get("error"):
+        con.print(f"[red]error[/]      {d['error']}", highlight=False)
+    con.print(f"log        {d['log_file']}", highlight=False, markup=False)
+
+
+def logs(
+    run_name: Annotated[str, typer.Argument(help="Run name or id.")],
+    follow: Annotated[
+        bool, typer.Option("--follow", "-f", help="Keep printing until the run ends.")
+    ] = False,
+    runs_dir: _RunsDir = None,
+) -> None:
+    """Print a run's log (its worker's output); --follow keeps printing while it runs."""
+    from osmosis_ai.runs import TERMINAL_STATUSES, find_run, load_run
+
+    record = find_run(_root(runs_dir), run_name)
+    path = record.log_file
+    if not path.exists() and not (follow and record.live):
+        raise ConfigError(f"run {record.run_id} has no log yet ({path} does not exist)")
+    offset = 0
+    out = sys.stdout
+    while True:
+        if path.exists():
+            with open(path, "rb") as fh:
+                fh.seek(offset)
+                chunk = fh.read()
+            offset += len(chunk)
+            if chunk:
+                out.write(chunk.decode(errors="replace"))
+                out.flush()
+        if not follow:
+            return
+        current = load_run(record.path)
+        if current is None or current.status in TERMINAL_STATUSES or current.status == "unknown":
+            # One last read: the worker's final lines came before its final status.
+            if path.exists() and path.stat().st_size > offset:
+                continue
+            return
+        time.sleep(_LOG_POLL_S)
+
+
+def stop(
+    run_name: Annotated[str, typer.Argument(help="Run name or id.")],
+    wait: Annotated[
+        bool, typer.Option("--wait", help="Wait until the run has stopped.")
+    ] = False,
+    runs_dir: _RunsDir = None,
+) -> None:
+    """Stop a run gracefully: it finishes its current step, saves a checkpoint, ``stopped``."""
+    from osmosis_ai.runs import find_run, wait_for_status
+
+    record = find_run(_root(runs_dir), run_name)
+    if not record.live:
+        raise ConfigError(f"run {record.run_id} is already {record.status}; nothing to stop")
+    record.run_dir.request_stop()
+    state.console.print(
+        f"stop requested for {record.run_id}: it finishes its current step, saves a "
+        "checkpoint and ends as stopped", highlight=False,
+    )
+    if wait:
+        final = wait_for_status(record.path, lambda r: not r.live)
+        state.console.print(f"{final.run_id}: {final.status} at step {final.step}",
+                            highlight=False)
+
+
+def register(train_app: typer.Typer) -> None:
+    train_app.command("list")(list_runs)
+    train_app.command("info")(info)
+    train_app.command("logs")(logs)
+    train_app.command("stop")(stop)

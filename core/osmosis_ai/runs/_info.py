@@ -1,0 +1,78 @@
+"""``osmosis train info``'s content: one run as a JSON-ready dict (also for the dashboard)."""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+import tomllib
+from typing import Any
+
+from osmosis_ai.runs._read import RunRecord
+
+__all__ = ["describe_run"]
+
+_SUMMARY_KEYS = (
+    "reward_mean", "pass_rate", "loss", "kl", "entropy", "response_length",
+    "truncation_ratio", "failed_rollouts", "step_time_s",
+)
+
+
+def _finite(values: list[Any]) -> list[float]:
+    return [
+        float(v) for v in values
+        if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+    ]
+
+
+def describe_run(record: RunRecord) -> dict[str, Any]:
+    """Config, progress, latest and best reward, a metrics summary, checkpoints, the error."""
+    raw = record.raw
+    try:
+        config: dict[str, Any] | None = tomllib.loads(record.run_dir.config_file.read_text())
+    except (OSError, tomllib.TOMLDecodeError):
+        config = None
+    records = record.metrics()
+    train = [r for r in records if r.get("kind", "train") == "train"]
+    evals = [r for r in records if r.get("kind") == "eval"]
+    summary: dict[str, dict[str, float]] = {}
+    for key in _SUMMARY_KEYS:
+        values = _finite([r.get(key) for r in train])
+        if values:
+            summary[key] = {
+                "first": values[0], "last": values[-1], "min": min(values),
+                "max": max(values), "mean": statistics.fmean(values),
+            }
+    rewards = [(int(r["step"]), r.get("reward_mean")) for r in train if "step" in r]
+    scored = [(s, float(v)) for s, v in rewards if _finite([v])]
+    best = max(scored, key=lambda sv: sv[1]) if scored else None
+    created, finished = raw.get("created_at"), raw.get("finished_at")
+    end = finished if isinstance(finished, int | float) else time.time()
+    return {
+        "name": record.name,
+        "run_id": record.run_id,
+        "path": str(record.path),
+        "status": record.status,
+        "phase": record.phase,
+        "activity": record.activity,
+        "error": record.error if record.status in ("failed", "crashed", "killed") else None,
+        "model": record.model,
+        "rollout": record.rollout,
+        "dataset": record.dataset,
+        "device": raw.get("device"),
+        "code": raw.get("code"),
+        "progress": {"current_step": record.step, "total_steps": record.total_steps},
+        "latest_reward": scored[-1][1] if scored else None,
+        "best_reward": {"step": best[0], "reward": best[1]} if best else None,
+        "validation": {k: v for k, v in evals[-1].items() if k.startswith("val_")}
+        if evals else None,
+        "metrics_summary": summary,
+        "checkpoints": [c.as_dict() for c in record.checkpoints()],
+        "created_at": created,
+        "finished_at": finished,
+        "duration_s": round(end - created, 1) if isinstance(created, int | float) else None,
+        "pid": raw.get("pid"),
+        "log_file": str(record.log_file),
+        "metrics_file": str(record.path / "metrics.jsonl"),
+        "config": config,
+    }

@@ -1,0 +1,101 @@
+"""Starting a worker process for a run, and keeping two runs from sharing one machine.
+
+Core never imports the trainer: a run is trained by ``python -m osmosis_trainer.worker
+<run dir>``, in a session of its own (a terminal's Ctrl-C or hang-up does not reach it), its
+output appended to ``<run>/train.log``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+from osmosis_ai.errors import OsmosisError
+from osmosis_ai.runs._process import describe_process
+from osmosis_ai.runs._read import RunRecord, list_runs
+from osmosis_ai.runs._store import RunDir
+
+__all__ = ["RunBusyError", "busy_runs", "check_capacity", "launch_lock", "spawn_worker"]
+
+
+class RunBusyError(OsmosisError):
+    """Another run already holds the device this run needs."""
+
+
+def devices_conflict(a: str | None, b: str | None) -> bool:
+    """Two runs fit at once only on two different, explicitly named GPUs (``cuda:0``/``cuda:1``):
+    training plus its engine take a whole device, and on CPU they take every core."""
+    if a and b and a.startswith("cuda:") and b.startswith("cuda:"):
+        return a == b
+    return True
+
+
+def busy_runs(runs_root: Path, device: str | None, *, before: RunRecord | None = None) -> list[
+    RunRecord
+]:
+    """Live (pending or running) runs that need ``device`` too; with ``before``, only those
+    submitted earlier than that run (the queue order)."""
+    out = []
+    for record in list_runs(runs_root, status=("pending", "running")):
+        if before is not None:
+            if record.path == before.path:
+                continue
+            if (record.created_at or 0.0, record.run_id) > (before.created_at or 0.0, before.run_id):
+                continue
+        if devices_conflict(device, record.raw.get("device")):
+            out.append(record)
+    return out
+
+
+def check_capacity(runs_root: Path, device: str | None) -> None:
+    """Raise :class:`RunBusyError` when a live run already holds ``device``."""
+    busy = busy_runs(runs_root, device)
+    if not busy:
+        return
+    other = busy[0]
+    raise RunBusyError(
+        f"run {other.run_id} is {other.status} on this machine (device "
+        f"{other.raw.get('device') or 'auto'}, pid {other.raw.get('pid')}); two training runs "
+        "do not fit at once. Wait for it ('osmosis train list'), stop it ('osmosis train stop "
+        f"{other.run_id}'), or submit with --queue to start when it ends"
+    )
+
+
+@contextlib.contextmanager
+def launch_lock(runs_root: Path) -> Iterator[None]:
+    """Serialise "check capacity, create the run" between concurrent submits."""
+    runs_root.mkdir(parents=True, exist_ok=True)
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows
+        yield
+        return
+    with open(runs_root / ".launch.lock", "a") as fh:
+        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+
+
+def spawn_worker(
+    run: RunDir, module: str, *args: str, env: dict[str, str] | None = None
+) -> subprocess.Popen[bytes]:
+    """Start ``python -m <module> <run dir> <args>`` detached from this terminal; it survives
+    this process. Its pid is recorded as the run's worker at once."""
+    run.path.mkdir(parents=True, exist_ok=True)
+    with open(run.log_file, "ab") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", module, str(run.path), *args],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
+        )
+    run.update_status(worker=describe_process(proc.pid), pid=proc.pid)
+    return proc

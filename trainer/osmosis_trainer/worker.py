@@ -1,0 +1,179 @@
+"""The training worker: ``python -m osmosis_trainer.worker <run dir> [--resume]``.
+
+``osmosis train submit`` creates the run folder (config copy, pinned code, status) and starts
+this module in a session of its own, its output going to ``<run>/train.log``. It claims the
+run (pid, start time, boot id, heartbeat), waits while an earlier run holds the device
+(``--queue``: status ``pending``, phase ``provision``), trains, and records how it ended:
+``finished``, ``stopped`` (a stop request: after the current step, with a checkpoint),
+``killed`` (SIGTERM), ``failed`` (the error is in ``status.json`` and the log). A kill -9 or
+the OOM killer leaves no record: readers see the dead pid and show ``crashed``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import sys
+import time
+import traceback
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from osmosis_ai.errors import OsmosisError
+from osmosis_ai.runs import (
+    RunDir,
+    busy_runs,
+    load_run,
+    pinned_path,
+    read_status,
+    resolve_model_path,
+)
+
+__all__ = ["main"]
+
+_QUEUE_POLL_S = 2.0
+
+
+class _Killed(Exception):
+    """SIGTERM arrived: the run ends as ``killed``."""
+
+
+def _wait_for_device(run: RunDir, device: str | None) -> bool:
+    """Block while an earlier live run holds the device; False when stopped meanwhile."""
+    me = load_run(run.path)
+    root = run.path.parent
+    announced = False
+    while me is not None:
+        busy = busy_runs(root, device, before=me)
+        if not busy:
+            return True
+        if run.stop_requested():
+            return False
+        if not announced:
+            run.update_status(activity=f"queued behind {busy[0].run_id}")
+            print(f"queued: waiting for {busy[0].run_id} to end", flush=True)
+            announced = True
+        time.sleep(_QUEUE_POLL_S)
+    return True
+
+
+def _load_config(run: RunDir, status: dict[str, Any]) -> Any:
+    from osmosis_ai.config import load_training_config
+
+    config = load_training_config(run.config_file)
+    # The copy lives in the run folder; paths resolve against the submitting workspace.
+    config._workspace_root = Path(status.get("workspace_root") or Path.cwd())
+    return config
+
+
+def _train(run: RunDir, resume: bool) -> int:
+    from osmosis_ai.cli._output import state
+    from osmosis_ai.cli.train import line_view
+    from osmosis_trainer.loop import plan_job, run_training
+
+    status = read_status(run.path) or {}
+    config = _load_config(run, status)
+    if not _wait_for_device(run, status.get("device")):
+        run.update_status(status="stopped", phase="cleanup", activity=None,
+                          finished_at=time.time())
+        return 0
+    run.update_status(status="running", phase="setup", activity="checking the config")
+    config.experiment.model_path = resolve_model_path(config.experiment.model_path)
+    plan = plan_job(config)
+    code = status.get("code")
+    if code and code.get("pinned"):
+        plan.entrypoint = pinned_path(code, run.code, plan.entrypoint)
+    run.update_status(total_steps=plan.total_steps)
+    view = line_view(plan.total_steps)
+    state.console.print(
+        f"run {run.run_id}: {plan.total_steps} steps, rollout {config.experiment.rollout} "
+        f"({plan.entrypoint}), model {status.get('model')}, engine {plan.engine} on "
+        f"{plan.device}" + (" (resuming)" if resume else ""),
+        highlight=False, soft_wrap=True, markup=False,
+    )
+    result = asyncio.run(
+        run_training(
+            config, run, plan=plan, resume=resume,
+            on_report=view.on_report, on_phase=view.on_phase,
+        )
+    )
+    state.console.print(f"{result.status}: {result.steps_done} steps", markup=False)
+    return 0
+
+
+@contextlib.contextmanager
+def _prune_empty_artifacts(run: RunDir) -> Iterator[None]:
+    """Drop the per-rollout artifact folders the rollouts left empty, when the run ends."""
+    try:
+        yield
+    finally:
+        if run.artifacts.is_dir():
+            for folder in sorted(run.artifacts.glob("*/*"), reverse=True):
+                with contextlib.suppress(OSError):
+                    folder.rmdir()  # only succeeds when empty
+                    folder.parent.rmdir()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m osmosis_trainer.worker")
+    parser.add_argument("run_dir", type=Path)
+    parser.add_argument("--resume", action="store_true")
+    args = parser.parse_args(argv)
+    status = read_status(args.run_dir)
+    if status is None:
+        print(f"{args.run_dir}: not a run folder (no status.json)", file=sys.stderr)
+        return 2
+    run = RunDir(args.run_dir, str(status.get("name") or args.run_dir.name))
+    from osmosis_ai.cli._output import quiet_libraries
+
+    # Idle OpenMP threads sleep instead of spinning (a CPU shared with other work made
+    # spinning threads slow training several times); read once, when torch first loads.
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    if os.environ.get("OSMOSIS_DEBUG") != "1":
+        quiet_libraries()
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+
+    killed = False
+
+    def on_term(signum: int, frame: Any) -> None:
+        nonlocal killed
+        killed = True
+        # asyncio.run turns SIGINT into a cancellation of the training task: the loop
+        # unwinds (engine closed, status written) instead of dying mid-write.
+        signal.raise_signal(signal.SIGINT)
+
+    signal.signal(signal.SIGTERM, on_term)
+    run.claim(status="pending", phase="provision")
+    with run.heartbeat(), _prune_empty_artifacts(run):
+        try:
+            return _train(run, args.resume)
+        except (KeyboardInterrupt, asyncio.CancelledError) as exc:
+            outcome = "killed" if killed else "stopped"
+            run.update_status(
+                status=outcome, phase="cleanup", activity=None, finished_at=time.time(),
+                error="terminated (SIGTERM)" if killed else f"interrupted ({type(exc).__name__})",
+            )
+            print(outcome, flush=True)
+            return 143 if killed else 130
+        except BaseException as exc:
+            if isinstance(exc, OsmosisError):
+                print(f"error: {exc}", file=sys.stderr, flush=True)
+            else:
+                traceback.print_exc()
+            current = read_status(run.path) or {}
+            if current.get("status") in ("pending", "running"):
+                run.update_status(
+                    status="failed", phase="error", activity=None, finished_at=time.time(),
+                    error=f"{type(exc).__name__}: {exc}" if not isinstance(exc, OsmosisError)
+                    else str(exc),
+                )
+            return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
