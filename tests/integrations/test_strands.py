@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 import json
 
 import pytest
@@ -183,17 +184,29 @@ async def test_outside_a_rollout_the_error_says_how_to_run_it() -> None:
 
 
 async def test_one_agent_in_two_rollouts_is_a_clear_error() -> None:
-    async with FakeOpenAIServer(script=["slow", "x"], latency_s=0.3) as server:
+    entered, release = threading.Event(), threading.Event()
+
+    def slow(_request: object) -> str:  # runs on the server's thread: holds the first call
+        entered.set()
+        release.wait(120)
+        return "slow"
+
+    async with FakeOpenAIServer(script=slow) as server:
         agent = OsmosisStrandsAgent(callback_handler=None)  # built outside: binds on first use
 
-        async def use(rollout_id: str, delay: float) -> str:
-            await asyncio.sleep(delay)
+        async def use(rollout_id: str) -> str:
             with in_rollout(server, rollout_id):
                 return str(await agent.invoke_async("hi"))
 
-        first, second = await asyncio.gather(
-            use("r-a", 0), use("r-b", 0.05), return_exceptions=True
-        )
+        first_task = asyncio.ensure_future(use("r-a"))
+        assert await asyncio.to_thread(entered.wait, 120)  # r-a's call is in flight
+        try:
+            second: BaseException | str = await use("r-b")
+        except AgentReuseError as exc:
+            second = exc
+        finally:
+            release.set()
+        first = await first_task
     assert str(first).strip() == "slow"
     assert isinstance(second, AgentReuseError)
     assert (

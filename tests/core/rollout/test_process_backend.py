@@ -70,7 +70,7 @@ async def test_crashes_blocking_and_memory_hogs_cost_one_rollout_each(
 ) -> None:
     questions = ["ok", "exit", "segv", "block", "hog", "ok", "source", "ok"]
     async with RolloutRunner(
-        entry, endpoint, backend="process", concurrency=2, workflow_timeout_s=1.0,
+        entry, endpoint, backend="process", concurrency=2, workflow_timeout_s=4.0,
         memory_limit_mb=1024,
     ) as runner:
         runner.backend.kill_grace_s = 0.5  # type: ignore[attr-defined]
@@ -95,7 +95,7 @@ async def test_crashes_blocking_and_memory_hogs_cost_one_rollout_each(
 
         block_error = by_q["block"].error
         assert block_error.category is ErrorCategory.TIMEOUT
-        assert block_error.message.startswith("workflow timed out after 1 s and did not stop")
+        assert block_error.message.startswith("workflow timed out after 4 s and did not stop")
 
         hog = by_q["hog"]
         assert hog.status is SampleStatus.FAILED and hog.reward is None

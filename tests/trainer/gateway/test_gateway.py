@@ -11,6 +11,7 @@ from osmosis_ai.rollout import PolicyEndpoint
 from osmosis_ai.serving import EngineError, GenerationRequest
 from osmosis_ai.serving.gateway import GatewaySampling, PolicyGateway
 from osmosis_trainer.testing import FakeEngine, FakeReply, tool_call
+from tests.trainer.gateway._gated import GatedEngine, watch_admissions
 
 TOOLS = [{"type": "function", "function": {"name": "add", "parameters": {"type": "object"}}}]
 
@@ -234,12 +235,13 @@ async def test_unscoped_calls_use_headers_or_the_unscoped_rollout() -> None:
 
 
 async def test_late_calls_of_a_collected_rollout_are_dropped() -> None:
-    engine = FakeEngine(script=_echo, cycle=True, delay_s=0.3)
+    engine = GatedEngine(script=_echo, cycle=True)
     async with PolicyGateway(engine) as gw, httpx.AsyncClient() as c:
         url = gw.route("r", "main").base_url + "/chat/completions"
         task = asyncio.create_task(c.post(url, json=_body()))
-        await asyncio.sleep(0.1)
+        await engine.generating.wait()
         assert await gw.collect("r") == {}  # the workflow timed out; its call is in flight
+        engine.release_generation.set()
         await task
         assert gw.store.late_dropped == 1 and gw.store.pending() == {}
 
@@ -248,14 +250,16 @@ async def test_swap_holds_new_calls_and_drains_in_flight_ones() -> None:
     def versioned(req: GenerationRequest) -> str:
         return f"v{engine.policy_version}"
 
-    engine = FakeEngine(script=versioned, delay_s=0.3)
+    engine = GatedEngine(script=versioned)
     async with PolicyGateway(engine) as gw, httpx.AsyncClient() as c:
+        admissions = watch_admissions(gw)
         url = gw.route("r", "main").base_url + "/chat/completions"
         before = asyncio.create_task(c.post(url, json=_body()))
-        await asyncio.sleep(0.1)  # in flight on v0
+        await engine.generating.wait()  # in flight on v0
         swap = asyncio.create_task(gw.swap_adapter("/adapters/step-1", 1))
-        await asyncio.sleep(0.05)
         during = asyncio.create_task(c.post(url, json=_body()))  # arrives mid-swap: waits
+        await admissions["waiting"].wait()
+        engine.release_generation.set()
         r_before, r_during = await before, await during
         await swap
         assert r_before.json()["choices"][0]["message"]["content"] == "v0"
@@ -269,16 +273,19 @@ async def test_swap_holds_new_calls_and_drains_in_flight_ones() -> None:
 
 
 async def test_calls_get_429_when_the_swap_takes_too_long() -> None:
-    engine = FakeEngine(script=_echo, cycle=True, delay_s=0.5)
+    engine = GatedEngine(script=_echo, cycle=True)
+    engine.release_generation.set()
+    engine.release_load.clear()  # the load runs until the test lets it finish
     async with (
         PolicyGateway(engine, swap_wait_s=0.05, retry_after_s=2) as gw,
         httpx.AsyncClient() as c,
     ):
         swap = asyncio.create_task(gw.swap_adapter("/a", 3))
-        await asyncio.sleep(0.05)
+        await engine.loading.wait()
         r = await c.post(gw.url + "/v1/chat/completions", json=_body())
         assert r.status_code == 429 and r.headers["retry-after"] == "2"
         assert r.json()["error"]["code"] == "policy_swapping"
+        engine.release_load.set()
         await swap
         r = await c.post(gw.url + "/v1/chat/completions", json=_body())
         assert r.status_code == 200 and r.json()["model"] == "osmosis-policy@v3"

@@ -1,0 +1,62 @@
+"""A FakeEngine whose generations and adapter loads wait for the test (events, not sleeps).
+
+Tests of the gateway's swap and late-call handling need a call to be *in flight* or a load
+to be *running* at a known moment; a sleep only makes that likely. The waits below are
+generous safety nets against a hang and never decide a pass.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any
+
+from osmosis_ai.serving import GenerationRequest, GenerationResult
+from osmosis_trainer.testing import FakeEngine
+
+__all__ = ["GatedEngine", "watch_admissions"]
+
+HANG_S = 120.0
+
+
+@dataclass
+class GatedEngine(FakeEngine):
+    """``generating`` is set once a generation entered the engine; it then waits for
+    ``release_generation``. ``loading`` / ``release_load`` do the same for adapter loads.
+    Gates left open (the default for loads) let calls through at once."""
+
+    generating: asyncio.Event = field(default_factory=asyncio.Event)
+    release_generation: asyncio.Event = field(default_factory=asyncio.Event)
+    loading: asyncio.Event = field(default_factory=asyncio.Event)
+    release_load: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def __post_init__(self) -> None:
+        self.release_load.set()
+
+    async def generate(self, req: GenerationRequest) -> GenerationResult:
+        self.generating.set()
+        await asyncio.wait_for(self.release_generation.wait(), HANG_S)
+        return await super().generate(req)
+
+    async def load_adapter(self, path: str, version: int) -> None:
+        self.loading.set()
+        await asyncio.wait_for(self.release_load.wait(), HANG_S)
+        await super().load_adapter(path, version)
+
+
+def watch_admissions(gw: Any) -> dict[str, asyncio.Event]:
+    """Events set when a call waits for a swap (``waiting``) and when one is refused (``busy``)."""
+    events = {"waiting": asyncio.Event(), "busy": asyncio.Event()}
+    original = gw.admit
+
+    async def admit() -> None:
+        if gw._paused:
+            events["waiting"].set()
+        try:
+            await original()
+        except Exception:
+            events["busy"].set()
+            raise
+
+    gw.admit = admit
+    return events
