@@ -3,17 +3,26 @@
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Protocol
 
 import typer
 
 from osmosis_ai.cli._output import state
+from osmosis_ai.errors import ConfigError
 
 if TYPE_CHECKING:
     from rich.progress import Progress, TaskID
 
-    from osmosis_ai.eval import EvalEvents, EvalPlan, EvalRecord, EvalSummary, PairedResult
+    from osmosis_ai.eval import (
+        EvalEvents,
+        EvalOptions,
+        EvalPlan,
+        EvalRecord,
+        EvalSummary,
+        PairedResult,
+    )
 
 __all__ = ["register"]
 
@@ -90,8 +99,29 @@ def _fmt(x: float | None, digits: int = 3) -> str:
     return "-" if x is None else f"{x:.{digits}f}"
 
 
+class _RunHead(Protocol):
+    """What the summary header names: an :class:`EvalPlan`, or an eval run read back."""
+
+    @property
+    def config_name(self) -> str: ...
+    @property
+    def model(self) -> str: ...
+    @property
+    def n(self) -> int: ...
+    @property
+    def run_dir(self) -> Path: ...
+
+
+@dataclass
+class _Head:
+    config_name: str
+    model: str
+    n: int
+    run_dir: Path
+
+
 def _print_summary(
-    plan: EvalPlan, summary: EvalSummary, status: str, load_s: float | None = None
+    plan: _RunHead, summary: EvalSummary, status: str, load_s: float | None = None
 ) -> None:
     from rich.markup import escape
     from rich.table import Table
@@ -149,6 +179,7 @@ def _print_summary(
 
 @eval_app.command("run")
 def run_command(
+    ctx: typer.Context,
     config: Annotated[Path, typer.Argument(help="Eval config, e.g. configs/eval/calc.toml.")],
     limit: Annotated[
         int | None, typer.Option("--limit", help="Evaluate only the first N rows.")
@@ -212,7 +243,6 @@ def run_command(
     json_out: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
 ) -> None:
     """Run the rollout over the dataset; write per-sample results and traces; print a summary."""
-    from osmosis_ai.errors import ConfigError
     from osmosis_ai.eval import EvalOptions, baseline_for, run_eval, run_paired_eval
 
     if not config.is_file():
@@ -244,6 +274,9 @@ def run_command(
     base_model = models[1] if len(models) == 2 else None
     if baseline:
         base_model = baseline_for(config, options)
+    if ctx.info_name == "submit":
+        _submit(config, options, _child_args(options, models, baseline), json_out)
+        return
     if not state.debug:
         _quiet_third_party_output()
     holder: dict[str, Any] = {}
@@ -290,6 +323,103 @@ def run_command(
             f"resumed: kept {result.resumed_records} earlier results, ran {result.new_records} more"
         )
     _print_summary(result.plan, result.summary, status, result.info.model_load_s)
+
+
+def _child_args(options: EvalOptions, models: list[str], baseline: bool) -> list[str]:
+    """The ``eval run`` arguments that reproduce ``options`` (for a detached worker)."""
+    args: list[str] = []
+    for flag, value in (
+        ("--limit", options.limit),
+        ("--n", options.n),
+        ("--concurrency", options.concurrency),
+        ("--name", options.name),
+        ("--rows", options.rows),
+    ):
+        if value is not None:
+            args += [flag, str(value)]
+    for m in models:
+        args += ["--model", m]
+    for path_flag, path in (("--dataset-file", options.dataset_file), ("--output", options.output)):
+        if path is not None:
+            args += [path_flag, str(path.resolve())]
+    for on, flag in (
+        (baseline, "--baseline"),
+        (options.retry_failed, "--retry-failed"),
+        (options.fresh, "--fresh"),
+        (options.resume, "--resume"),
+    ):
+        if on:
+            args.append(flag)
+    return args
+
+
+def _submit(config: Path, options: EvalOptions, args: list[str], json_out: bool) -> None:
+    """Start ``eval run`` with the same arguments as a detached worker; print where it runs."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from datetime import datetime
+
+    from osmosis_ai.config import load_eval_config
+    from osmosis_ai.runs._process import describe_process
+
+    if options.resume and options.output is None:
+        raise ConfigError("eval submit --resume needs --output DIR (or use --name NAME)")
+    cfg = load_eval_config(config)
+    root = Path(cfg.workspace_root) / ".osmosis" / "evals"
+    if options.name is not None:
+        run_dir = root / options.name
+    elif options.output is not None:
+        run_dir = options.output
+    else:
+        run_dir = root / f"{config.stem}-{datetime.now().strftime('%Y%m%d-%H%M%S')}"
+        args += ["--output", str(run_dir)]
+    busy = run_dir / "submit.json"
+    if busy.is_file():
+        previous = json.loads(busy.read_text(encoding="utf-8"))
+        from osmosis_ai.runs._process import process_alive
+
+        if process_alive(previous.get("worker") or {}) is True:
+            raise ConfigError(
+                f"eval run {run_dir.name} is already running (pid {previous['worker']['pid']}); "
+                f"see 'osmosis eval info {run_dir.name}'"
+            )
+    run_dir.mkdir(parents=True, exist_ok=True)
+    log = run_dir / "eval.log"
+    cmd = [
+        sys.executable,
+        "-c",
+        "import sys; from osmosis_ai.cli import main; sys.exit(main())",
+        "eval",
+        "run",
+        str(config.resolve()),
+        *args,
+    ]
+    with log.open("ab") as fh:
+        proc = subprocess.Popen(
+            cmd,
+            stdin=subprocess.DEVNULL,
+            stdout=fh,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            cwd=os.getcwd(),
+            env={**os.environ, "PYTHONUNBUFFERED": "1", "COLUMNS": "120"},
+        )
+    submit = {
+        "config": config.stem,
+        "command": cmd[3:],
+        "worker": describe_process(proc.pid),
+        "submitted_at": datetime.now().isoformat(timespec="seconds"),
+    }
+    (run_dir / "submit.json").write_text(json.dumps(submit, indent=2), encoding="utf-8")
+    if json_out:
+        state.emit_json({"name": run_dir.name, "run_dir": str(run_dir), "pid": proc.pid})
+        return
+    state.console.print(f"submitted eval {run_dir.name} (pid {proc.pid}): {run_dir}")
+    state.console.print(
+        f"  follow it: osmosis eval info {run_dir.name}   log: {log}   all runs: osmosis eval list"
+    )
 
 
 def _events(progress: Progress, label: str, holder: dict[str, Any]) -> EvalEvents:
@@ -394,6 +524,144 @@ def _report_interrupted(plan: EvalPlan | None, json_out: bool) -> None:
         f"interrupted: finished results are kept in {plan.run_dir}. Continue with: "
         f"osmosis eval run {plan.config_path} --resume --output {plan.run_dir}"
     )
+
+
+# ``eval submit`` is ``eval run`` started as a detached worker (the seeds' name for it).
+eval_app.command(
+    "submit",
+    help="Start 'eval run' (same options) in the background; it survives this terminal. "
+    "Follow it with 'osmosis eval info NAME'.",
+)(run_command)
+
+
+@eval_app.command("list")
+def list_command(
+    json_out: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Past and running eval runs of this workspace: status, model, progress, reward."""
+    from rich.table import Table
+
+    from osmosis_ai.eval import evals_root, list_eval_runs
+
+    root = evals_root()
+    views = list_eval_runs(root)
+    if json_out:
+        state.emit_json([v.as_dict() for v in views])
+        return
+    if not views:
+        state.console.print(
+            f"No eval runs under {root}. Start one with 'osmosis eval run CONFIG' or "
+            "'osmosis eval submit CONFIG'."
+        )
+        return
+    table = Table(box=None, pad_edge=False)
+    for col in ("name", "status", "model", "done", "reward", "pass rate", "failed", "vs baseline"):
+        table.add_column(col, overflow="fold")
+    for v in views:
+        d = v.as_dict()
+        s = d["summary"] or {}
+        total = d["work_items"]
+        cmp = d["comparison"]
+        table.add_row(
+            v.name,
+            v.status,
+            d["model"] or "-",
+            f"{d['done']}/{total}" if total else str(d["done"]),
+            _fmt((s.get("reward") or {}).get("mean")),
+            "-" if s.get("pass_rate") is None else f"{s['pass_rate'] * 100:.1f}%",
+            str(s.get("failed", "-")),
+            _fmt_cmp(cmp),
+        )
+    state.console.print(table)
+
+
+def _fmt_cmp(cmp: dict[str, Any] | None) -> str:
+    if not cmp or cmp.get("diff") is None:
+        return "-"
+    return f"{cmp['diff']:+.3f} [{cmp['ci_low']:+.3f}, {cmp['ci_high']:+.3f}]"
+
+
+@eval_app.command("info")
+def info_command(
+    name: Annotated[str, typer.Argument(help="The eval run: its folder name or a prefix.")],
+    output: Annotated[
+        Path | None,
+        typer.Option(
+            "--output",
+            "-o",
+            help="Also write everything, per-row results included, to this JSON file.",
+        ),
+    ] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """One eval run: settings, status, reward summary, failures, per-row results."""
+    import json
+
+    from rich.markup import escape
+    from rich.table import Table
+
+    from osmosis_ai.eval import EvalSummary, evals_root, find_eval_run
+
+    view = find_eval_run(evals_root(), name)
+    data = view.as_dict(records=True)
+    if output is not None:
+        try:
+            output.parent.mkdir(parents=True, exist_ok=True)
+            output.write_text(json.dumps(data, indent=2), encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError(f"--output {output}: cannot write it ({exc})") from exc
+    if json_out:
+        state.emit_json(data)
+        return
+    console = state.console
+    info = view.info
+    if info is None:
+        console.print(f"[bold]eval {view.name}[/]: {view.status} (not started)")
+        tail = view.log_tail()
+        if tail:
+            console.print(escape(tail))
+        return
+    summary = EvalSummary.model_validate(data["summary"]) if data["summary"] else None
+    console.print(
+        f"[bold]eval {view.name}[/] ({view.status}): config {info.config_name}, model "
+        f"{info.model}, n={info.n}, {data['done']}/{info.work_items} work items, started "
+        f"{info.started_at}" + (f", finished {info.finished_at}" if info.finished_at else "")
+    )
+    if info.checkpoint:
+        ck = info.checkpoint
+        console.print(f"  checkpoint: run {ck['run']} step {ck['step']} (base {ck['base_model']})")
+    if summary is not None:
+        _print_summary(_Head(info.config_name, info.model, info.n, view.path), summary, view.status)
+    cmp = data["comparison"]
+    if cmp:
+        console.print(
+            f"vs baseline {cmp['baseline']}: diff {_signed(cmp['diff'])}, "
+            f"{cmp['confidence'] * 100:g}% CI [{_signed(cmp['ci_low'])}, "
+            f"{_signed(cmp['ci_high'])}] over {cmp['rows']} rows"
+        )
+    rows = data["results"]
+    if rows:
+        table = Table(box=None, pad_edge=False, title="results (first 20)")
+        for col in ("row", "run", "status", "reward", "error"):
+            table.add_column(col, overflow="fold")
+        for r in rows[:20]:
+            table.add_row(
+                str(r["row_index"]),
+                str(r["run_index"]),
+                r["status"],
+                _fmt(r["reward"]),
+                escape((r.get("error") or "")[:80]),
+            )
+        console.print(table)
+        if len(rows) > 20:
+            console.print(f"  ... {len(rows) - 20} more in {view.path / 'results.jsonl'}")
+    if view.status in ("crashed", "failed"):
+        tail = view.log_tail()
+        if tail:
+            console.print("last lines of eval.log:")
+            console.print(escape(tail))
+    if output is not None:
+        console.print(f"written to {output}")
 
 
 def register(app: typer.Typer) -> None:

@@ -29,6 +29,7 @@ from osmosis_ai.eval._run import (
     resolve_model,
     run_eval,
 )
+from osmosis_ai.eval._store import EvalRunView, evals_root, find_eval_run, list_eval_runs
 
 __all__ = [
     "Comparison",
@@ -38,14 +39,18 @@ __all__ = [
     "EvalRecord",
     "EvalResult",
     "EvalRunInfo",
+    "EvalRunView",
     "EvalSummary",
     "Journal",
     "PairedResult",
     "RewardStats",
     "baseline_for",
     "compare_records",
+    "evals_root",
+    "find_eval_run",
     "hash_file",
     "hash_rollout_dir",
+    "list_eval_runs",
     "paired_bootstrap",
     "parse_rows",
     "pass_at_k",

@@ -70,6 +70,9 @@ class EvalRunInfo(BaseModel):
     model_load_s: float | None = Field(default=None, description="Seconds to start the model.")
     osmosis_version: str = ""
     pid: int | None = Field(default=None, description="The process running (or that ran) it.")
+    worker: dict[str, Any] | None = Field(
+        default=None, description="pid, host, boot id and start time of that process."
+    )
     baseline: str | None = Field(
         default=None, description="The model of the paired baseline run in ./baseline/, if any."
     )

@@ -291,7 +291,7 @@ def _run_dir(workspace: Path, name: str, options: EvalOptions) -> tuple[Path, bo
 
 def _discard_run(run_dir: Path) -> None:
     """Delete an eval run's files (only the ones an eval writes) for ``--fresh``."""
-    for child in ("results.jsonl", "run.json", "summary.json", "comparison.json", "eval.log"):
+    for child in ("results.jsonl", "run.json", "summary.json", "comparison.json"):
         (run_dir / child).unlink(missing_ok=True)
     for child in ("traces", "baseline"):
         shutil.rmtree(run_dir / child, ignore_errors=True)
@@ -351,6 +351,7 @@ def _check_resume(info: EvalRunInfo, plan: EvalPlan, rollout_hash: str, dataset_
 
 def _prepare_run_dir(plan: EvalPlan) -> tuple[EvalRunInfo, list[EvalRecord]]:
     from osmosis_ai import __version__
+    from osmosis_ai.runs._process import describe_process
 
     rollout_hash = hash_rollout_dir(plan.rollout_dir)
     dataset_hash = hash_file(plan.dataset)
@@ -364,6 +365,7 @@ def _prepare_run_dir(plan: EvalPlan) -> tuple[EvalRunInfo, list[EvalRecord]]:
         info.status = "running"
         info.finished_at = None
         info.pid = os.getpid()
+        info.worker = describe_process()
         return info, records
     if info_path.exists() or (plan.run_dir / "results.jsonl").exists():
         raise OsmosisError(
@@ -381,6 +383,7 @@ def _prepare_run_dir(plan: EvalPlan) -> tuple[EvalRunInfo, list[EvalRecord]]:
         checkpoint=plan.checkpoint,
         rows=plan.rows,
         pid=os.getpid(),
+        worker=describe_process(),
         n=plan.n,
         limit=plan.limit,
         offset=plan.offset,

@@ -1,0 +1,165 @@
+"""Past and running eval runs of a workspace: ``osmosis eval list`` / ``eval info``.
+
+Each run is a folder under ``<workspace>/.osmosis/evals/`` (``<config>-<time>`` or a
+``--name``) with ``run.json``, ``results.jsonl``, ``summary.json`` and, for a comparison,
+``comparison.json`` and ``baseline/``. A detached run (``eval submit``) also has
+``eval.log`` and ``submit.json`` (the worker's pid), written before the worker starts. A run
+that says ``running`` but whose process is gone is shown as ``crashed``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from osmosis_ai.errors import OsmosisError
+from osmosis_ai.eval._journal import read_journal
+from osmosis_ai.eval._records import EvalRecord, EvalRunInfo
+
+__all__ = ["EvalRunView", "evals_root", "find_eval_run", "list_eval_runs"]
+
+
+def evals_root(start: Path | None = None) -> Path:
+    """``.osmosis/evals`` of the workspace holding ``start`` (default: the current folder):
+    the nearest folder upwards that has ``.osmosis/evals`` or ``configs/``."""
+    here = (start or Path.cwd()).resolve()
+    for folder in (here, *here.parents):
+        if (folder / ".osmosis" / "evals").is_dir() or (folder / "configs").is_dir():
+            return folder / ".osmosis" / "evals"
+    return here / ".osmosis" / "evals"
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _alive(worker: dict[str, Any] | None) -> bool | None:
+    from osmosis_ai.runs._process import process_alive
+
+    return process_alive(worker) if worker else None
+
+
+@dataclass
+class EvalRunView:
+    """One eval run as ``eval list`` / ``eval info`` show it."""
+
+    path: Path
+    info: EvalRunInfo | None
+    """``run.json``; ``None`` while a submitted run has not started yet (or never did)."""
+    status: str
+    """``pending``, ``running``, ``completed``, ``interrupted``, ``failed`` or ``crashed``."""
+    submit: dict[str, Any] | None = None
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+    @property
+    def summary(self) -> dict[str, Any]:
+        if self.info is not None and self.info.summary:
+            return self.info.summary
+        return _read_json(self.path / "summary.json") or {}
+
+    @property
+    def comparison(self) -> dict[str, Any] | None:
+        return _read_json(self.path / "comparison.json")
+
+    def records(self) -> list[EvalRecord]:
+        return read_journal(self.path / "results.jsonl")
+
+    def done(self) -> int:
+        path = self.path / "results.jsonl"
+        if not path.is_file():
+            return 0
+        return len({(r.row_index, r.run_index) for r in self.records()})
+
+    def log_tail(self, lines: int = 5) -> str:
+        try:
+            text = (self.path / "eval.log").read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return ""
+        return "\n".join(text.strip().splitlines()[-lines:])
+
+    def as_dict(self, *, records: bool = False) -> dict[str, Any]:
+        info = self.info
+        out: dict[str, Any] = {
+            "name": self.name,
+            "path": str(self.path),
+            "status": self.status,
+            "config": info.config_name if info else (self.submit or {}).get("config"),
+            "model": info.model if info else None,
+            "baseline": info.baseline if info else None,
+            "checkpoint": info.checkpoint if info else None,
+            "n": info.n if info else None,
+            "work_items": info.work_items if info else None,
+            "done": self.done(),
+            "started_at": info.started_at if info else None,
+            "finished_at": info.finished_at if info else None,
+            "summary": self.summary,
+            "comparison": self.comparison,
+        }
+        if records:
+            out["results"] = [r.model_dump(mode="json") for r in self.records()]
+            base = self.path / "baseline" / "results.jsonl"
+            if base.is_file():
+                out["baseline_results"] = [r.model_dump(mode="json") for r in read_journal(base)]
+        return out
+
+
+def load_eval_run(path: Path) -> EvalRunView | None:
+    """The eval run in ``path``, or ``None`` when the folder holds none."""
+    submit = _read_json(path / "submit.json")
+    raw = path / "run.json"
+    info: EvalRunInfo | None = None
+    if raw.is_file():
+        try:
+            info = EvalRunInfo.model_validate_json(raw.read_text(encoding="utf-8"))
+        except (OSError, ValidationError):
+            return EvalRunView(path=path, info=None, status="unknown", submit=submit)
+    elif submit is None:
+        return None
+    worker = (info.worker if info else None) or (submit or {}).get("worker")
+    if info is None:
+        status = "crashed" if _alive(worker) is False else "pending"
+    elif info.status == "running" and _alive(worker) is False:
+        status = "crashed"
+    else:
+        status = info.status
+    return EvalRunView(path=path, info=info, status=status, submit=submit)
+
+
+def list_eval_runs(root: Path) -> list[EvalRunView]:
+    """Every eval run under ``root``, oldest first."""
+    if not root.is_dir():
+        return []
+    views = [v for p in sorted(root.iterdir()) if p.is_dir() and (v := load_eval_run(p))]
+    return sorted(views, key=lambda v: (v.info.started_at if v.info else "", v.name))
+
+
+def find_eval_run(root: Path, name: str) -> EvalRunView:
+    """The eval run called ``name`` (its folder name, a unique prefix of one, or a path)."""
+    direct = Path(name)
+    if direct.is_dir() and (view := load_eval_run(direct)) is not None:
+        return view
+    runs = list_eval_runs(root)
+    exact = [v for v in runs if v.name == name]
+    for hits in (exact, [v for v in runs if v.name.startswith(name)]):
+        if len(hits) == 1:
+            return hits[0]
+        if len(hits) > 1:
+            raise OsmosisError(
+                f"eval run name {name!r} matches {len(hits)} runs: "
+                f"{', '.join(v.name for v in hits)}; give the full name"
+            )
+    known = ", ".join(v.name for v in runs[-10:]) or "none"
+    raise OsmosisError(
+        f"no eval run named {name!r} under {root} (runs there: {known}); see 'osmosis eval list'"
+    )
