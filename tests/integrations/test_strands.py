@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import threading
 import json
+import threading
 
 import pytest
 from pydantic import BaseModel
