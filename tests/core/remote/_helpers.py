@@ -79,11 +79,12 @@ class ToolLoop(RolloutAgentLoop):
 
 
 def fast_client() -> ClientSettings:
-    """Retries without real waiting, and short timeouts."""
+    """Retries without real waiting. Timeouts stay long: on a loaded CI machine a healthy
+    call must never time out (tests that need a timeout inject a hang past it)."""
     return ClientSettings(
-        timeout_seconds=2.0, connect_timeout_seconds=1.0, max_retries=3,
+        timeout_seconds=30.0, connect_timeout_seconds=10.0, max_retries=3,
         retry_backoff_seconds=0.01, retry_backoff_max_seconds=0.05,
-        completion_retries=2, completion_timeout_seconds=2.0,
+        completion_retries=2, completion_timeout_seconds=30.0,
     )
 
 
@@ -109,7 +110,8 @@ async def asgi_server(loop: RolloutAgentLoop, **kwargs: Any) -> AsyncIterator[tu
             yield app, client
 
 
-async def wait_until(predicate: Any, timeout_s: float = 10.0) -> None:
+async def wait_until(predicate: Any, timeout_s: float = 120.0) -> None:
+    """Wait for ``predicate`` (the deadline is a safety net against a hang, never the test)."""
     deadline = asyncio.get_running_loop().time() + timeout_s
     while not predicate():
         if asyncio.get_running_loop().time() > deadline:

@@ -135,7 +135,8 @@ async def run_load(n: int, *, fault_rate: float = 0.1, explode_every: int = 20, 
                 await asyncio.sleep(0.05)
             wall = time.perf_counter() - started
             outcomes, from_status = await _collect(http, cluster, ids)
-            problems = await _check_duplicate_inits(url, cluster.url, ids[: max(1, n // 10)])
+            problems = await _check_duplicate_inits(url, cluster.url, ids[: max(1, n // 10)],
+                                                    explode_every)
     report = LoadReport(
         n=n, admitted=sum(code == 202 for code, _ms in answers), admission_ms=[ms for _c, ms in answers],
         wall_s=wall, outcomes=outcomes, from_status_route=from_status,
@@ -239,10 +240,12 @@ async def _collect(http: httpx.AsyncClient, cluster: FakeCluster,
     return outcomes, from_status
 
 
-async def _check_duplicate_inits(url: str, cluster_url: str, ids: list[str]) -> list[str]:
+async def _check_duplicate_inits(url: str, cluster_url: str, ids: list[str],
+                                 explode_every: int) -> list[str]:
+    """A retried init (the same body) gets 202 again, and never runs twice."""
     problems = []
-    for rid in ids:
-        code, _ = await _admit(url, cluster_url, rid, False)
+    for i, rid in enumerate(ids):
+        code, _ = await _admit(url, cluster_url, rid, i % explode_every == 7)
         if code != 202:
             problems.append(f"duplicate init of {rid} answered {code}")
     return problems

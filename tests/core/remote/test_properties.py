@@ -121,7 +121,7 @@ def check(resp: httpx.Response, allowed: set[int]) -> None:
 @given(body=request_bodies)
 def test_init_with_any_fields_never_fails_the_server(harness: Harness, body: dict[str, Any]) -> None:
     resp = harness.request("POST", "/v1/rollout/init", json=body, headers=AUTH)
-    check(resp, {202, 413, 422, 429})
+    check(resp, {202, 409, 413, 422, 429})  # 409: a reused rollout id with another body
     if resp.status_code == 202:
         assert resp.json()["tools"][0]["function"]["name"] == "add"
 
@@ -130,7 +130,7 @@ def test_init_with_any_fields_never_fails_the_server(harness: Harness, body: dic
 @given(body=near_valid_bodies())
 def test_near_valid_inits_are_admitted_or_rejected_cleanly(harness: Harness, body: dict[str, Any]) -> None:
     resp = harness.request("POST", "/v1/rollout/init", json=body, headers=AUTH)
-    check(resp, {202, 413, 422, 429})
+    check(resp, {202, 409, 413, 422, 429})
     if resp.status_code == 202:  # a duplicate gets the very same answer
         again = harness.request("POST", "/v1/rollout/init", json=body, headers=AUTH)
         assert (again.status_code, again.json()) == (202, resp.json())
@@ -148,7 +148,7 @@ def test_init_with_any_json_never_fails_the_server(harness: Harness, body: Any) 
 def test_init_with_any_bytes_never_fails_the_server(harness: Harness, raw: bytes, content_type: str) -> None:
     headers = {**AUTH, "content-type": content_type} if content_type else AUTH
     resp = harness.request("POST", "/v1/rollout/init", content=raw, headers=headers)
-    check(resp, {202, 400, 413, 422, 429})
+    check(resp, {202, 400, 409, 413, 422, 429})
 
 
 @PROPERTY_SETTINGS
@@ -180,5 +180,5 @@ def test_any_route_and_method_never_fails_the_server(harness: Harness, method: s
 def test_openapi_spec_is_served_and_describes_the_init(harness: Harness) -> None:
     spec = harness.request("GET", "/openapi.json", headers=AUTH).json()
     init = spec["paths"]["/v1/rollout/init"]["post"]
-    assert set(init["responses"]) >= {"202", "400", "401", "403", "413", "422", "429", "503"}
+    assert set(init["responses"]) >= {"202", "400", "401", "403", "408", "409", "413", "422", "429", "503"}
     assert json.dumps(spec)  # plain JSON

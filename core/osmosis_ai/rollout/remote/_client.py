@@ -19,7 +19,7 @@ from osmosis_ai.errors import OsmosisError, PolicyCallError
 from osmosis_ai.rollout._chat import _parse as parse_chat_reply
 from osmosis_ai.rollout._types import ChatResult, Message
 from osmosis_ai.rollout.remote._settings import ClientSettings
-from osmosis_ai.rollout.remote._types import RolloutResponse
+from osmosis_ai.rollout.remote._types import RolloutResponse, redact_url
 
 __all__ = ["CallbackDeliveryError", "ClusterClient"]
 
@@ -92,6 +92,7 @@ class ClusterClient:
     ) -> ChatResult:
         """One LLM call for ``rollout_id``; raises :class:`PolicyCallError` when it fails."""
         url = f"{server_url}/v1/chat/completions"
+        shown = redact_url(url)
         body: dict[str, Any] = {"model": "default", **params, "messages": messages}
         body["rollout_id"] = rollout_id
         data = await self._post(
@@ -102,7 +103,7 @@ class ClusterClient:
         except PolicyCallError:
             raise
         except (TypeError, ValueError, KeyError) as exc:
-            raise PolicyCallError(f"LLM reply from {url} is malformed: {exc}") from exc
+            raise PolicyCallError(f"LLM reply from {shown} is malformed: {exc}") from exc
 
     async def complete(self, server_url: str, api_key: str | None, response: RolloutResponse) -> None:
         """Post the completion callback; raises :class:`CallbackDeliveryError` when it fails."""
@@ -130,6 +131,9 @@ class ClusterClient:
         key: str = "",
     ) -> Any:
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        # Messages end up in results anyone with the server key can read: never the URL's
+        # credentials, never what the other side answered (server_url may be any host).
+        shown = redact_url(url)
         extra: dict[str, Any] = {} if request_timeout is None else {"timeout": request_timeout}
         attempts = retries + 1
         for attempt in range(attempts):
@@ -139,7 +143,7 @@ class ClusterClient:
             except (httpx.TimeoutException, httpx.TransportError) as exc:
                 if last:
                     raise PolicyCallError(
-                        f"{what} to {url} failed after {attempts} attempt(s): {type(exc).__name__}"
+                        f"{what} to {shown} failed after {attempts} attempt(s): {type(exc).__name__}"
                         f"{': ' + str(exc) if str(exc) else ''}"
                     ) from exc
                 await asyncio.sleep(self._backoff(attempt))
@@ -148,9 +152,11 @@ class ClusterClient:
                 await asyncio.sleep(self._backoff(attempt, resp.headers.get("retry-after")))
                 continue
             if resp.status_code >= 400:
+                # The answer's text goes to the operator's log only (see ``shown`` above).
+                logger.info("%s to %s answered HTTP %d: %.300s", what, shown, resp.status_code, resp.text)
                 tried = f" after {attempts} attempt(s)" if resp.status_code in _RETRY_STATUSES else ""
                 raise PolicyCallError(
-                    f"{what} to {url} answered HTTP {resp.status_code}{tried}: {resp.text[:300]}",
+                    f"{what} to {shown} answered HTTP {resp.status_code}{tried}",
                     status_code=resp.status_code,
                     body=resp.text[:2000],
                 )
@@ -159,5 +165,5 @@ class ClusterClient:
             try:
                 return resp.json()
             except ValueError as exc:
-                raise PolicyCallError(f"{what} to {url} answered non-JSON: {resp.text[:200]!r}") from exc
+                raise PolicyCallError(f"{what} to {shown} answered non-JSON") from exc
         raise AssertionError("unreachable")  # pragma: no cover

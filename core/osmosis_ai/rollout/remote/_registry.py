@@ -1,7 +1,8 @@
 """Admission and lifecycle of remote rollouts, independent of the HTTP framework.
 
-One record per idempotency key (``idempotency_key``, else ``rollout_id``) and per rollout id:
-a duplicate init awaits the first one's answer and never starts a second run. Admitted rollouts
+One record per rollout id (and per ``idempotency_key`` when one is given; keys and ids are
+looked up separately): a duplicate init (same body) awaits the first one's answer and never
+starts a second run; a conflicting one (same id or key, another body or id) is answered 409. Admitted rollouts
 wait for one of ``max_concurrent_rollouts`` slots; more than ``max_pending_rollouts`` unfinished
 rollouts are refused with 429. Each rollout ends with exactly one completion callback attempt
 series, and its result stays readable (``GET /v1/rollout/{id}``) for ``record_ttl_seconds``.
@@ -10,10 +11,14 @@ series, and its result stays readable (``GET /v1/rollout/{id}``) for ``record_tt
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import ipaddress
 import logging
 import time
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 from osmosis_ai.rollout._types import Message
 from osmosis_ai.rollout.remote._client import CallbackDeliveryError, ClusterClient
@@ -29,6 +34,7 @@ from osmosis_ai.rollout.remote._types import (
     RolloutResult,
     RolloutState,
     RolloutStatus,
+    redact_url,
 )
 
 __all__ = ["AdmissionError", "RolloutRegistry"]
@@ -50,9 +56,12 @@ class AdmissionError(Exception):
 
 @dataclass(eq=False)
 class _Record:
-    key: str
+    key: str | None
     request: RolloutRequest
     init: asyncio.Future[InitResponse]
+    fingerprint: str = ""
+    done: asyncio.Event = field(default_factory=asyncio.Event)
+    size: int = 0
     state: RolloutState = "queued"
     tools: list[dict[str, Any]] = field(default_factory=list)
     response: RolloutResponse | None = None
@@ -84,6 +93,9 @@ class RolloutRegistry:
         self.traces = traces
         self._by_key: dict[str, _Record] = {}
         self._by_rid: dict[str, _Record] = {}
+        self._finished: OrderedDict[_Record, int] = OrderedDict()
+        """Finished records, oldest first, with the bytes their result takes (as JSON)."""
+        self.finished_bytes = 0
         self._background: set[asyncio.Task[Any]] = set()
         self._sem: asyncio.Semaphore | None = None
         self._closing: asyncio.Event | None = None
@@ -111,10 +123,10 @@ class RolloutRegistry:
         self._ensure_started()
         assert self._closing is not None
         self._closing.set()
-        drives = [r.drive_task for r in self._by_key.values() if r.drive_task and not r.drive_task.done()]
+        drives = [r.drive_task for r in self._by_rid.values() if r.drive_task and not r.drive_task.done()]
         if drives:
             _, pending = await asyncio.wait(drives, timeout=self.settings.shutdown_grace_seconds)
-            for rec in list(self._by_key.values()):
+            for rec in list(self._by_rid.values()):
                 if rec.run_task is not None and not rec.run_task.done():
                     rec.run_task.cancel()
             if pending:
@@ -142,28 +154,57 @@ class RolloutRegistry:
         """Forget finished rollouts older than ``record_ttl_seconds``; returns how many."""
         now = time.monotonic() if now is None else now
         ttl = self.settings.record_ttl_seconds
-        old = [r for r in self._by_key.values() if r.finished_at is not None and now - r.finished_at > ttl]
+        old = [r for r in self._finished if r.finished_at is not None and now - r.finished_at > ttl]
         for rec in old:
             self._forget(rec)
         return len(old)
 
     def _forget(self, rec: _Record) -> None:
-        if self._by_key.get(rec.key) is rec:
+        if rec.key is not None and self._by_key.get(rec.key) is rec:
             del self._by_key[rec.key]
         if self._by_rid.get(rec.rollout_id) is rec:
             del self._by_rid[rec.rollout_id]
+        self.finished_bytes -= self._finished.pop(rec, 0)
+
+    def _remember_finished(self, rec: _Record) -> None:
+        """Keep ``rec`` readable, forgetting the oldest finished records beyond the count and
+        byte bounds (the newest one always stays)."""
+        try:
+            size = len(rec.response.model_dump_json()) if rec.response is not None else 0
+        except Exception:  # unserializable results were already turned into errors
+            size = 0
+        self._finished[rec] = size
+        self.finished_bytes += size
+        s = self.settings
+        while len(self._finished) > 1 and (
+            len(self._finished) > s.max_finished_records or self.finished_bytes > s.max_finished_bytes
+        ):
+            self._forget(next(iter(self._finished)))
+
+    async def finished(self, rollout_id: str) -> RolloutRecordView | None:
+        """Wait until ``rollout_id`` reached a terminal state; its view (``None`` if unknown)."""
+        rec = self._by_rid.get(rollout_id)
+        if rec is None:
+            return None
+        await rec.done.wait()
+        return self.view(rollout_id)
 
     # -- admission ---------------------------------------------------------------------------
 
-    async def admit(self, request: RolloutRequest) -> InitResponse:
+    async def admit(self, request: RolloutRequest, peer: str | None = None) -> InitResponse:
         """Admit ``request`` (or find the same rollout) and return its init answer.
 
+        ``peer`` is the address the init came from: it may always be named as ``server_url``.
+
         Raises:
-            AdmissionError: 503 while shutting down, 429 when full, 422 when ``get_tools`` fails.
+            AdmissionError: 503 while shutting down, 429 when full, 422 when ``get_tools`` fails,
+                409 for a conflicting duplicate, 403 for a callback host not allowed.
         """
         self._ensure_started()
-        rec = self._by_key.get(request.dedup_key) or self._by_rid.get(request.rollout_id)
+        fingerprint = _fingerprint(request)
+        rec = self._find(request, fingerprint)
         if rec is None:
+            self._check_callback_host(request, peer)
             if self.closing:
                 raise AdmissionError(503, SHUTTING_DOWN, self.settings.retry_after_seconds)
             if self.pending >= self.settings.max_pending_rollouts:
@@ -173,16 +214,50 @@ class RolloutRegistry:
                     "rollouts; retry later",
                     self.settings.retry_after_seconds,
                 )
-            rec = self._new_record(request)
+            rec = self._new_record(request, fingerprint)
         return await asyncio.shield(rec.init)
 
-    def _new_record(self, request: RolloutRequest) -> _Record:
+    def _find(self, request: RolloutRequest, fingerprint: str) -> _Record | None:
+        """The record this init duplicates, or None; AdmissionError 409 when it conflicts."""
+        key = request.idempotency_key
+        by_key = self._by_key.get(key) if key is not None else None
+        by_rid = self._by_rid.get(request.rollout_id)
+        if by_key is not None and by_key.rollout_id != request.rollout_id:
+            raise AdmissionError(
+                409, f"idempotency_key {key!r} was already used for rollout "
+                f"{by_key.rollout_id!r}; use a new key for a new rollout",
+            )
+        rec = by_key or by_rid
+        if rec is not None and rec.fingerprint != fingerprint:
+            raise AdmissionError(
+                409, f"rollout {request.rollout_id!r} was already started with a different "
+                "request; a retried init must repeat the same body",
+            )
+        return rec
+
+    def _check_callback_host(self, request: RolloutRequest, peer: str | None) -> None:
+        allowed = self.settings.allowed_callback_hosts
+        if allowed is None:
+            return
+        host = (urlsplit(request.server_url).hostname or "").lower()
+        if (peer is not None and host == peer.lower()) or _host_allowed(host, allowed):
+            return
+        raise AdmissionError(
+            403, f"server_url host {host!r} is not allowed: it must be the address the init "
+            "comes from or be listed in allowed_callback_hosts "
+            "(OSMOSIS_ROLLOUT_SERVER_ALLOWED_CALLBACK_HOSTS)",
+        )
+
+    def _new_record(self, request: RolloutRequest, fingerprint: str) -> _Record:
         future: asyncio.Future[InitResponse] = asyncio.get_running_loop().create_future()
         # A waiter may go away (client disconnect); mark errors as seen so none is logged twice.
         future.add_done_callback(lambda f: f.cancelled() or f.exception())
-        rec = _Record(key=request.dedup_key, request=request, init=future)
-        self._by_key[rec.key] = rec
-        self._by_rid.setdefault(rec.rollout_id, rec)
+        rec = _Record(
+            key=request.idempotency_key, request=request, init=future, fingerprint=fingerprint
+        )
+        if rec.key is not None:
+            self._by_key[rec.key] = rec
+        self._by_rid[rec.rollout_id] = rec
         self.pending += 1
         # Resolve in a task of its own: a disconnecting first caller must not strand duplicates.
         self._spawn(self._resolve_init(rec))
@@ -196,18 +271,31 @@ class RolloutRegistry:
 
     async def _resolve_init(self, rec: _Record) -> None:
         try:
+            await self._resolve_init_inner(rec)
+        finally:
+            if not rec.init.done():  # cancelled at shutdown or a bug: refuse, never strand
+                self._forget(rec)
+                self.pending -= 1
+                rec.done.set()
+                rec.init.set_exception(
+                    AdmissionError(503, SHUTTING_DOWN, self.settings.retry_after_seconds)
+                )
+
+    async def _resolve_init_inner(self, rec: _Record) -> None:
+        try:
             rec.tools = await resolve_tools(self.agent_loop, rec.request)
         except Exception as exc:  # the user's get_tools failed: refuse this init, forget it
             self._forget(rec)
             self.pending -= 1
+            rec.done.set()
             logger.warning("get_tools failed for rollout %s: %s", rec.rollout_id, exc)
             rec.init.set_exception(
                 AdmissionError(422, f"get_tools() raised {type(exc).__name__}: {exc}")
             )
             return
-        rec.init.set_result(InitResponse(rollout_id=rec.rollout_id, tools=rec.tools))
-        self._trace(rec, "init", {"request": rec.request.model_dump(mode="json", exclude={"api_key"})})
+        # From here on the rollout has its 202: the drive task owns it to a terminal state.
         rec.drive_task = asyncio.create_task(self._drive(rec))
+        rec.init.set_result(InitResponse(rollout_id=rec.rollout_id, tools=rec.tools))
 
     # -- running -----------------------------------------------------------------------------
 
@@ -265,7 +353,17 @@ class RolloutRegistry:
 
     async def _drive(self, rec: _Record) -> None:
         try:
-            result = await self._run(rec)
+            req = rec.request
+            request_dump = req.model_dump(mode="json", exclude={"api_key"})
+            request_dump["server_url"] = redact_url(req.server_url)
+            if req.tool_server_url:
+                request_dump["tool_server_url"] = redact_url(req.tool_server_url)
+            self._trace(rec, "init", {"request": request_dump})
+            try:
+                result = await self._run(rec)
+            except Exception as exc:  # a bug of ours: still a result, never a stuck record
+                logger.exception("rollout %s failed inside the server", rec.rollout_id)
+                result = _internal_error_result(exc)
             rec.response = to_response(rec.rollout_id, result)
             self.counts["completed" if result.status is RolloutStatus.COMPLETED else "errored"] += 1
             rec.state = "delivering"
@@ -276,6 +374,11 @@ class RolloutRegistry:
                 rec.state, rec.delivery_error = "delivery_failed", str(exc)
                 self.counts["delivery_failed"] += 1
                 logger.warning("rollout %s: %s", rec.rollout_id, exc)
+            except Exception as exc:  # e.g. a body or header that cannot be encoded
+                rec.state = "delivery_failed"
+                rec.delivery_error = f"completion callback could not be sent: {type(exc).__name__}"
+                self.counts["delivery_failed"] += 1
+                logger.warning("rollout %s: %s: %s", rec.rollout_id, rec.delivery_error, exc)
             else:
                 rec.state = "delivered"
                 self.counts["delivered"] += 1
@@ -290,10 +393,16 @@ class RolloutRegistry:
             self.pending -= 1
             # Records live for record_ttl_seconds: keep the result, drop the prompt.
             rec.request = rec.request.model_copy(update={"messages": [], "metadata": {}})
+            self._remember_finished(rec)
+            rec.done.set()
 
     def _trace(self, rec: _Record, event: str, data: dict[str, Any]) -> None:
-        if self.traces is not None:
+        if self.traces is None:
+            return
+        try:
             self.traces.write(rec.rollout_id, event, data)
+        except Exception as exc:  # a trace is a debugging aid: never fail the rollout for it
+            logger.warning("could not trace rollout %s: %s", rec.rollout_id, exc)
 
     # -- queries -----------------------------------------------------------------------------
 
@@ -322,6 +431,37 @@ class RolloutRegistry:
             "errored_rollouts": self.counts["errored"],
             "delivery_failed": self.counts["delivery_failed"],
         }
+
+
+def _fingerprint(request: RolloutRequest) -> str:
+    """Identifies a request body (its idempotency key aside): retries must repeat it."""
+    dump = request.model_dump_json(exclude={"idempotency_key"})
+    return hashlib.sha256(dump.encode()).hexdigest()
+
+
+def _host_allowed(host: str, allowed: list[str]) -> bool:
+    try:
+        address = ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        address = None
+    for entry in allowed:
+        entry = entry.strip().lower()
+        if entry == host:
+            return True
+        if address is not None:
+            try:
+                if address in ipaddress.ip_network(entry, strict=False):
+                    return True
+            except ValueError:
+                continue
+    return False
+
+
+def _internal_error_result(exc: BaseException) -> RolloutResult:
+    return RolloutResult(
+        status=RolloutStatus.ERROR, final_messages=[], finish_reason="error",
+        error_message=f"rollout server error: {type(exc).__name__}",
+    )
 
 
 def _shutdown_result(messages: list[Message]) -> RolloutResult:

@@ -6,13 +6,15 @@ Routes (every one needs ``Authorization: Bearer <key>`` unless auth is off):
 - ``GET /v1/rollout/{rollout_id}`` → state and result (for a cluster that missed the callback).
 - ``GET /health`` → ``{status, agent_loop, active_rollouts, ...}``.
 
-Client errors are answered with a JSON body ``{"error": ..., "detail": ...}``: 400 bad JSON,
-401 no key, 403 wrong key, 404 unknown rollout, 413 body too large, 422 invalid request,
-429 full (``Retry-After``), 503 shutting down.
+Client errors are answered with a JSON body ``{"error": ..., "detail": ...}``: 400 bad JSON
+(or nested deeper than 64 levels), 401 no key, 403 wrong key or callback host not allowed,
+404 unknown rollout, 408 body not sent in time, 409 conflicting init, 413 body too large,
+422 invalid request, 429 full (``Retry-After``), 503 shutting down.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import json
 import logging
@@ -25,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from osmosis_ai.errors import MissingExtraError
 from osmosis_ai.rollout.remote._client import ClusterClient
+from osmosis_ai.rollout.remote._limits import MAX_JSON_DEPTH, body_nests_too_deep
 from osmosis_ai.rollout.remote._loop import RolloutAgentLoop
 from osmosis_ai.rollout.remote._registry import AdmissionError, RolloutRegistry
 from osmosis_ai.rollout.remote._settings import ClientSettings, ServerSettings
@@ -134,7 +137,10 @@ def create_app(
     _add_routes(app, registry)
     _add_error_handlers(app)
     # Outermost first: auth sees every request, then the size limit buffers the body.
-    app.add_middleware(_BodyLimit, max_bytes=server_settings.max_body_bytes)
+    app.add_middleware(
+        _BodyLimit, max_bytes=server_settings.max_body_bytes,
+        read_timeout_s=server_settings.body_read_timeout_seconds,
+    )
     app.add_middleware(_BearerAuth, api_key=key)
     return app
 
@@ -147,33 +153,39 @@ async def _call(hook: Hook | None) -> None:
 
 
 def _add_routes(app: FastAPI, registry: RolloutRegistry) -> None:
-    from fastapi import Response
+    from fastapi import Request, Response
     from fastapi.responses import JSONResponse
 
-    @app.post(
+    async def init_rollout(request: RolloutRequest, http: Request) -> Any:
+        """Admit a rollout (idempotent on ``idempotency_key``, else ``rollout_id``)."""
+        peer = http.client.host if http.client is not None else None
+        try:
+            return await registry.admit(request, peer=peer)
+        except AdmissionError as exc:
+            headers = {"Retry-After": str(exc.retry_after)} if exc.retry_after else None
+            return JSONResponse({"error": exc.message}, status_code=exc.status, headers=headers)
+
+    # Request is imported here (FastAPI is optional): resolve the postponed annotation.
+    init_rollout.__annotations__["http"] = Request
+    app.post(
         "/v1/rollout/init",
         status_code=202,
         response_model=InitResponse,
         responses={
-            400: {"description": "Body is not JSON"},
+            400: {"description": "Body is not JSON, or nests too deep"},
             401: {"description": "No API key"},
-            403: {"description": "Wrong API key"},
+            403: {"description": "Wrong API key, or server_url host not allowed"},
+            408: {"description": "Body not sent in time"},
+            409: {"description": "Conflicts with an earlier init (same id or key, other body)"},
             413: {"description": "Body too large"},
             422: {"description": "Invalid request, or get_tools() failed for it"},
             429: {"description": "Too many unfinished rollouts; see Retry-After"},
             503: {"description": "Shutting down; see Retry-After"},
         },
-    )
-    async def init_rollout(request: RolloutRequest) -> Any:
-        """Admit a rollout (idempotent on ``idempotency_key``, else ``rollout_id``)."""
-        try:
-            return await registry.admit(request)
-        except AdmissionError as exc:
-            headers = {"Retry-After": str(exc.retry_after)} if exc.retry_after else None
-            return JSONResponse({"error": exc.message}, status_code=exc.status, headers=headers)
+    )(init_rollout)
 
     @app.get(
-        "/v1/rollout/{rollout_id}",
+        "/v1/rollout/{rollout_id:path}",
         response_model=RolloutRecordView,
         responses={404: {"description": "Unknown or expired rollout"}},
     )
@@ -268,9 +280,10 @@ class _BearerAuth:
 class _BodyLimit:
     """Answer 413 for bodies over ``max_bytes`` (by Content-Length or by counting chunks)."""
 
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+    def __init__(self, app: ASGIApp, max_bytes: int, read_timeout_s: float = 30.0) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        self.read_timeout_s = read_timeout_s
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "OPTIONS"):
@@ -282,8 +295,18 @@ class _BodyLimit:
             return
         chunks: list[bytes] = []
         size = 0
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.read_timeout_s
         while True:
-            message = await receive()
+            try:  # a stalled client must not hold a request (and shutdown) forever
+                message = await asyncio.wait_for(receive(), max(0.0, deadline - loop.time()))
+            except TimeoutError:
+                await _send_json(send, 408, {
+                    "error": "request body not received in time",
+                    "detail": f"send the whole body within {self.read_timeout_s:g} s "
+                    "(OSMOSIS_ROLLOUT_SERVER_BODY_READ_TIMEOUT_SECONDS)",
+                }, [(b"connection", b"close")])
+                return
             if message["type"] == "http.disconnect":
                 return
             chunk = message.get("body", b"")
@@ -295,6 +318,12 @@ class _BodyLimit:
             if not message.get("more_body", False):
                 break
         body = b"".join(chunks)
+        if body_nests_too_deep(body):  # before any parser recurses into it
+            await _send_json(send, 400, {
+                "error": f"request body nests deeper than {MAX_JSON_DEPTH} levels of lists/objects",
+                "detail": "flatten messages, metadata and completion_params",
+            })
+            return
         replayed = False
 
         async def replay() -> Message:

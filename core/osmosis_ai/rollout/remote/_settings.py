@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from typing import Any, ClassVar, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from osmosis_ai.errors import ConfigError
 
@@ -88,3 +88,27 @@ class ServerSettings(_EnvSettings):
         default=30.0, ge=0, description="On shutdown, how long running loops may still finish."
     )
     retry_after_seconds: int = Field(default=5, ge=1, description="Retry-After sent with 429.")
+    max_finished_records: int = Field(
+        default=10_000, ge=1,
+        description="Finished rollouts remembered at most (oldest forgotten first).",
+    )
+    max_finished_bytes: int = Field(
+        default=256 * 1024 * 1024, ge=1,
+        description="Most bytes of finished results (as JSON) remembered; oldest forgotten first.",
+    )
+    body_read_timeout_seconds: float = Field(
+        default=30.0, gt=0,
+        description="Longest a client may take to send a request body (then 408).",
+    )
+    allowed_callback_hosts: list[str] | None = Field(
+        default=None,
+        description="Hosts, IPs or CIDR ranges that server_url may name (comma-separated in the "
+        "environment). The address an init comes from is always allowed. None: any host.",
+    )
+
+    @field_validator("allowed_callback_hosts", mode="before")
+    @classmethod
+    def _split(cls, v: Any) -> Any:
+        if isinstance(v, str):
+            return [h.strip() for h in v.split(",") if h.strip()]
+        return v

@@ -54,6 +54,9 @@ class TraceWriter:
         """An event sink bound to one rollout (for ``RolloutContext``)."""
 
         def _sink(event_type: str, data: dict[str, Any]) -> None:
-            self.write(rollout_id, event_type, data)
+            try:
+                self.write(rollout_id, event_type, data)
+            except Exception as exc:  # a trace must never fail the agent loop
+                logger.warning("could not trace rollout %s: %s", rollout_id, exc)
 
         return _sink

@@ -8,13 +8,15 @@ The training cluster posts a :class:`RolloutRequest` to ``/v1/rollout/init``; th
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from enum import StrEnum
 from typing import Any, Literal
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from osmosis_ai.rollout._types import ChatResult, Message
+from osmosis_ai.rollout.remote._limits import check_plain_json
 
 __all__ = [
     "DEFAULT_MAX_METADATA_BYTES",
@@ -28,6 +30,7 @@ __all__ = [
     "RolloutResult",
     "RolloutState",
     "RolloutStatus",
+    "redact_url",
 ]
 
 DEFAULT_MAX_METADATA_BYTES = 1_000_000
@@ -57,6 +60,28 @@ class CompletionParams(BaseModel):
     max_tokens: int | None = Field(default=None, ge=1)
     stop: list[str] | str | None = None
     logprobs: bool | None = None
+
+    # A read-only mapping of the parameters that are set, so seed code can forward them as
+    # keywords: ``await ctx.chat(messages, **ctx.request.completion_params)``.
+    def keys(self) -> list[str]:
+        return [k for k, v in self._set_items() if v is not None]
+
+    def __getitem__(self, key: str) -> Any:
+        for k, v in self._set_items():
+            if k == key and v is not None:
+                return v
+        raise KeyError(key)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        try:
+            return self[key]
+        except KeyError:
+            return default
+
+    def _set_items(self) -> Iterator[tuple[str, Any]]:
+        for name in type(self).model_fields:
+            yield name, getattr(self, name)
+        yield from (self.model_extra or {}).items()
 
 
 class RolloutRequest(BaseModel):
@@ -89,6 +114,26 @@ class RolloutRequest(BaseModel):
     metadata: dict[str, Any] = Field(default_factory=dict)
     api_key: str | None = Field(default=None, max_length=4096)
     idempotency_key: str | None = Field(default=None, min_length=1, max_length=256)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _plain_json(cls, data: Any) -> Any:
+        # Bounded depth and encodable text before anything else looks at the values: deep
+        # nesting breaks serializers later (after the 202), a lone surrogate the callback.
+        if isinstance(data, dict):
+            for name in ("rollout_id", "idempotency_key", "messages", "metadata", "completion_params"):
+                if name in data:
+                    check_plain_json(data[name], name)
+        return data
+
+    @field_validator("api_key")
+    @classmethod
+    def _header_safe(cls, v: str | None) -> str | None:
+        if v is not None and not all(0x21 <= ord(c) <= 0x7E for c in v):
+            raise ValueError(
+                "api_key must be printable ASCII without spaces (it is sent in an HTTP header)"
+            )
+        return v
 
     @field_validator("rollout_id")
     @classmethod
@@ -129,6 +174,17 @@ class RolloutRequest(BaseModel):
     def dedup_key(self) -> str:
         """The key that makes init idempotent: ``idempotency_key``, else ``rollout_id``."""
         return self.idempotency_key or self.rollout_id
+
+
+def redact_url(url: str) -> str:
+    """``url`` without credentials (``http://user:pass@host`` -> ``http://***@host``)."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "<invalid url>"
+    if "@" not in parts.netloc:
+        return url
+    return urlunsplit(parts._replace(netloc="***@" + parts.netloc.rsplit("@", 1)[1]))
 
 
 class InitResponse(BaseModel):
