@@ -12,14 +12,18 @@ from pathlib import Path
 
 import pytest
 
-from osmosis_ai.config import load_training_config
+from osmosis_ai.config import (
+    CheckpointsConfig,
+    SamplingConfig,
+    TrainingSection,
+    load_training_config,
+)
 from osmosis_trainer.loop import (
     StepReport,
     Trainer,
-    TrainerSettings,
-    UpdateSettings,
     attach_lora,
     create_run_dir,
+    resolve_settings,
     run_training,
 )
 from osmosis_trainer.models import build_tiny_model, load_model
@@ -45,9 +49,13 @@ async def test_reward_rises_pure_loop(learnable_model: Path, tmp_path: Path) -> 
     model = attach_lora(lm.model, r=8, alpha=16, dropout=0.0, target_modules="all-linear", seed=0)
     eos = int(lm.tokenizer.eos_token_id)
     source = ToySource(model, eos_id=eos, reward=even_token_reward(eos), max_new_tokens=8)
-    settings = TrainerSettings(
-        total_steps=30, rollout_batch_size=8, lr=3e-2, checkpoint_every=0, seed=0,
-        update=UpdateSettings(max_completion_length=8, pad_id=int(lm.tokenizer.pad_token_id)),
+    rows = toy_rows(lm.tokenizer, 8)
+    settings = resolve_settings(
+        n_rows=len(rows),
+        pad_id=int(lm.tokenizer.pad_token_id),
+        training=TrainingSection(rollout_batch_size=8, lr=3e-2, total_epochs=30, seed=0),
+        sampling=SamplingConfig(max_tokens=8),
+        checkpoints=CheckpointsConfig(checkpoint_save_freq=30),
     )
     rewards: list[float] = []
 
@@ -56,7 +64,7 @@ async def test_reward_rises_pure_loop(learnable_model: Path, tmp_path: Path) -> 
 
     run = create_run_dir(tmp_path, "learn")
     trainer = Trainer(
-        model, source, toy_rows(lm.tokenizer, 8), settings, run, on_report=record,
+        model, source, rows, settings, run, on_report=record,
         tensorboard=False,
     )
     await trainer.train()
@@ -80,5 +88,5 @@ async def test_reward_rises_through_gateway(learnable_model: Path, tmp_path: Pat
 
     run = create_run_dir(tmp_path / "runs", "even")
     result = await run_training(config, run, on_report=record)
-    assert result.status == "finished" and result.steps_done == 25
+    assert result.status == "completed" and result.steps_done == 25
     _assert_learned(rewards)

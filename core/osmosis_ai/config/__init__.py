@@ -15,7 +15,14 @@ valid name. Relative paths resolve against the workspace root: the folder that h
 
 from __future__ import annotations
 
-from osmosis_ai.config._algorithm import AlgorithmConfig, ImportanceCorrection, LoRAConfig
+from osmosis_ai.config._algorithm import (
+    AlgorithmConfig,
+    ImportanceCorrection,
+    LoRAConfig,
+    LossType,
+    LRSchedule,
+    ScaleRewards,
+)
 from osmosis_ai.config._files import ConfigFile, EvalConfig, TrainingConfig, find_workspace_root
 from osmosis_ai.config._load import load_config, load_eval_config, load_training_config
 from osmosis_ai.config._sections import (
@@ -36,9 +43,12 @@ __all__ = [
     "EvaluationConfig",
     "ExperimentConfig",
     "ImportanceCorrection",
+    "LRSchedule",
     "LoRAConfig",
+    "LossType",
     "RemoteConfig",
     "SamplingConfig",
+    "ScaleRewards",
     "SecretsConfig",
     "TrainingConfig",
     "TrainingSection",

@@ -11,11 +11,21 @@ from pydantic import Field, model_validator
 
 from osmosis_ai.config._base import Section
 
-__all__ = ["AlgorithmConfig", "ImportanceCorrection", "LoRAConfig"]
+__all__ = [
+    "AlgorithmConfig",
+    "ImportanceCorrection",
+    "LRSchedule",
+    "LoRAConfig",
+    "LossType",
+    "ScaleRewards",
+]
 
 ImportanceCorrection = Literal[
     "token_truncate", "token_mask", "sequence_truncate", "sequence_mask", "none"
 ]
+LossType = Literal["grpo", "bnpo", "dr_grpo", "dapo"]
+ScaleRewards = Literal["group", "batch", "none"]
+LRSchedule = Literal["constant", "linear", "cosine"]
 
 
 class LoRAConfig(Section):
@@ -34,11 +44,11 @@ class LoRAConfig(Section):
 class AlgorithmConfig(Section):
     """``[algorithm]``: how rewards become a policy-gradient loss."""
 
-    loss_type: Literal["grpo", "bnpo", "dr_grpo", "dapo"] = "dapo"
+    loss_type: LossType = "dapo"
     """Loss aggregation: ``grpo`` (mean per sequence, then over sequences; length-biased),
     ``bnpo`` (mean over the tokens of each micro-batch), ``dr_grpo`` (sum over tokens divided by
     sequences x ``max_response_length``), ``dapo`` (mean over all tokens of the step)."""
-    scale_rewards: Literal["group", "batch", "none"] = "group"
+    scale_rewards: ScaleRewards = "group"
     """Divide advantages by the reward std of the ``group`` (GRPO), of the whole ``batch``, or
     not at all (``none``, as in Dr. GRPO)."""
     epsilon: float = Field(default=0.2, gt=0.0)
@@ -82,10 +92,10 @@ class AlgorithmConfig(Section):
     0: strictly on-policy, one phase after the other."""
     share_prompt_prefix: bool = True
     """Run the prompt a group's samples share once per micro-batch in the training forward
-    pass (used when the shared prefix is at least 64 tokens)."""
+    pass (used when the shared prefix is at least 8 tokens)."""
     warmup_steps: int = Field(default=0, ge=0)
     """Linear learning-rate warm-up steps."""
-    lr_schedule: Literal["constant", "linear", "cosine"] = "constant"
+    lr_schedule: LRSchedule = "constant"
     """Learning-rate schedule after warm-up."""
 
     @model_validator(mode="after")

@@ -39,7 +39,7 @@ def test_none_scaling_only_centers() -> None:
 
 
 def test_singleton_group_has_no_signal() -> None:
-    res = group_advantages(torch.tensor([0.3, 1.0, 0.0]), torch.tensor([5, 9, 9]))
+    res = group_advantages(torch.tensor([0.3, 1.0, 0.0]), torch.tensor([5, 9, 9]), scale="group")
     assert res.advantages[0].item() == 0.0
     assert res.zero_variance.tolist() == [True, False, False]
     assert res.n_zero_variance_groups == 1
@@ -47,6 +47,6 @@ def test_singleton_group_has_no_signal() -> None:
 
 def test_rejects_bad_shapes_and_modes() -> None:
     with pytest.raises(ValueError, match="1-D"):
-        group_advantages(torch.zeros(2, 2), torch.zeros(2, 2, dtype=torch.long))
+        group_advantages(torch.zeros(2, 2), torch.zeros(2, 2, dtype=torch.long), scale="group")
     with pytest.raises(ValueError, match="scale"):
         group_advantages(torch.zeros(2), torch.zeros(2, dtype=torch.long), scale="std")  # type: ignore[arg-type]

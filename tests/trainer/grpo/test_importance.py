@@ -44,14 +44,14 @@ def test_sequence_modes_use_the_summed_log_ratio() -> None:
 
 def test_matching_sampler_gives_unit_weights_and_zero_mismatch() -> None:
     logp = torch.log(torch.tensor([[0.2, 0.7]]))
-    res = importance_weights(logp, logp.clone(), torch.ones(1, 2))
+    res = importance_weights(logp, logp.clone(), torch.ones(1, 2), mode="token_truncate", clip_max=2)
     assert res.weights.tolist()[0] == pytest.approx([1.0, 1.0])
     assert res.mismatch_kl == pytest.approx(0.0, abs=1e-7)
     assert res.clipped_frac == 0.0
 
 
 def test_mismatch_kl_is_positive_when_shifted() -> None:
-    res = importance_weights(OLD, SAMPLER, MASK)
+    res = importance_weights(OLD, SAMPLER, MASK, mode="token_truncate", clip_max=2.0)
     # k3 with r = sampler - old: mean of (e^r - r - 1) over the two masked tokens.
     expected = ((0.25 - math.log(0.25) - 1) + (2.0 - math.log(2.0) - 1)) / 2
     assert res.mismatch_kl == pytest.approx(expected)
@@ -59,4 +59,4 @@ def test_mismatch_kl_is_positive_when_shifted() -> None:
 
 def test_unknown_mode() -> None:
     with pytest.raises(ValueError, match="IS mode"):
-        importance_weights(OLD, SAMPLER, MASK, mode="tokens")  # type: ignore[arg-type]
+        importance_weights(OLD, SAMPLER, MASK, mode="tokens", clip_max=2.0)  # type: ignore[arg-type]

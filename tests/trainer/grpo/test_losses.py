@@ -35,7 +35,9 @@ def test_eps_high_and_delta() -> None:
     adv = torch.tensor([1.0])
     loss, _ = clipped_token_loss(logp, old, adv, eps_low=0.2, eps_high=0.28)
     assert loss.tolist()[0] == pytest.approx([-1.25, -1.28])
-    loss_neg, _ = clipped_token_loss(logp, old, torch.tensor([-1.0]), delta=3.0)
+    loss_neg, _ = clipped_token_loss(
+        logp, old, torch.tensor([-1.0]), eps_low=0.2, eps_high=0.28, delta=3.0
+    )
     # A < 0: min(-ratio, -clip) = -ratio, but the unclipped ratio is capped at delta.
     assert loss_neg.tolist()[0] == pytest.approx([1.25, 3.0])
 

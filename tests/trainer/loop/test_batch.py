@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import pytest
 
+from osmosis_ai.config import AlgorithmConfig
 from osmosis_trainer.checkpoints import DataPosition
 from osmosis_trainer.loop import (
     DataCursor,
@@ -58,12 +59,14 @@ def test_build_train_batch_weights_rollouts_equally_and_skips_flat_groups() -> N
         _sample(1, "c", 0.5),
         _sample(1, "d", 0.5),
     ]
-    batch = build_train_batch(samples, scale="none")
+    batch = build_train_batch(samples, AlgorithmConfig(scale_rewards="none"))
     assert batch.n_groups == 2 and batch.n_zero_variance_groups == 1
     assert [(s.rollout_id, s.advantage, s.weight) for s in batch.sequences] == [
         ("a", 0.5, 0.5), ("a", 0.5, 0.5), ("b", -0.5, 1.0)
     ]
-    kept = build_train_batch(samples, scale="none", skip_zero_variance=False)
+    kept = build_train_batch(
+        samples, AlgorithmConfig(scale_rewards="none", skip_zero_variance_groups=False)
+    )
     assert len(kept.sequences) == 5
     assert [s.advantage for s in kept.sequences[-2:]] == [0.0, 0.0]
 
@@ -71,7 +74,7 @@ def test_build_train_batch_weights_rollouts_equally_and_skips_flat_groups() -> N
 def test_build_train_batch_masks_truncated() -> None:
     samples = [_sample(0, "a", 1.0), _sample(0, "b", 0.0), _sample(0, "c", 0.0)]
     samples[0].truncated = True
-    batch = build_train_batch(samples, mask_truncated=True)
+    batch = build_train_batch(samples, AlgorithmConfig(mask_truncated_completions=True))
     assert batch.n_samples == 2 and batch.sequences == []  # the rest is a flat group
 
 

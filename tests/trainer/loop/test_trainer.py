@@ -7,38 +7,50 @@ from typing import Any
 import pytest
 import torch
 
+from osmosis_ai.config import AlgorithmConfig, CheckpointsConfig, SamplingConfig, TrainingSection
 from osmosis_ai.errors import TrainingError
 from osmosis_trainer.checkpoints import latest_checkpoint, list_checkpoints, load_checkpoint
 from osmosis_trainer.loop import (
     StepReport,
     Trainer,
-    TrainerSettings,
-    UpdateSettings,
     attach_lora,
     create_run_dir,
     lora_parameters,
     read_metrics,
     read_status,
+    resolve_settings,
 )
 from osmosis_trainer.models import load_model
 from tests.trainer.loop.toy import ToySource, even_token_reward, toy_rows
 
 
 def _setup(
-    model_dir: Path, runs: Path, *, steps: int = 4, every: int = 2, **kw: Any
+    model_dir: Path,
+    runs: Path,
+    *,
+    steps: int = 4,
+    every: int = 2,
+    eval_interval: int | None = None,
+    **algorithm: Any,
 ) -> tuple[Trainer, ToySource]:
     lm = load_model(str(model_dir))
     model = attach_lora(lm.model, r=4, alpha=8, dropout=0.0, target_modules="all-linear", seed=0)
     eos = int(lm.tokenizer.eos_token_id)
     source = ToySource(model, eos_id=eos, reward=even_token_reward(eos, min_len=2), n_samples=4)
-    settings = TrainerSettings(
-        total_steps=steps, rollout_batch_size=3, lr=2e-2, checkpoint_every=every, seed=0,
-        warmup_steps=1, lr_schedule="cosine",
-        update=UpdateSettings(max_completion_length=8, pad_id=int(lm.tokenizer.pad_token_id)),
-        **kw,
+    rows = toy_rows(lm.tokenizer, 5)
+    settings = resolve_settings(
+        n_rows=len(rows),
+        pad_id=int(lm.tokenizer.pad_token_id),
+        training=TrainingSection(
+            rollout_batch_size=3, lr=2e-2, seed=0, total_epochs=steps, max_steps=steps
+        ),
+        algorithm=AlgorithmConfig(warmup_steps=1, lr_schedule="cosine", **algorithm),
+        sampling=SamplingConfig(max_tokens=8),
+        checkpoints=CheckpointsConfig(checkpoint_save_freq=every, eval_interval=eval_interval),
     )
+    assert settings.total_steps == steps
     run = create_run_dir(runs, "toy")
-    trainer = Trainer(model, source, toy_rows(lm.tokenizer, 5), settings, run, tensorboard=False)
+    trainer = Trainer(model, source, rows, settings, run, tensorboard=False)
     return trainer, source
 
 
@@ -49,7 +61,7 @@ def _lora(trainer: Trainer) -> dict[str, torch.Tensor]:
 async def test_resume_matches_an_uninterrupted_run(tiny_model_dir: Path, tmp_path: Path) -> None:
     full, _ = _setup(tiny_model_dir, tmp_path / "a")
     result = await full.train()
-    assert result.status == "finished" and result.steps_done == 4
+    assert result.status == "completed" and result.steps_done == 4
     want = _lora(full)
 
     part, _ = _setup(tiny_model_dir, tmp_path / "b")
@@ -93,7 +105,7 @@ async def test_checkpoints_metrics_and_status(tiny_model_dir: Path, tmp_path: Pa
     assert state.step == 2 and state.data.offset == 5 and state.data.epoch == 0
     assert not list(trainer.run_dir.checkpoints.glob(".*"))  # no temp leftovers
     status = json.loads((trainer.run_dir.path / "status.json").read_text())
-    assert status["status"] == "finished" and status["step"] == 3
+    assert status["status"] == "completed" and status["step"] == 3
     assert status["last_checkpoint"].endswith("step_000003")
     records = read_metrics(trainer.run_dir.path / "metrics.jsonl")
     assert [r["step"] for r in records] == [1, 2, 3]
@@ -163,7 +175,7 @@ async def test_nan_loss_stops_and_keeps_the_last_good_checkpoint(
 
 
 async def test_zero_variance_groups_give_no_update(tiny_model_dir: Path, tmp_path: Path) -> None:
-    trainer, source = _setup(tiny_model_dir, tmp_path, steps=1, every=0)
+    trainer, source = _setup(tiny_model_dir, tmp_path, steps=1, every=100)
     source.reward = lambda completion: 0.5
     before = _lora(trainer)
     await trainer.train()
@@ -174,7 +186,7 @@ async def test_zero_variance_groups_give_no_update(tiny_model_dir: Path, tmp_pat
 
 
 async def test_validation_every_eval_interval(tiny_model_dir: Path, tmp_path: Path) -> None:
-    trainer, _ = _setup(tiny_model_dir, tmp_path, steps=2, every=0, eval_interval=1)
+    trainer, _ = _setup(tiny_model_dir, tmp_path, steps=2, every=100, eval_interval=1)
     trainer.eval_rows = toy_rows(load_model(str(tiny_model_dir)).tokenizer, 2)
     await trainer.train()
     records = read_metrics(trainer.run_dir.path / "metrics.jsonl")

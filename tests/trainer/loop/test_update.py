@@ -2,24 +2,35 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
 
+from osmosis_ai.config import AlgorithmConfig, SamplingConfig
+from osmosis_ai.config._algorithm import ImportanceCorrection
 from osmosis_ai.errors import TrainingError
-from osmosis_trainer.grpo import ISMode
 from osmosis_trainer.loop import (
+    LoopSettings,
     NonFiniteLossError,
     TrainSequence,
-    UpdateSettings,
     adapter_disabled,
     attach_lora,
     build_optimizer,
     lora_parameters,
     policy_update,
+    resolve_settings,
     token_logprobs,
 )
 from osmosis_trainer.models import load_model
+
+
+def _settings(**algorithm: Any) -> LoopSettings:
+    """The update's settings: ``[algorithm]`` fields given here, the rest defaults."""
+    return resolve_settings(
+        n_rows=1, pad_id=0, algorithm=AlgorithmConfig(**algorithm),
+        sampling=SamplingConfig(max_tokens=512),
+    )
 
 
 def _policy(model_dir: Path, seed: int = 0) -> torch.nn.Module:
@@ -51,7 +62,7 @@ def test_one_step_changes_only_lora_parameters(tiny_model_dir: Path) -> None:
     model = _policy(tiny_model_dir)
     before = _snapshot(model)
     opt = build_optimizer(model, lr=1e-2)
-    stats = policy_update(model, opt, _sequences(model), UpdateSettings(micro_batch_tokens=40))
+    stats = policy_update(model, opt, _sequences(model), _settings(micro_batch_tokens=40))
     assert stats.micro_batches > 1 and stats.tokens > 0 and stats.grad_norm > 0
     changed = {n for n, p in model.named_parameters() if not torch.equal(before[n], p)}
     lora_b = {n for n, _ in lora_parameters(model) if "lora_B" in n}
@@ -61,7 +72,7 @@ def test_one_step_changes_only_lora_parameters(tiny_model_dir: Path) -> None:
     not_lora = sorted(n for n in changed if "lora_" not in n)
     assert not not_lora, f"base parameters changed: {not_lora}"
     # The second step moves the A matrices too.
-    policy_update(model, opt, _sequences(model, seed=1), UpdateSettings())
+    policy_update(model, opt, _sequences(model, seed=1), _settings())
     lora_a = {n for n, _ in lora_parameters(model) if "lora_A" in n}
     assert all(not torch.equal(before[n], dict(model.named_parameters())[n]) for n in lora_a)
 
@@ -73,7 +84,7 @@ def test_micro_batching_gives_the_full_batch_gradient(tiny_model_dir: Path, loss
         model = _policy(tiny_model_dir)
         # One SGD step with lr=1 moves each parameter by exactly its gradient.
         opt = torch.optim.SGD([p for _, p in lora_parameters(model)], lr=1.0)
-        settings = UpdateSettings(loss_type=loss_type, micro_batch_tokens=budget)  # type: ignore[arg-type]
+        settings = _settings(loss_type=loss_type, micro_batch_tokens=budget)
         stats = policy_update(model, opt, _sequences(model), settings)
         results.append((stats.micro_batches, {n: p.detach().clone() for n, p in lora_parameters(model)}))
     (n_full, full), (n_micro, micro) = results
@@ -82,7 +93,7 @@ def test_micro_batching_gives_the_full_batch_gradient(tiny_model_dir: Path, loss
         torch.testing.assert_close(full[name], micro[name], rtol=1e-4, atol=1e-6)
 
 
-def _grads_after(model: torch.nn.Module, seqs: list[TrainSequence], settings: UpdateSettings) -> dict[str, torch.Tensor]:
+def _grads_after(model: torch.nn.Module, seqs: list[TrainSequence], settings: LoopSettings) -> dict[str, torch.Tensor]:
     opt = torch.optim.SGD([p for _, p in lora_parameters(model)], lr=1.0)
     before = {n: p.detach().clone() for n, p in lora_parameters(model)}
     policy_update(model, opt, seqs, settings)
@@ -93,9 +104,9 @@ def test_importance_sampling_with_shifted_sampler_logprobs(tiny_model_dir: Path)
     """Sampler logprobs shifted by -log 10 give w = 10 per token: truncated to clip_max, or
     masked to zero; unshifted ones give w = 1."""
 
-    def settings(mode: ISMode, clip_max: float = 2.0) -> UpdateSettings:
-        return UpdateSettings(
-            micro_batch_tokens=10_000, max_grad_norm=None, is_mode=mode, is_clip_max=clip_max
+    def settings(mode: ImportanceCorrection, clip_max: float = 2.0) -> LoopSettings:
+        return _settings(
+            micro_batch_tokens=10_000, max_grad_norm=None, is_correction=mode, is_clip_max=clip_max
         )
 
     model = _policy(tiny_model_dir)
@@ -124,7 +135,7 @@ def test_importance_sampling_with_shifted_sampler_logprobs(tiny_model_dir: Path)
 def test_kl_is_zero_at_start_and_uses_the_base_model(tiny_model_dir: Path) -> None:
     model = _policy(tiny_model_dir)
     opt = build_optimizer(model, lr=5e-2)
-    settings = UpdateSettings(kl_beta=0.1)
+    settings = _settings(beta=0.1)
     first = policy_update(model, opt, _sequences(model), settings)
     assert first.kl == pytest.approx(0.0, abs=1e-9)  # LoRA B = 0: policy == base model
     for _ in range(2):
@@ -162,7 +173,7 @@ def test_nan_loss_is_refused_and_parameters_are_kept(tiny_model_dir: Path) -> No
     seqs[0].advantage = float("nan")
     before = _snapshot(model)
     with pytest.raises(NonFiniteLossError, match="not applied"):
-        policy_update(model, opt, seqs, UpdateSettings(micro_batch_tokens=30))
+        policy_update(model, opt, seqs, _settings(micro_batch_tokens=30))
     assert all(torch.equal(before[n], p) for n, p in model.named_parameters())
     assert all(p.grad is None for _, p in lora_parameters(model))
 
@@ -171,7 +182,7 @@ def test_all_zero_mask_is_an_error(tiny_model_dir: Path) -> None:
     model = _policy(tiny_model_dir)
     seqs = [TrainSequence([1, 2, 3, 4], [0, 0, 0, 0], [0.0] * 4, advantage=1.0)]
     with pytest.raises(TrainingError, match="selects no token"):
-        policy_update(model, build_optimizer(model, lr=1e-3), seqs, UpdateSettings())
+        policy_update(model, build_optimizer(model, lr=1e-3), seqs, _settings())
 
 
 def _group_sequences(model: torch.nn.Module) -> list[TrainSequence]:
@@ -196,9 +207,7 @@ def test_shared_prompt_prefix_gives_the_same_update(tiny_model_dir: Path) -> Non
             if "lora_B" in name:  # a non-zero adapter, so the prompt's gradient matters
                 torch.nn.init.normal_(p, std=0.05, generator=torch.Generator().manual_seed(1))
         opt = torch.optim.SGD([p for _, p in lora_parameters(model)], lr=1.0)
-        settings = UpdateSettings(
-            share_prompt_prefix=share, is_mode=None, max_grad_norm=None
-        )
+        settings = _settings(share_prompt_prefix=share, is_correction="none", max_grad_norm=None)
         stats = policy_update(model, opt, _group_sequences(model), settings)
         results.append((stats, {n: p.detach().clone() for n, p in lora_parameters(model)}))
     (plain_stats, plain), (shared_stats, shared) = results
@@ -246,7 +255,7 @@ def test_tool_and_prompt_tokens_do_not_train(tiny_model_dir: Path) -> None:
     junk = [0.0] * 8 + [-1.0] * 6 + [-99.0] * 10 + [-1.0] * 6  # off-mask values must not matter
     seq = TrainSequence(ids, mask, junk, advantage=1.0)
     opt = torch.optim.SGD([p for _, p in lora_parameters(model)], lr=0.0)
-    stats = policy_update(model, opt, [seq], UpdateSettings(is_mode="token_mask", is_clip_max=1e9))
+    stats = policy_update(model, opt, [seq], _settings(is_correction="token_mask", is_clip_max=1e9))
     assert stats.tokens == 12 and stats.is_clipped_frac == 0.0
 
 
@@ -259,12 +268,12 @@ def test_dropout_trains_in_train_mode_and_is_left_in_eval_mode(tiny_model_dir: P
     dropouts = [m for m in model.modules() if isinstance(m, torch.nn.Dropout)]
     assert dropouts
     dropouts[0].register_forward_hook(lambda mod, *_: seen.append(mod.training))
-    policy_update(model, build_optimizer(model, lr=1e-3), seqs, UpdateSettings())
+    policy_update(model, build_optimizer(model, lr=1e-3), seqs, _settings())
     assert seen and all(seen) and not model.training
     # Without dropout the mode is not switched at all (a walk over every module per update).
     plain = _policy(tiny_model_dir)
     plain.eval()
     flips: list[bool] = []
     plain.train = lambda mode=True: flips.append(mode) or plain  # type: ignore[method-assign]
-    policy_update(plain, build_optimizer(plain, lr=1e-3), _sequences(plain), UpdateSettings())
+    policy_update(plain, build_optimizer(plain, lr=1e-3), _sequences(plain), _settings())
     assert flips == []

@@ -7,13 +7,12 @@ Groups may have different sizes because failed rollouts are dropped before this 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
 
 import torch
 
-__all__ = ["AdvantageResult", "ScaleRewards", "group_advantages"]
+from osmosis_ai.config import ScaleRewards
 
-ScaleRewards = Literal["group", "batch", "none"]
+__all__ = ["AdvantageResult", "ScaleRewards", "group_advantages"]
 
 _EQUAL_TOL = 1e-6
 
@@ -40,7 +39,7 @@ def group_advantages(
     rewards: torch.Tensor,
     group_ids: torch.Tensor,
     *,
-    scale: ScaleRewards = "group",
+    scale: ScaleRewards,
     eps: float = 1e-4,
 ) -> AdvantageResult:
     """``A_i = (r_i - mean_G(r)) / (std + eps)`` with the std chosen by ``scale``.

@@ -45,9 +45,9 @@ def importance_weights(
     sampler_logp: torch.Tensor,
     mask: torch.Tensor,
     *,
-    mode: ISMode = "token_truncate",
+    mode: ISMode,
+    clip_max: float,
     clip_min: float | None = None,
-    clip_max: float = 2.0,
 ) -> ISResult:
     """Bounded importance weights of the trainer's old policy against the sampler.
 

@@ -8,9 +8,10 @@ Every function is pure; the loop feeds them tensors and sums the micro-batch los
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
 
 import torch
+
+from osmosis_ai.config import LossType
 
 __all__ = [
     "LossNormalizers",
@@ -23,16 +24,13 @@ __all__ = [
     "masked_mean",
 ]
 
-LossType = Literal["grpo", "bnpo", "dr_grpo", "dapo"]
-
-
 def clipped_token_loss(
     logp: torch.Tensor,
     old_logp: torch.Tensor,
     advantages: torch.Tensor,
     *,
-    eps_low: float = 0.2,
-    eps_high: float = 0.2,
+    eps_low: float,
+    eps_high: float,
     delta: float | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Per-token PPO/GRPO surrogate ``-min(ratio·A, clamp(ratio, 1-eps_low, 1+eps_high)·A)``.

@@ -16,7 +16,6 @@ from osmosis_trainer.loop._job import (
     plan_job,
     resolve_device,
     run_training,
-    trainer_settings,
 )
 from osmosis_trainer.loop._metrics import MetricsWriter, read_metrics
 from osmosis_trainer.loop._optim import build_optimizer, build_scheduler, lr_factor
@@ -37,19 +36,16 @@ from osmosis_trainer.loop._rollouts import (
     build_train_batch,
 )
 from osmosis_trainer.loop._run import RunDir, RunStatus, create_run_dir, read_status
+from osmosis_trainer.loop._settings import LoopSettings, resolve_settings
 from osmosis_trainer.loop._source import GatewayRolloutSource, sample_sequences
-from osmosis_trainer.loop._trainer import StepReport, Trainer, TrainerSettings, TrainResult
-from osmosis_trainer.loop._update import (
-    NonFiniteLossError,
-    UpdateSettings,
-    UpdateStats,
-    policy_update,
-)
+from osmosis_trainer.loop._trainer import StepReport, Trainer, TrainResult
+from osmosis_trainer.loop._update import NonFiniteLossError, UpdateStats, policy_update
 
 __all__ = [
     "DataCursor",
     "GatewayRolloutSource",
     "JobPlan",
+    "LoopSettings",
     "GradedSample",
     "MetricsWriter",
     "MicroBatch",
@@ -66,8 +62,6 @@ __all__ = [
     "TrainResult",
     "TrainSequence",
     "Trainer",
-    "TrainerSettings",
-    "UpdateSettings",
     "UpdateStats",
     "adapter_disabled",
     "attach_lora",
@@ -88,9 +82,9 @@ __all__ = [
     "policy_update",
     "read_metrics",
     "read_status",
+    "resolve_settings",
     "resolve_device",
     "run_training",
     "sample_sequences",
     "token_logprobs",
-    "trainer_settings",
 ]

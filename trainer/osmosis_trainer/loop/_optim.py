@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import math
-from typing import Literal
 
 import torch
 
+from osmosis_ai.config import LRSchedule
 from osmosis_trainer.loop._policy import lora_parameters
 
 __all__ = [
@@ -16,9 +16,6 @@ __all__ = [
     "build_scheduler",
     "lr_factor",
 ]
-
-LRSchedule = Literal["constant", "linear", "cosine"]
-
 
 def build_optimizer(
     model: torch.nn.Module,

@@ -10,7 +10,8 @@ from typing import Any, Protocol
 
 import torch
 
-from osmosis_trainer.grpo import ScaleRewards, group_advantages
+from osmosis_ai.config import AlgorithmConfig
+from osmosis_trainer.grpo import group_advantages
 from osmosis_trainer.loop._batch import TrainSequence
 
 __all__ = [
@@ -98,32 +99,28 @@ class TrainBatch:
     n_samples: int
 
 
-def build_train_batch(
-    samples: Sequence[GradedSample],
-    *,
-    scale: ScaleRewards = "group",
-    skip_zero_variance: bool = True,
-    mask_truncated: bool = False,
-) -> TrainBatch:
+def build_train_batch(samples: Sequence[GradedSample], algorithm: AlgorithmConfig) -> TrainBatch:
     """Compute group advantages and expand samples into weighted training sequences.
 
-    Each sample's advantage comes from its group (row). A rollout that yields ``k`` sequences
-    gives each weight ``1/k``, so every rollout counts once however its turns were split.
-    Zero-variance groups carry no signal; with ``skip_zero_variance`` they are left out.
-    ``mask_truncated`` drops samples whose completion hit the length limit.
+    Each sample's advantage comes from its group (row), scaled by ``scale_rewards``. A rollout
+    that yields ``k`` sequences gives each weight ``1/k``, so every rollout counts once however
+    its turns were split. Zero-variance groups carry no signal; with
+    ``skip_zero_variance_groups`` they are left out. ``mask_truncated_completions`` drops
+    samples whose completion hit the length limit.
     """
+    mask_truncated = algorithm.mask_truncated_completions
     kept = [s for s in samples if not (mask_truncated and s.truncated)]
     if not kept:
         return TrainBatch([], 0, 0, 0)
     rewards = torch.tensor([s.reward for s in kept], dtype=torch.float64)  # [N]
     groups = torch.tensor([s.group_id for s in kept], dtype=torch.long)  # [N]
-    adv = group_advantages(rewards, groups, scale=scale)
+    adv = group_advantages(rewards, groups, scale=algorithm.scale_rewards)
     per_rollout = Counter[str]()
     for s in kept:
         per_rollout[s.rollout_id] += len(s.sequences)
     out: list[TrainSequence] = []
     for i, s in enumerate(kept):
-        if skip_zero_variance and bool(adv.zero_variance[i]):
+        if algorithm.skip_zero_variance_groups and bool(adv.zero_variance[i]):
             continue
         for seq in s.sequences:
             out.append(

@@ -17,7 +17,7 @@ import statistics
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -32,45 +32,22 @@ from osmosis_trainer.checkpoints import (
     save_adapter,
     save_checkpoint,
 )
-from osmosis_trainer.grpo import ScaleRewards
 from osmosis_trainer.loop._data import DataCursor
 from osmosis_trainer.loop._metrics import MetricsWriter
-from osmosis_trainer.loop._optim import LRSchedule, build_optimizer, build_scheduler
+from osmosis_trainer.loop._optim import build_optimizer, build_scheduler
 from osmosis_trainer.loop._policy import load_adapter_weights
 from osmosis_trainer.loop._rollouts import RolloutSource, StepRollouts, build_train_batch
 from osmosis_trainer.loop._run import RunDir
-from osmosis_trainer.loop._update import NonFiniteLossError, UpdateSettings, policy_update
+from osmosis_trainer.loop._settings import LoopSettings
+from osmosis_trainer.loop._update import NonFiniteLossError, policy_update
 
-__all__ = ["StepReport", "TrainResult", "Trainer", "TrainerSettings"]
+__all__ = ["StepReport", "TrainResult", "Trainer"]
 
 logger = logging.getLogger("osmosis")
 
 
-@dataclass(frozen=True)
-class TrainerSettings:
-    """The loop's knobs (built from the training config by ``run_training``)."""
-
-    total_steps: int
-    rollout_batch_size: int
-    lr: float = 1e-5
-    weight_decay: float = 0.0
-    warmup_steps: int = 0
-    lr_schedule: LRSchedule = "constant"
-    seed: int = 0
-    shuffle: bool = True
-    scale_rewards: ScaleRewards = "group"
-    skip_zero_variance_groups: bool = True
-    mask_truncated_completions: bool = False
-    max_failure_rate: float = 0.25
-    checkpoint_every: int = 20
-    eval_interval: int | None = None
-    eval_rows: int = 0
-    eval_n_samples: int = 1
-    pass_threshold: float = 1.0
-    keep_adapters: int = 2
-    rollouts_ahead: int = 0
-    """1: collect the next step's rollouts while this step trains (one step off-policy)."""
-    update: UpdateSettings = field(default_factory=UpdateSettings)
+# Adapter folders kept for serving (the engine may still be loading the previous one).
+_KEEP_ADAPTERS = 2
 
 
 @dataclass(frozen=True)
@@ -103,14 +80,18 @@ class TrainResult:
 
 
 class Trainer:
-    """Runs GRPO steps over a dataset with a rollout source and a LoRA-wrapped model."""
+    """Runs GRPO steps over a dataset with a rollout source and a LoRA-wrapped model.
+
+    ``settings`` comes from :func:`~osmosis_trainer.loop.resolve_settings` (a loaded training
+    config, or its sections built in code: both train the same way).
+    """
 
     def __init__(
         self,
         model: torch.nn.Module,
         source: RolloutSource,
         rows: Sequence[Any],
-        settings: TrainerSettings,
+        settings: LoopSettings,
         run: RunDir,
         *,
         device: torch.device | str = "cpu",
@@ -126,16 +107,15 @@ class Trainer:
         self.device = device
         self.eval_rows = list(eval_rows) if eval_rows is not None else []
         self.on_report = on_report
-        self.optimizer = build_optimizer(model, lr=settings.lr, weight_decay=settings.weight_decay)
+        t, a = settings.training, settings.algorithm
+        self.optimizer = build_optimizer(model, lr=t.lr, weight_decay=a.weight_decay)
         self.scheduler = build_scheduler(
             self.optimizer,
-            warmup_steps=settings.warmup_steps,
+            warmup_steps=a.warmup_steps,
             total_steps=settings.total_steps,
-            schedule=settings.lr_schedule,
+            schedule=a.lr_schedule,
         )
-        self.cursor: DataCursor[Any] = DataCursor(
-            rows, settings.rollout_batch_size, seed=settings.seed, shuffle=settings.shuffle
-        )
+        self.cursor: DataCursor[Any] = DataCursor(rows, t.rollout_batch_size, seed=t.seed)
         self.metrics = MetricsWriter(run.path, tensorboard=tensorboard)
         self.step = 0
         self._position = self.cursor.position
@@ -156,10 +136,8 @@ class Trainer:
         self.optimizer.load_state_dict(state.optimizer)
         self.scheduler.load_state_dict(state.scheduler)
         restore_rng(state.rng)
-        self.cursor = DataCursor(
-            self.rows, self.s.rollout_batch_size, seed=self.s.seed, shuffle=self.s.shuffle,
-            position=state.data,
-        )
+        t = self.s.training
+        self.cursor = DataCursor(self.rows, t.rollout_batch_size, seed=t.seed, position=state.data)
         self.step = state.step
         self._position = state.data
         self.last_checkpoint = path
@@ -178,10 +156,9 @@ class Trainer:
         corrected by the importance weights against the sampler's logprobs.
         """
         self.run_dir.update_status(
-            status="running", phase="train", activity="training", step=self.step,
-            total_steps=self.s.total_steps,
+            status="running", phase="training", step=self.step, total_steps=self.s.total_steps
         )
-        status = "finished"
+        status = "completed"
         ahead: asyncio.Task[_Collected] | None = None
         _freeze_heap()
         try:
@@ -192,11 +169,10 @@ class Trainer:
                 step = self.step + 1
                 got = await ahead if ahead is not None else await self._collect(step)
                 ahead = None
-                if self.s.rollouts_ahead and step < self.s.total_steps:
+                if self.s.algorithm.rollouts_ahead and step < self.s.total_steps:
                     ahead = asyncio.create_task(self._collect(step + 1))
                 await self._train_step(step, got)
             if self.step > 0 and self._latest_step() != self.step:
-                self.run_dir.update_status(phase="finalize", activity="final checkpoint")
                 self._checkpoint()
         except NonFiniteLossError as exc:
             self._fail(exc)
@@ -215,8 +191,7 @@ class Trainer:
                 self._update_thread = None
             gc.unfreeze()
         self.run_dir.update_status(
-            status=status, phase="complete" if status == "finished" else "cleanup",
-            activity=None, step=self.step, finished_at=time.time(),
+            status=status, phase="done", step=self.step, finished_at=time.time(),
             last_checkpoint=str(self.last_checkpoint) if self.last_checkpoint else None,
         )
         return TrainResult(self.step, status, self.last_checkpoint, self.history)
@@ -225,8 +200,8 @@ class Trainer:
         interrupted = isinstance(exc, KeyboardInterrupt | asyncio.CancelledError)
         status = "stopped" if interrupted else "failed"
         self.run_dir.update_status(
-            status=status, phase="cleanup" if interrupted else "error", activity=None,
-            step=self.step, finished_at=time.time(), error=f"{type(exc).__name__}: {exc}",
+            status=status, phase="done", step=self.step, finished_at=time.time(),
+            error=f"{type(exc).__name__}: {exc}",
             last_checkpoint=str(self.last_checkpoint) if self.last_checkpoint else None,
         )
 
@@ -240,8 +215,8 @@ class Trainer:
         rows = self.cursor.next_batch()
         position = self.cursor.position
         t0 = time.perf_counter()
-        if not self.s.rollouts_ahead:
-            self.run_dir.update_status(activity="rollouts", step=step - 1)
+        if not self.s.algorithm.rollouts_ahead:
+            self.run_dir.update_status(phase="rollouts", step=step - 1)
         ro = await self.source.collect(rows, step=step)
         return _Collected(ro, t0, time.perf_counter() - t0, position)
 
@@ -250,13 +225,8 @@ class Trainer:
         ro = got.rollouts
         self._log_failures(ro, step)
         self._check_failures(ro, step)
-        batch = build_train_batch(
-            ro.samples,
-            scale=self.s.scale_rewards,
-            skip_zero_variance=self.s.skip_zero_variance_groups,
-            mask_truncated=self.s.mask_truncated_completions,
-        )
-        self.run_dir.update_status(activity="update", step=step - 1)
+        batch = build_train_batch(ro.samples, self.s.algorithm)
+        self.run_dir.update_status(phase="update", step=step - 1)
         update_metrics: dict[str, float] = {}
         if batch.sequences:
             # A worker thread keeps the event loop (gateway, rollouts run ahead) responsive.
@@ -266,7 +236,7 @@ class Trainer:
                 self._update_thread,
                 functools.partial(
                     _update_then_collect, self.model, self.optimizer, batch.sequences,
-                    self.s.update, device=self.device, where=f"step {step}",
+                    self.s, device=self.device, where=f"step {step}",
                 ),
             )
             update_metrics = stats.as_metrics()
@@ -286,7 +256,7 @@ class Trainer:
         now = time.perf_counter()
         elapsed = now - max(got.started_at, self._last_step_end or got.started_at)
         self._last_step_end = now
-        metrics = _rollout_metrics(ro, self.s.pass_threshold)
+        metrics = _rollout_metrics(ro, self.s.evaluation.pass_threshold)
         metrics.update(update_metrics)
         metrics.update(
             lr=lr,
@@ -300,9 +270,10 @@ class Trainer:
         )
         self._record(step, metrics, "train")
         # Validation first: the checkpoint then captures the RNG state the next step starts from.
-        if self.s.eval_interval and step % self.s.eval_interval == 0 and self.eval_rows:
+        c = self.s.checkpoints
+        if c.eval_interval and step % c.eval_interval == 0 and self.eval_rows:
             await self.validate(step)
-        if self.s.checkpoint_every and step % self.s.checkpoint_every == 0:
+        if step % c.checkpoint_save_freq == 0:
             self._checkpoint(metrics)
 
     def _record(self, step: int, metrics: dict[str, float], kind: str) -> None:
@@ -328,13 +299,14 @@ class Trainer:
             fh.write(json.dumps(record) + "\n")
 
     def _check_failures(self, ro: StepRollouts, step: int) -> None:
-        if ro.n_rollouts and ro.failure_rate > self.s.max_failure_rate:
+        budget = self.s.algorithm.max_failure_rate
+        if ro.n_rollouts and ro.failure_rate > budget:
             reasons = ", ".join(f"{k} ×{v}" for k, v in ro.failure_reasons.most_common())
             example = f" First error: {ro.failure_examples[0]}" if ro.failure_examples else ""
             raise TrainingError(
                 f"step {step}: {ro.n_failed} of {ro.n_rollouts} rollouts failed "
                 f"({ro.failure_rate:.0%} > [algorithm] max_failure_rate "
-                f"{self.s.max_failure_rate:.0%}): {reasons}.{example} Fix the rollout (try "
+                f"{budget:.0%}): {reasons}.{example} Fix the rollout (try "
                 "'osmosis eval run' on the eval config) or raise max_failure_rate."
             )
         if not ro.samples:
@@ -359,17 +331,16 @@ class Trainer:
 
     def _prune_adapters(self) -> None:
         folders = sorted(p for p in self.run_dir.adapters.glob("step_*") if p.is_dir())
-        for old in folders[: max(len(folders) - self.s.keep_adapters, 0)]:
+        for old in folders[: max(len(folders) - _KEEP_ADAPTERS, 0)]:
             shutil.rmtree(old, ignore_errors=True)
 
     async def validate(self, step: int) -> dict[str, float]:
         """Score the policy on the validation rows; recorded as an ``eval`` metrics record."""
-        self.run_dir.update_status(activity="validation")
+        self.run_dir.update_status(phase="validation")
         t0 = time.perf_counter()
-        ro = await self.source.collect(self.eval_rows, step=step, n_samples=self.s.eval_n_samples)
-        metrics = {
-            f"val_{k}": v for k, v in _rollout_metrics(ro, self.s.pass_threshold).items()
-        }
+        ev = self.s.evaluation
+        ro = await self.source.collect(self.eval_rows, step=step, n_samples=ev.n)
+        metrics = {f"val_{k}": v for k, v in _rollout_metrics(ro, ev.pass_threshold).items()}
         metrics["val_time_s"] = time.perf_counter() - t0
         self._record(step, metrics, "eval")
         return metrics

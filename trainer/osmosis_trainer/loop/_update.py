@@ -13,7 +13,6 @@ from osmosis_ai.errors import TrainingError
 from osmosis_trainer.grpo import (
     ISMode,
     LossNormalizers,
-    LossType,
     aggregate_token_loss,
     clipped_token_loss,
     importance_weights,
@@ -23,38 +22,22 @@ from osmosis_trainer.grpo import (
 from osmosis_trainer.loop._batch import MicroBatch, TrainSequence, collate, plan_micro_batches
 from osmosis_trainer.loop._policy import adapter_disabled, lora_parameters, token_logprobs
 from osmosis_trainer.loop._prefix import collate_prefixed, plan_shared_prefix
+from osmosis_trainer.loop._settings import LoopSettings
 
-__all__ = ["NonFiniteLossError", "UpdateSettings", "UpdateStats", "policy_update"]
+__all__ = ["NonFiniteLossError", "UpdateStats", "policy_update"]
 
 
 class NonFiniteLossError(TrainingError):
     """The loss or the gradient became NaN/inf; the update was not applied."""
 
 
-@dataclass(frozen=True)
-class UpdateSettings:
-    """The algorithm knobs one update needs (built from ``[algorithm]`` and ``[training]``)."""
+# Groups sharing fewer leading tokens are packed the plain way (see ``plan_shared_prefix``).
+_SHARE_PREFIX_MIN_TOKENS = 8
 
-    loss_type: LossType = "dapo"
-    eps_low: float = 0.2
-    eps_high: float = 0.2
-    delta: float | None = None
-    kl_beta: float = 0.0
-    is_mode: ISMode | None = "token_truncate"
-    is_clip_min: float | None = None
-    is_clip_max: float = 2.0
-    temperature: float = 1.0
-    micro_batch_tokens: int = 4096
-    max_completion_length: int = 512
-    max_grad_norm: float | None = 1.0
-    num_iterations: int = 1
-    pad_id: int = 0
-    share_prompt_prefix: bool = True
-    """Run a group's shared prompt once per micro-batch (see ``plan_shared_prefix``)."""
-    share_prefix_min_tokens: int = 8
-    """Groups sharing fewer leading tokens are packed the plain way."""
-    lean_forward: bool = True
-    """Forward Llama-family models with :class:`osmosis_trainer.lean.LeanForward`."""
+
+def _is_mode(settings: LoopSettings) -> ISMode | None:
+    mode = settings.algorithm.is_correction
+    return None if mode == "none" else mode
 
 
 @dataclass
@@ -101,26 +84,27 @@ def _masked_sum(values: torch.Tensor, mask: torch.Tensor) -> float:
 def _micro_batch_loss(
     model: torch.nn.Module,
     mb: MicroBatch,
-    settings: UpdateSettings,
+    settings: LoopSettings,
     norm: LossNormalizers,
     old_logp: torch.Tensor | None,
     acc: dict[str, float],
 ) -> torch.Tensor:
     """Forward one micro-batch and return its share of the step loss (with grad)."""
+    a, lean = settings.algorithm, settings.training.lean_forward
     logp, entropy = token_logprobs(
         model, mb.input_ids, mb.mask, temperature=settings.temperature, with_entropy=True,
-        prefix=mb.prefix, lean=settings.lean_forward,
+        prefix=mb.prefix, lean=lean,
     )  # [B, T-1] each
     old = logp.detach() if old_logp is None else old_logp  # [B, T-1]
     mask_f = mb.mask.float()  # [B, T-1]
     token_loss, clipped = clipped_token_loss(
-        logp, old, mb.advantages, eps_low=settings.eps_low, eps_high=settings.eps_high,
-        delta=settings.delta,
+        logp, old, mb.advantages, eps_low=a.epsilon, eps_high=a.epsilon_high, delta=a.delta,
     )  # [B, T-1]
-    if settings.is_mode is not None:
+    is_mode = _is_mode(settings)
+    if is_mode is not None:
         isr = importance_weights(
-            old, mb.sampler_logp, mb.mask, mode=settings.is_mode,
-            clip_min=settings.is_clip_min, clip_max=settings.is_clip_max,
+            old, mb.sampler_logp, mb.mask, mode=is_mode,
+            clip_min=a.is_clip_min, clip_max=a.is_clip_max,
         )
         token_loss = token_loss * isr.weights  # [B, T-1]
         n = float(mb.n_tokens)
@@ -129,17 +113,17 @@ def _micro_batch_loss(
         acc["mismatch_kl"] += isr.mismatch_kl * n
         acc["is_ratio_min"] = min(acc["is_ratio_min"], isr.ratio_min)
         acc["is_ratio_max"] = max(acc["is_ratio_max"], isr.ratio_max)
-    if settings.kl_beta > 0.0:
+    if a.beta > 0.0:
         with torch.no_grad(), adapter_disabled(model):
             ref_logp, _ = token_logprobs(
                 model, mb.input_ids, mb.mask, temperature=settings.temperature,
-                prefix=mb.prefix, lean=settings.lean_forward,
+                prefix=mb.prefix, lean=lean,
             )
         kl = k3_kl(logp, ref_logp)  # [B, T-1]
-        token_loss = token_loss + settings.kl_beta * kl
+        token_loss = token_loss + a.beta * kl
         acc["kl"] += _masked_sum(kl, mask_f)
     loss = aggregate_token_loss(
-        token_loss, mb.mask, settings.loss_type, norm, seq_weights=mb.weights
+        token_loss, mb.mask, a.loss_type, norm, seq_weights=mb.weights
     )
     acc["clip"] += _masked_sum(clipped.float(), mask_f)
     if entropy is not None:
@@ -148,15 +132,13 @@ def _micro_batch_loss(
 
 
 def _micro_batches(
-    seqs: Sequence[TrainSequence], settings: UpdateSettings, device: torch.device | str
+    seqs: Sequence[TrainSequence], settings: LoopSettings, device: torch.device | str
 ) -> list[MicroBatch]:
     budget = settings.micro_batch_tokens
     batches: list[MicroBatch] = []
     rest = list(range(len(seqs)))
-    if settings.share_prompt_prefix:
-        shared, rest = plan_shared_prefix(
-            seqs, budget, min_prefix=settings.share_prefix_min_tokens
-        )
+    if settings.algorithm.share_prompt_prefix:
+        shared, rest = plan_shared_prefix(seqs, budget, min_prefix=_SHARE_PREFIX_MIN_TOKENS)
         batches += [
             collate_prefixed(seqs, units, pad_id=settings.pad_id, device=device)[0]
             for units in shared
@@ -169,13 +151,13 @@ def _micro_batches(
 
 
 def _old_logprobs(
-    model: torch.nn.Module, batches: list[MicroBatch], settings: UpdateSettings
+    model: torch.nn.Module, batches: list[MicroBatch], settings: LoopSettings
 ) -> list[torch.Tensor]:
     with torch.no_grad():
         return [
             token_logprobs(
                 model, mb.input_ids, mb.mask, temperature=settings.temperature,
-                prefix=mb.prefix, lean=settings.lean_forward,
+                prefix=mb.prefix, lean=settings.training.lean_forward,
             )[0]
             for mb in batches
         ]
@@ -185,12 +167,12 @@ def policy_update(
     model: torch.nn.Module,
     optimizer: torch.optim.Optimizer,
     seqs: Sequence[TrainSequence],
-    settings: UpdateSettings,
+    settings: LoopSettings,
     *,
     device: torch.device | str = "cpu",
     where: str = "update",
 ) -> UpdateStats:
-    """Run ``settings.num_iterations`` optimizer steps over ``seqs``.
+    """Run ``[algorithm] num_iterations`` optimizer steps over ``seqs``.
 
     Micro-batches are packed by ``settings.micro_batch_tokens``; their losses are normalised
     by batch-wide totals so the accumulated gradient equals the full-batch gradient.
@@ -210,9 +192,8 @@ def policy_update(
         num_micro_batches=len(batches),
     )
     params = [p for _, p in lora_parameters(model)]
-    old_cache = (
-        _old_logprobs(model, batches, settings) if settings.num_iterations > 1 else None
-    )
+    iterations = settings.algorithm.num_iterations
+    old_cache = _old_logprobs(model, batches, settings) if iterations > 1 else None
     dropout = _has_dropout(model)
     if dropout:
         model.train()
@@ -223,7 +204,7 @@ def policy_update(
     }
     grad_norm = 0.0
     try:
-        for _ in range(settings.num_iterations):
+        for _ in range(iterations):
             step_loss = 0.0
             for i, mb in enumerate(batches):
                 old = old_cache[i] if old_cache is not None else None
@@ -236,7 +217,7 @@ def policy_update(
                     )
                 torch.autograd.backward(loss)
                 step_loss += float(loss.item())
-            grad_norm = _clip_and_check(params, settings.max_grad_norm, where)
+            grad_norm = _clip_and_check(params, settings.algorithm.max_grad_norm, where)
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
             acc["loss"] = step_loss
@@ -281,10 +262,10 @@ def _finish_stats(
     batches: list[MicroBatch],
     grad_norm: float,
     n_seqs: int,
-    settings: UpdateSettings,
+    settings: LoopSettings,
 ) -> UpdateStats:
     tokens = sum(mb.n_tokens for mb in batches)
-    per_pass = max(tokens, 1) * settings.num_iterations
+    per_pass = max(tokens, 1) * settings.algorithm.num_iterations
     stats = UpdateStats(
         loss=acc["loss"],
         clip_frac=acc["clip"] / per_pass,
@@ -295,7 +276,7 @@ def _finish_stats(
         sequences=n_seqs,
         micro_batches=len(batches),
     )
-    if settings.is_mode is not None:
+    if _is_mode(settings) is not None:
         stats.is_ratio_mean = acc["is_ratio_mean"] / per_pass
         stats.is_clipped_frac = acc["is_clipped_frac"] / per_pass
         stats.mismatch_kl = acc["mismatch_kl"] / per_pass
