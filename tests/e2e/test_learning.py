@@ -88,5 +88,5 @@ async def test_reward_rises_through_gateway(learnable_model: Path, tmp_path: Pat
 
     run = create_run_dir(tmp_path / "runs", "even")
     result = await run_training(config, run, on_report=record)
-    assert result.status == "completed" and result.steps_done == 25
+    assert result.status == "finished" and result.steps_done == 25
     _assert_learned(rewards)

@@ -61,7 +61,7 @@ def _lora(trainer: Trainer) -> dict[str, torch.Tensor]:
 async def test_resume_matches_an_uninterrupted_run(tiny_model_dir: Path, tmp_path: Path) -> None:
     full, _ = _setup(tiny_model_dir, tmp_path / "a")
     result = await full.train()
-    assert result.status == "completed" and result.steps_done == 4
+    assert result.status == "finished" and result.steps_done == 4
     want = _lora(full)
 
     part, _ = _setup(tiny_model_dir, tmp_path / "b")
@@ -105,7 +105,7 @@ async def test_checkpoints_metrics_and_status(tiny_model_dir: Path, tmp_path: Pa
     assert state.step == 2 and state.data.offset == 5 and state.data.epoch == 0
     assert not list(trainer.run_dir.checkpoints.glob(".*"))  # no temp leftovers
     status = json.loads((trainer.run_dir.path / "status.json").read_text())
-    assert status["status"] == "completed" and status["step"] == 3
+    assert status["status"] == "finished" and status["step"] == 3
     assert status["last_checkpoint"].endswith("step_000003")
     records = read_metrics(trainer.run_dir.path / "metrics.jsonl")
     assert [r["step"] for r in records] == [1, 2, 3]

@@ -162,7 +162,7 @@ async def run_training(
     """
 
     def phase(text: str) -> None:
-        run.update_status(phase=text)
+        run.update_status(status="running", phase="setup", activity=text)
         if on_phase is not None:
             on_phase(text)
 
@@ -170,14 +170,12 @@ async def run_training(
         return await _run(config, run, plan, resume, on_report, phase)
     except BaseException as exc:
         status = read_status(run.path) or {}
-        if status.get("status") not in ("failed", "stopped", "completed"):
+        if status.get("status") not in ("failed", "stopped", "killed", "finished"):
+            stopped = isinstance(exc, KeyboardInterrupt | asyncio.CancelledError)
             run.update_status(
-                status=(
-                    "stopped"
-                    if isinstance(exc, KeyboardInterrupt | asyncio.CancelledError)
-                    else "failed"
-                ),
-                phase="done", error=f"{type(exc).__name__}: {exc}",
+                status="stopped" if stopped else "failed",
+                phase="cleanup" if stopped else "error", activity=None,
+                error=f"{type(exc).__name__}: {exc}",
             )
         raise
 
@@ -223,7 +221,7 @@ async def _run(
         return RolloutRunner(
             entry, gateway, n_samples=n, concurrency=concurrency,
             workflow_timeout_s=t.agent_workflow_timeout_s, grader_timeout_s=t.grader_timeout_s,
-            sampling=config.sampling.as_params(),
+            sampling=config.sampling.as_params(), artifacts_root=run.artifacts,
         )
 
     n_val = config.evaluation.limit or min(len(plan.rows), _MAX_VALIDATION_ROWS)

@@ -156,9 +156,10 @@ class Trainer:
         corrected by the importance weights against the sampler's logprobs.
         """
         self.run_dir.update_status(
-            status="running", phase="training", step=self.step, total_steps=self.s.total_steps
+            status="running", phase="train", activity="training", step=self.step,
+            total_steps=self.s.total_steps,
         )
-        status = "completed"
+        status = "finished"
         ahead: asyncio.Task[_Collected] | None = None
         _freeze_heap()
         try:
@@ -173,6 +174,7 @@ class Trainer:
                     ahead = asyncio.create_task(self._collect(step + 1))
                 await self._train_step(step, got)
             if self.step > 0 and self._latest_step() != self.step:
+                self.run_dir.update_status(phase="finalize", activity="final checkpoint")
                 self._checkpoint()
         except NonFiniteLossError as exc:
             self._fail(exc)
@@ -191,7 +193,8 @@ class Trainer:
                 self._update_thread = None
             gc.unfreeze()
         self.run_dir.update_status(
-            status=status, phase="done", step=self.step, finished_at=time.time(),
+            status=status, phase="complete" if status == "finished" else "cleanup",
+            activity=None, step=self.step, finished_at=time.time(),
             last_checkpoint=str(self.last_checkpoint) if self.last_checkpoint else None,
         )
         return TrainResult(self.step, status, self.last_checkpoint, self.history)
@@ -200,8 +203,8 @@ class Trainer:
         interrupted = isinstance(exc, KeyboardInterrupt | asyncio.CancelledError)
         status = "stopped" if interrupted else "failed"
         self.run_dir.update_status(
-            status=status, phase="done", step=self.step, finished_at=time.time(),
-            error=f"{type(exc).__name__}: {exc}",
+            status=status, phase="cleanup" if interrupted else "error", activity=None,
+            step=self.step, finished_at=time.time(), error=f"{type(exc).__name__}: {exc}",
             last_checkpoint=str(self.last_checkpoint) if self.last_checkpoint else None,
         )
 
@@ -216,7 +219,7 @@ class Trainer:
         position = self.cursor.position
         t0 = time.perf_counter()
         if not self.s.algorithm.rollouts_ahead:
-            self.run_dir.update_status(phase="rollouts", step=step - 1)
+            self.run_dir.update_status(activity="rollouts", step=step - 1)
         ro = await self.source.collect(rows, step=step)
         return _Collected(ro, t0, time.perf_counter() - t0, position)
 
@@ -226,7 +229,7 @@ class Trainer:
         self._log_failures(ro, step)
         self._check_failures(ro, step)
         batch = build_train_batch(ro.samples, self.s.algorithm)
-        self.run_dir.update_status(phase="update", step=step - 1)
+        self.run_dir.update_status(activity="update", step=step - 1)
         update_metrics: dict[str, float] = {}
         if batch.sequences:
             # A worker thread keeps the event loop (gateway, rollouts run ahead) responsive.
@@ -336,7 +339,7 @@ class Trainer:
 
     async def validate(self, step: int) -> dict[str, float]:
         """Score the policy on the validation rows; recorded as an ``eval`` metrics record."""
-        self.run_dir.update_status(phase="validation")
+        self.run_dir.update_status(activity="validation")
         t0 = time.perf_counter()
         ev = self.s.evaluation
         ro = await self.source.collect(self.eval_rows, step=step, n_samples=ev.n)
