@@ -72,5 +72,5 @@ def ray(session: nox.Session) -> None:
 def bench(session: nox.Session) -> None:
     """Benchmarks; each writes its section of BENCHMARKS.md."""
     _install_dev(session)
-    session.install("trl")
+    session.install("trl==1.16.0")
     session.run("python", "-m", "tests.benchmarks", *session.posargs)

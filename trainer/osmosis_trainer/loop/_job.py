@@ -228,7 +228,7 @@ async def _run(
     try:
         async with PolicyGateway(engine, sampling=sampling) as gateway:
             if config.remote is not None:
-                from osmosis_trainer.remote import remote_entrypoint_for
+                from osmosis_trainer.server_workflow import remote_entrypoint_for
 
                 # Mounts /v1/rollout/completed on the gateway; make_runner reads `entry` late.
                 entry = remote_entrypoint_for(config, gateway)

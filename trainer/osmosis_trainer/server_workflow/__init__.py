@@ -1,4 +1,7 @@
-"""Training against a remote rollout server (protocol G1): the trainer plays the cluster.
+"""The workflow that runs rollouts on a user's rollout server (protocol G1).
+
+The user's side of the protocol is :mod:`osmosis_ai.rollout.remote` (the server); this is the
+trainer's side, which plays the cluster.
 
 The normal :class:`~osmosis_ai.rollout.RolloutRunner` drives remote rollouts through a built-in
 workflow: per rollout it posts ``/v1/rollout/init`` to the server with the gateway's scoped URL,
@@ -19,8 +22,8 @@ from typing import Any
 
 from osmosis_ai.errors import ConfigError
 from osmosis_ai.rollout._discovery import Entrypoint
-from osmosis_trainer.remote._callbacks import RemoteCallbacks
-from osmosis_trainer.remote._workflow import (
+from osmosis_trainer.server_workflow._callbacks import RemoteCallbacks
+from osmosis_trainer.server_workflow._workflow import (
     API_KEY_ENV,
     RemoteGraderConfig,
     RemoteRewardGrader,

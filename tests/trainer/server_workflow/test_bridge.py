@@ -26,7 +26,7 @@ from osmosis_ai.rollout import (
 from osmosis_ai.rollout.remote import ClientSettings, ServerSettings, create_app
 from osmosis_ai.rollout.remote.testing import serve_in_loop
 from osmosis_ai.serving.gateway import PolicyGateway
-from osmosis_trainer.remote import RemoteCallbacks, remote_entrypoint
+from osmosis_trainer.server_workflow import RemoteCallbacks, remote_entrypoint
 from osmosis_trainer.testing import FakeEngine, text, tool_call
 
 KEY = "server-key"
@@ -224,7 +224,7 @@ async def test_callback_router_checks_key_body_and_rollout() -> None:
 async def test_remote_entrypoint_for_reads_the_training_config(monkeypatch: pytest.MonkeyPatch) -> None:
     from types import SimpleNamespace
 
-    from osmosis_trainer.remote import remote_entrypoint_for
+    from osmosis_trainer.server_workflow import remote_entrypoint_for
 
     monkeypatch.setenv("OSMOSIS_ROLLOUT_API_KEY", "from-env")
     config = SimpleNamespace(remote=SimpleNamespace(server_url="http://h:9000/", api_key=None),

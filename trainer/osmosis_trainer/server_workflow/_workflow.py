@@ -39,7 +39,7 @@ from osmosis_ai.rollout.remote import (
     RolloutResponse,
     RolloutStatus,
 )
-from osmosis_trainer.remote._callbacks import RemoteCallbacks
+from osmosis_trainer.server_workflow._callbacks import RemoteCallbacks
 
 __all__ = [
     "API_KEY_ENV",
@@ -279,5 +279,5 @@ def remote_entrypoint(
         workflow_config=workflow_config,
         grader_config=grader_config_ if grader_cls is not None else None,
         path=None,
-        module_name="osmosis_trainer.remote",
+        module_name="osmosis_trainer.server_workflow",
     )
