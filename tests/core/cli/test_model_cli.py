@@ -244,3 +244,46 @@ def test_eval_checkpoint_against_its_base_with_a_confidence_interval(
 def test_baseline_without_a_checkpoint_is_one_line(run_cli: RunCli, workspace: Path) -> None:
     res = run_cli("eval", "run", "configs/eval/calc.toml", "--baseline", "--model", "embedded")
     assert res.code == 1 and "--baseline compares a trained checkpoint" in res.err
+
+
+@pytest.mark.slow  # a real (two-step) training run of the tiny model
+def test_train_then_list_then_eval_the_checkpoint_against_its_base(
+    run_cli: RunCli, tmp_path: Path, tiny_model: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert run_cli("template", "create", "calc", "--dir", tmp_path).code == 0
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("OSMOSIS_RUNS_DIR", raising=False)
+    cfg = tmp_path / "configs/training/calc.toml"
+    text = cfg.read_text().replace('model_path = "embedded"', f'model_path = "{tiny_model}"')
+    for key, value in (
+        ("max_steps", 2),
+        ("rollout_batch_size", 2),
+        ("n_samples_per_prompt", 2),
+        ("checkpoint_save_freq", 1),
+    ):
+        text = re.sub(rf"(?m)^{key} = .*$", f"{key} = {value}", text)
+    cfg.write_text(text)
+    res = run_cli("train", "submit", cfg)
+    assert res.code == 0, res.err
+
+    rows = run_cli("model", "list", "--json").json()
+    assert [r["step"] for r in rows] == [1, 2]
+    run_id = rows[-1]["run"]
+    assert rows[-1]["base_model"] == str(tiny_model)
+
+    data = run_cli(
+        "eval",
+        "run",
+        "configs/eval/calc.toml",
+        "--model",
+        "calc",
+        "--baseline",
+        "--limit",
+        "4",
+        "--json",
+    ).json()
+    assert data["model"] == f"{run_id}:2" and data["baseline"] == str(tiny_model)
+    cmp = data["comparison"]
+    assert cmp["rows"] + cmp["unpaired_rows"] == 4
+    if cmp["rows"]:
+        assert cmp["ci_low"] <= cmp["diff"] <= cmp["ci_high"]
