@@ -72,16 +72,17 @@ def _load_config(run: RunDir, status: dict[str, Any]) -> Any:
 
 
 def _train(run: RunDir, resume: bool) -> int:
-    from osmosis_ai.cli._output import state
-    from osmosis_ai.cli.train import line_view
-    from osmosis_trainer.loop import plan_job, run_training
-
     status = read_status(run.path) or {}
     config = _load_config(run, status)
     if not _wait_for_device(run, status.get("device")):
         run.update_status(status="stopped", phase="cleanup", activity=None,
                           finished_at=time.time())
         return 0
+    # Heavy imports (torch) only once the machine is ours.
+    from osmosis_ai.cli._output import state
+    from osmosis_ai.cli.train import line_view
+    from osmosis_trainer.loop import plan_job, run_training
+
     run.update_status(status="running", phase="setup", activity="checking the config")
     config.experiment.model_path = resolve_model_path(config.experiment.model_path)
     plan = plan_job(config)

@@ -43,8 +43,11 @@ def describe_run(record: RunRecord) -> dict[str, Any]:
                 "first": values[0], "last": values[-1], "min": min(values),
                 "max": max(values), "mean": statistics.fmean(values),
             }
-    rewards = [(int(r["step"]), r.get("reward_mean")) for r in train if "step" in r]
-    scored = [(s, float(v)) for s, v in rewards if _finite([v])]
+    scored = [
+        (int(r["step"]), vals[0])
+        for r in train
+        if "step" in r and (vals := _finite([r.get("reward_mean")]))
+    ]
     best = max(scored, key=lambda sv: sv[1]) if scored else None
     created, finished = raw.get("created_at"), raw.get("finished_at")
     end = finished if isinstance(finished, int | float) else time.time()
