@@ -97,6 +97,10 @@ class GatewayRolloutSource:
     def _add_sample(
         self, out: StepRollouts, row_index: int, rollout_id: str, sample: RolloutSample
     ) -> None:
+        # LLM-judge work (osmosis_ai.grading: calls, cache hits, tokens, cost) summed per step.
+        for key, value in sample.metrics.items():
+            if key.startswith("judge_"):
+                out.metrics[key] = out.metrics.get(key, 0.0) + value
         if not sample.trainable or sample.reward is None:
             out.n_untrainable += 1
             return
