@@ -16,9 +16,10 @@ import pytest
 
 pytest.importorskip("torch")
 
+from osmosis_ai.config import SamplingConfig  # noqa: E402
 from osmosis_ai.rollout import RolloutOutcome  # noqa: E402
 from osmosis_ai.serving import GenerationRequest  # noqa: E402
-from osmosis_ai.serving.gateway import GatewaySampling, PolicyGateway  # noqa: E402
+from osmosis_ai.serving.gateway import PolicyGateway  # noqa: E402
 from osmosis_ai.testing import FakeReply, FakeRequest  # noqa: E402
 from osmosis_trainer.engines import HFEngine  # noqa: E402
 from osmosis_trainer.testing import FakeEngine  # noqa: E402
@@ -60,7 +61,7 @@ async def test_sixteen_concurrent_calculator_rollouts_through_the_gateway(framew
     entrypoint, sample_id = ROLLOUTS[framework]
     engine = FakeEngine(script=engine_calculator)
     async with PolicyGateway(
-        engine, sampling=GatewaySampling(temperature=1.0, max_tokens=256)
+        engine, sampling=SamplingConfig(max_tokens=256)
     ) as gw:
         outcomes, runner = await run_rollouts(entrypoint, gw, rows(8), n_samples=2, concurrency=16)
     assert len(outcomes) == 16 and runner.peak_in_flight > 8
@@ -86,7 +87,7 @@ async def test_sixteen_concurrent_calculator_rollouts_through_the_gateway(framew
 async def test_streaming_policy_calls_through_the_gateway(framework: str, mode: str) -> None:
     entrypoint, sample_id = ROLLOUTS[framework]
     engine = FakeEngine(script=engine_calculator)
-    async with PolicyGateway(engine, sampling=GatewaySampling(max_tokens=256)) as gw:
+    async with PolicyGateway(engine, sampling=SamplingConfig(max_tokens=256)) as gw:
         outcomes, _ = await run_rollouts(entrypoint, gw, rows(2, mode=mode), n_samples=2)
     for outcome in outcomes:
         sample = outcome.sample(sample_id)
@@ -109,7 +110,7 @@ async def test_tiny_hf_model_rollouts_record_token_exact_trainable_calls(
     entrypoint, sample_id = ROLLOUTS[framework]
     engine = HFEngine(tiny_model, device="cpu", seed=0, max_new_tokens=24)
     try:
-        async with PolicyGateway(engine, sampling=GatewaySampling(max_tokens=24)) as gw:
+        async with PolicyGateway(engine, sampling=SamplingConfig(max_tokens=24)) as gw:
             outcomes, _ = await run_rollouts(
                 entrypoint, gw, rows(4, tolerant=True), n_samples=2, concurrency=8
             )

@@ -120,6 +120,13 @@ class SamplingConfig(Section):
     max_tokens: int | None = Field(default=None, ge=1)
     """Most tokens per policy call (``None``: the engine's or ``max_response_length``)."""
 
+    @classmethod
+    def from_params(cls, params: dict[str, Any]) -> SamplingConfig:
+        """The section back from :meth:`as_params`'s chat parameters (absent keys: defaults)."""
+        names = {"temperature": "rollout_temperature", "top_p": "rollout_top_p"}
+        fields = {names.get(k, k): v for k, v in params.items() if v is not None}
+        return cls.model_validate(fields, strict=False)
+
     def as_params(self) -> dict[str, Any]:
         """The chat-completion parameters for ``RolloutRunner(sampling=...)``."""
         params: dict[str, Any] = {

@@ -29,15 +29,16 @@ async def open_policy_endpoint(
     ``adapter``: a PEFT LoRA folder (a trained checkpoint's) served on top of ``model``.
     """
     # Both raise MissingExtraError naming the pip command when an extra is missing.
+    from osmosis_ai.config import SamplingConfig
     from osmosis_ai.serving import create_engine
-    from osmosis_ai.serving.gateway import GatewaySampling, PolicyGateway
+    from osmosis_ai.serving.gateway import PolicyGateway
 
     # Loading a model takes seconds (the embedded one ~20 s): keep the event loop free.
     engine = await asyncio.to_thread(create_engine, model)
     try:
         if adapter is not None:
             await engine.load_adapter(str(adapter), 1)
-        async with PolicyGateway(engine, sampling=GatewaySampling(**sampling)) as gateway:
+        async with PolicyGateway(engine, sampling=SamplingConfig.from_params(sampling)) as gateway:
             yield gateway
     finally:
         await engine.close()

@@ -7,9 +7,10 @@ from typing import Any
 import httpx
 import pytest
 
+from osmosis_ai.config import SamplingConfig
 from osmosis_ai.rollout import PolicyEndpoint
 from osmosis_ai.serving import EngineError, GenerationRequest
-from osmosis_ai.serving.gateway import GatewaySampling, PolicyGateway
+from osmosis_ai.serving.gateway import PolicyGateway
 from osmosis_trainer.testing import FakeEngine, FakeReply, tool_call
 from tests.trainer.gateway._gated import GatedEngine, watch_admissions
 
@@ -120,7 +121,7 @@ async def test_streaming_sse_chunks() -> None:
 
 async def test_sampling_is_enforced() -> None:
     engine = FakeEngine(script=_echo, cycle=True)
-    sampling = GatewaySampling(temperature=0.6, top_p=0.8, max_tokens=16)
+    sampling = SamplingConfig(rollout_temperature=0.6, rollout_top_p=0.8, max_tokens=16)
     async with PolicyGateway(engine, sampling=sampling) as gw, httpx.AsyncClient() as c:
         url = gw.url + "/v1/chat/completions"
         await c.post(url, json=_body(temperature=0.0, top_p=0.1, max_tokens=4000))

@@ -10,7 +10,8 @@ import pytest
 pytest.importorskip("torch")
 openai = pytest.importorskip("openai")
 
-from osmosis_ai.serving.gateway import GatewaySampling, PolicyGateway  # noqa: E402
+from osmosis_ai.config import SamplingConfig  # noqa: E402
+from osmosis_ai.serving.gateway import PolicyGateway  # noqa: E402
 from osmosis_trainer.engines import HFEngine  # noqa: E402
 from osmosis_trainer.trajectory import build_sequences  # noqa: E402
 from tests.trainer.engines._gate import EngineGate  # noqa: E402
@@ -19,7 +20,7 @@ from tests.trainer.engines._gate import EngineGate  # noqa: E402
 async def test_concurrent_clients_get_their_own_token_exact_records(tiny_loaded: Any) -> None:
     engine = HFEngine(tiny_loaded, device="cpu", seed=0)
     EngineGate(engine).hold_until_queued(12)  # batched whatever the thread timing
-    sampling = GatewaySampling(temperature=1.0, top_p=1.0, max_tokens=8)
+    sampling = SamplingConfig(max_tokens=8)
     try:
         async with PolicyGateway(engine, sampling=sampling) as gw:
 
@@ -55,7 +56,7 @@ async def test_multi_turn_with_a_real_tokenizer_merges_or_reports_retokenization
 ) -> None:
     engine = HFEngine(tiny_loaded, device="cpu", seed=1)
     try:
-        async with PolicyGateway(engine, sampling=GatewaySampling(max_tokens=6)) as gw:
+        async with PolicyGateway(engine, sampling=SamplingConfig(max_tokens=6)) as gw:
             route = gw.route("r", "main")
             messages: list[dict[str, Any]] = [{"role": "user", "content": "What is 2 + 3?"}]
             async with openai.AsyncOpenAI(base_url=route.base_url, api_key="k") as client:

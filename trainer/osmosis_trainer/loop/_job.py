@@ -189,7 +189,7 @@ async def _run(
     phase: Callable[[str], None],
 ) -> TrainResult:
     from osmosis_ai.rollout import RolloutRunner, load_entrypoint
-    from osmosis_ai.serving.gateway import GatewaySampling, PolicyGateway
+    from osmosis_ai.serving.gateway import PolicyGateway
     from osmosis_trainer.loop._policy import attach_lora
     from osmosis_trainer.loop._source import GatewayRolloutSource
     from osmosis_trainer.models import load_model
@@ -210,18 +210,15 @@ async def _run(
         loaded.model, r=lora.r, alpha=lora.alpha, dropout=lora.dropout,
         target_modules=lora.target_modules, seed=t.seed,
     )
-    sampling = GatewaySampling(
-        temperature=config.sampling.rollout_temperature,
-        top_p=config.sampling.rollout_top_p,
-        max_tokens=settings.max_completion_length,
-    )
+    # [sampling] with its length resolved: enforced by the gateway, the runner's chat defaults.
+    sampling = config.sampling.model_copy(update={"max_tokens": settings.max_completion_length})
     concurrency = t.concurrency or t.rollout_batch_size * t.n_samples_per_prompt
 
     def make_runner(n: int) -> Any:
         return RolloutRunner(
             entry, gateway, n_samples=n, concurrency=concurrency,
             workflow_timeout_s=t.agent_workflow_timeout_s, grader_timeout_s=t.grader_timeout_s,
-            sampling=config.sampling.as_params(), artifacts_root=run.artifacts,
+            sampling=sampling.as_params(), artifacts_root=run.artifacts,
         )
 
     n_val = config.evaluation.limit or min(len(plan.rows), _MAX_VALIDATION_ROWS)

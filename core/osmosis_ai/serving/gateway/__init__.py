@@ -18,7 +18,7 @@ for _module in ("fastapi", "uvicorn"):
         raise MissingExtraError("The policy gateway", "server", _module)
 
 from osmosis_ai.serving.gateway._app import UNSCOPED_ROLLOUT  # noqa: E402
-from osmosis_ai.serving.gateway._gateway import GatewaySampling, PolicyGateway  # noqa: E402
+from osmosis_ai.serving.gateway._gateway import PolicyGateway  # noqa: E402
 from osmosis_ai.serving.gateway._store import CallStore  # noqa: E402
 
-__all__ = ["UNSCOPED_ROLLOUT", "CallStore", "GatewaySampling", "PolicyGateway"]
+__all__ = ["UNSCOPED_ROLLOUT", "CallStore", "PolicyGateway"]

@@ -12,34 +12,18 @@ from collections.abc import Coroutine, Generator, Sequence
 from typing import Any, TypeVar
 
 from fastapi import APIRouter
-from pydantic import BaseModel, ConfigDict, Field
 
+from osmosis_ai.config import SamplingConfig
 from osmosis_ai.rollout import LLMCall, Message, PolicyRoute
 from osmosis_ai.serving._engine import GenerationRequest, InferenceEngine
 from osmosis_ai.serving.gateway._app import UNSCOPED_ROLLOUT, GatewayBusy, build_app
 from osmosis_ai.serving.gateway._store import CallStore
 from osmosis_ai.serving.gateway._wire import ChatCompletionRequest
 
-__all__ = ["GatewaySampling", "PolicyGateway"]
+__all__ = ["PolicyGateway"]
 
 logger = logging.getLogger("osmosis")
 T = TypeVar("T")
-
-
-class GatewaySampling(BaseModel):
-    """Sampling settings the gateway enforces, whatever the agent framework sends.
-
-    A field set to ``None`` lets the client's value through.
-    """
-
-    model_config = ConfigDict(extra="forbid")
-
-    temperature: float | None = Field(default=1.0, ge=0.0, le=2.0)
-    """Replaces the client's temperature (1.0: sample from the policy itself)."""
-    top_p: float | None = Field(default=1.0, gt=0.0, le=1.0)
-    """Replaces the client's top_p."""
-    max_tokens: int | None = Field(default=None, ge=1)
-    """Caps the client's max_tokens / max_completion_tokens (used when the client sends none)."""
 
 
 def _quiet_server(config: Any) -> Any:
@@ -69,7 +53,10 @@ class PolicyGateway:
 
     Args:
         engine: the inference engine.
-        sampling: enforced sampling settings; ``None`` passes the clients' values through.
+        sampling: the run's ``[sampling]`` section, enforced whatever the agent framework
+            sends: its temperature and top_p replace the client's, its ``max_tokens`` caps
+            the client's (and applies when the client sends none); ``None`` passes the
+            clients' values through.
         host: interface to bind (loopback by default).
         port: port to bind; 0 picks a free one (read it from :attr:`url`).
         api_key: when set, requests must send ``Authorization: Bearer <api_key>``.
@@ -85,7 +72,7 @@ class PolicyGateway:
         self,
         engine: InferenceEngine,
         *,
-        sampling: GatewaySampling | None = None,
+        sampling: SamplingConfig | None = None,
         host: str = "127.0.0.1",
         port: int = 0,
         api_key: str | None = None,
@@ -288,8 +275,7 @@ class PolicyGateway:
         top_p = req.top_p if req.top_p is not None else 1.0
         max_tokens = req.max_completion_tokens or req.max_tokens
         if s is not None:
-            temperature = s.temperature if s.temperature is not None else temperature
-            top_p = s.top_p if s.top_p is not None else top_p
+            temperature, top_p = s.rollout_temperature, s.rollout_top_p
             if s.max_tokens is not None:
                 max_tokens = min(max_tokens or s.max_tokens, s.max_tokens)
         stop = [req.stop] if isinstance(req.stop, str) else req.stop
