@@ -88,14 +88,18 @@ def load_model(model_path: str, *, device: str = "cpu", dtype: str = "auto") -> 
         src, kwargs = _embedded_source()
         name = "SmolLM2-135M-Instruct"
     else:
-        folder = Path(model_path).expanduser()
+        from osmosis_ai.runs import is_hub_id, resolve_model_path
+
+        # A Hugging Face id ("Qwen/Qwen2.5-0.5B-Instruct"): its snapshot in the local HF cache.
+        folder = Path(resolve_model_path(model_path)).expanduser()
         if not (folder / "config.json").exists():
             raise ConfigError(
-                f"model_path {model_path!r} is neither 'embedded' nor a local model folder with "
-                "a config.json. Use 'embedded' for the offline SmolLM2-135M-Instruct, or the "
-                "path of a transformers model saved with save_pretrained()."
+                f"model_path {model_path!r} is neither 'embedded', a Hugging Face model id, nor "
+                "a local model folder with a config.json. Use 'embedded' for the offline "
+                "SmolLM2-135M-Instruct, or the path of a transformers model saved with "
+                "save_pretrained()."
             )
-        src, name = str(folder), folder.name
+        src, name = str(folder), model_path if is_hub_id(model_path) else folder.name
     try:
         tokenizer = AutoTokenizer.from_pretrained(src, **kwargs)
         model = AutoModelForCausalLM.from_pretrained(src, dtype=torch_dtype, **kwargs)

@@ -64,3 +64,18 @@ def test_commit_sha_runs_the_pinned_code_with_a_hub_model(
     assert markers == {"commit-one"}
     assert main(["train", "info", "even"]) == 0
     assert f"code       {first[:12]} (pinned) · dirty tree at submit" in capsys.readouterr().out
+
+
+def test_load_model_takes_a_hub_id_from_the_cache(
+    tiny_model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from osmosis_ai.errors import ConfigError
+    from osmosis_trainer.models import load_model
+
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    hub_cache(tmp_path / "hub", "tiny-org/tiny-chat", tiny_model_dir)
+    loaded = load_model("tiny-org/tiny-chat")
+    assert loaded.name == "tiny-org/tiny-chat" and loaded.tokenizer.eos_token_id is not None
+    with pytest.raises(ConfigError, match=r"'tiny-org/other': not in the Hugging Face cache"):
+        load_model("tiny-org/other")
