@@ -14,7 +14,6 @@ from osmosis_trainer.loop import (
     collate,
     collate_prefixed,
     common_prefix_len,
-    lr_factor,
     plan_micro_batches,
     plan_shared_prefix,
     plan_steps,
@@ -93,17 +92,10 @@ def test_data_cursor_resumes_the_same_order() -> None:
     assert c.position == DataPosition(epoch=1, offset=8)
 
 
-def test_plan_steps_and_lr_schedule() -> None:
+def test_plan_steps() -> None:
     assert plan_steps(10, 4, epochs=2, max_steps=None) == 6
     assert plan_steps(10, 4, epochs=2, max_steps=5) == 5
     assert plan_steps(0, 4, epochs=1, max_steps=None) == 0
-    f = [lr_factor(s, warmup_steps=2, total_steps=6, schedule="linear") for s in range(6)]
-    assert f == pytest.approx([1 / 3, 2 / 3, 1.0, 0.75, 0.5, 0.25])
-    c = lr_factor(4, warmup_steps=0, total_steps=8, schedule="cosine")
-    assert c == pytest.approx(0.5)
-    assert lr_factor(100, warmup_steps=0, total_steps=8, schedule="constant") == 1.0
-    with pytest.raises(ValueError):
-        lr_factor(3, warmup_steps=0, total_steps=8, schedule="step")  # type: ignore[arg-type]
 
 
 def _seq(ids: list[int], n_prompt: int, group: int = 0) -> TrainSequence:

@@ -18,7 +18,7 @@ from osmosis_trainer.loop._job import (
     run_training,
 )
 from osmosis_trainer.loop._metrics import MetricsWriter, read_metrics
-from osmosis_trainer.loop._optim import build_optimizer, build_scheduler, lr_factor
+from osmosis_trainer.loop._optim import build_optimizer, build_scheduler
 from osmosis_trainer.loop._policy import (
     adapter_disabled,
     attach_lora,
@@ -74,7 +74,6 @@ __all__ = [
     "create_run_dir",
     "load_adapter_weights",
     "lora_parameters",
-    "lr_factor",
     "plan_job",
     "plan_micro_batches",
     "plan_shared_prefix",
