@@ -1,0 +1,105 @@
+"""What a training run changed: first vs last reward, and a held-out comparison when one ran.
+
+Pure functions over the run's ``metrics.jsonl`` records (one dict per line), so the end screen of
+``osmosis train submit``, the ``learning`` benchmark and tests all compute the same numbers.
+A single step's reward is noisy (a handful of prompts), so the summary compares the mean of
+the first ``window`` training steps with the mean of the last ``window``.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["HeldOut", "LearningSummary", "format_summary", "summarize_learning"]
+
+WINDOW = 3
+"""Steps averaged at each end of the run."""
+
+
+@dataclass(frozen=True)
+class HeldOut:
+    """The trained adapter against the base model on rows left out of training."""
+
+    base: float
+    trained: float
+    ci_low: float
+    ci_high: float
+    rows: int
+
+    @property
+    def diff(self) -> float:
+        return self.trained - self.base
+
+
+@dataclass(frozen=True)
+class LearningSummary:
+    """First vs last training reward of one run (``first``/``last``: means over ``window`` steps)."""
+
+    steps: int
+    window: int
+    first: float
+    last: float
+    held_out: HeldOut | None = None
+
+    @property
+    def change(self) -> float:
+        return self.last - self.first
+
+
+def _reward(record: Mapping[str, Any]) -> float | None:
+    value = record.get("reward_mean")
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
+        return None
+    return float(value)
+
+
+def summarize_learning(
+    records: Iterable[Mapping[str, Any]],
+    *,
+    window: int = WINDOW,
+    held_out: HeldOut | None = None,
+) -> LearningSummary | None:
+    """Summarize the training records (``kind`` "train" or absent; validation records skipped).
+
+    Returns None when no training step reported a reward. With fewer than ``2 * window`` steps
+    the two windows shrink to half the steps each (one step each for a 2-step run), so they
+    never overlap; a one-step run compares that step with itself.
+    """
+    rewards: list[float] = []
+    for record in records:
+        if record.get("kind", "train") != "train":
+            continue
+        reward = _reward(record)
+        if reward is not None:
+            rewards.append(reward)
+    if not rewards:
+        return None
+    w = max(1, min(window, len(rewards) // 2))
+    return LearningSummary(
+        steps=len(rewards),
+        window=w,
+        first=statistics.fmean(rewards[:w]),
+        last=statistics.fmean(rewards[-w:]),
+        held_out=held_out,
+    )
+
+
+def format_summary(summary: LearningSummary) -> list[str]:
+    """Plain end-screen lines (no markup) for ``summary``."""
+    span = "step" if summary.window == 1 else f"{summary.window} steps"
+    lines = [
+        f"reward: first {span} {summary.first:.3f} → last {span} {summary.last:.3f} "
+        f"({summary.change:+.3f} over {summary.steps} steps)"
+    ]
+    held = summary.held_out
+    if held is not None:
+        verdict = "better" if held.ci_low > 0 else "worse" if held.ci_high < 0 else "no clear change"
+        lines.append(
+            f"held-out ({held.rows} rows): base {held.base:.3f} → trained {held.trained:.3f} "
+            f"({held.diff:+.3f}, 95% CI [{held.ci_low:+.3f}, {held.ci_high:+.3f}]: {verdict})"
+        )
+    return lines

@@ -1,0 +1,57 @@
+"""The end-screen summary of a training run: first vs last reward over windows of steps."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from osmosis_ai.learning import HeldOut, format_summary, summarize_learning
+
+
+def _records(rewards: list[float]) -> list[dict[str, object]]:
+    return [{"kind": "train", "step": i + 1, "reward_mean": r} for i, r in enumerate(rewards)]
+
+
+def test_means_of_first_and_last_three_steps() -> None:
+    s = summarize_learning(_records([0.1, 0.2, 0.3, 0.5, 0.6, 0.7, 0.8]))
+    assert s is not None
+    assert (s.steps, s.window) == (7, 3)
+    assert s.first == pytest.approx(0.2)
+    assert s.last == pytest.approx(0.7)
+    assert s.change == pytest.approx(0.5)
+
+
+def test_validation_records_and_missing_rewards_are_skipped() -> None:
+    records = _records([0.0, 0.0, 0.0, 1.0, 1.0, 1.0])
+    records.insert(2, {"kind": "val", "step": 2, "reward_mean": 0.9})
+    records.insert(4, {"kind": "train", "step": 3, "reward_mean": math.nan})
+    s = summarize_learning(records)
+    assert s is not None
+    assert s.steps == 6
+    assert (s.first, s.last) == (0.0, 1.0)
+
+
+def test_short_runs_use_non_overlapping_windows() -> None:
+    s = summarize_learning(_records([0.2, 0.4, 0.9]))
+    assert s is not None
+    assert s.window == 1
+    assert (s.first, s.last) == (0.2, 0.9)
+    one = summarize_learning(_records([0.3]))
+    assert one is not None and one.change == 0.0
+    assert summarize_learning([]) is None
+    assert summarize_learning([{"kind": "val", "reward_mean": 1.0}]) is None
+
+
+def test_format_names_the_change_and_the_held_out_verdict() -> None:
+    held = HeldOut(base=0.2, trained=0.45, ci_low=0.1, ci_high=0.4, rows=12)
+    s = summarize_learning(_records([0.1, 0.1, 0.1, 0.4, 0.4, 0.4]), held_out=held)
+    assert s is not None
+    lines = format_summary(s)
+    assert lines[0] == "reward: first 3 steps 0.100 → last 3 steps 0.400 (+0.300 over 6 steps)"
+    assert "base 0.200 → trained 0.450 (+0.250" in lines[1]
+    assert lines[1].endswith("better)")
+    unclear = HeldOut(base=0.2, trained=0.25, ci_low=-0.05, ci_high=0.15, rows=12)
+    s2 = summarize_learning(_records([0.1, 0.2]), held_out=unclear)
+    assert s2 is not None
+    assert format_summary(s2)[1].endswith("no clear change)")
