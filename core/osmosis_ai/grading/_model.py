@@ -20,7 +20,7 @@ from typing import Any
 
 import httpx
 
-from osmosis_ai.errors import MissingExtraError, OsmosisError
+from osmosis_ai.errors import ConfigError, MissingExtraError, OsmosisError
 from osmosis_ai.rollout import Message
 
 __all__ = ["JudgeModel", "JudgeModelError", "JudgeReply"]
@@ -105,7 +105,8 @@ class JudgeModel:
         price_as: a LiteLLM id whose prices apply to an HTTP server's calls (e.g. the same
             model behind a proxy); without it such calls count as unpriced.
         timeout_s: per-call timeout.
-        engine: an already built ``osmosis_ai.serving.InferenceEngine`` to call in process.
+        engine: an already built ``osmosis_ai.serving.InferenceEngine`` to call in process
+            (the caller keeps it: :meth:`aclose` leaves it open).
     """
 
     def __init__(
@@ -124,6 +125,7 @@ class JudgeModel:
         self.price_as = price_as
         self.timeout_s = timeout_s
         self._engine = engine
+        self._owns_engine = engine is None  # an engine passed in is the caller's to close
         self._engine_lock: asyncio.Lock | None = None
         self.kind = self._kind()
 
@@ -136,6 +138,12 @@ class JudgeModel:
 
         if self.model in EMBEDDED_ALIASES or Path(self.model).expanduser().is_dir():
             return "engine"
+        if self.model.startswith(("/", "./", "../", "~")) or self.model.endswith(("/", ".gguf")):
+            raise ConfigError(
+                f"judge model {self.model!r} looks like a local path but no such folder exists. "
+                "Use 'embedded', an existing model folder, an http(s):// server URL, or a "
+                "LiteLLM id such as 'openai/gpt-4o-mini'."
+            )
         return "litellm"
 
     def __repr__(self) -> str:
@@ -281,6 +289,6 @@ class JudgeModel:
 
     async def aclose(self) -> None:
         """Release a local engine (HTTP and hosted models hold nothing between calls)."""
-        if self._engine is not None and self.kind == "engine":
+        if self._engine is not None and self._owns_engine:
             await self._engine.close()
             self._engine = None

@@ -275,3 +275,22 @@ async def test_few_shot_examples_show_the_answer_format() -> None:
         assert str(level_shots[4]["content"]).startswith("1 - ")
     assert RubricJudge(RUBRIC, model="embedded").few_shot  # local judges get examples
     assert not RubricJudge(RUBRIC, model="openai/gpt-4o-mini").few_shot
+
+
+async def test_an_engine_in_process_is_called_directly_and_left_open(tmp_path: Path) -> None:
+    from osmosis_ai.errors import ConfigError
+    from osmosis_trainer.testing import FakeEngine
+
+    engine = FakeEngine(script=['{"score": 0.6, "reasons": "fine"}'])
+    model = JudgeModel("my-local-judge", engine=engine)
+    verdict = await RubricJudge(RUBRIC, model=model).score("x")
+    assert verdict.ok and verdict.score == 0.6 and verdict.usage.cost_usd == 0.0
+    assert verdict.usage.unpriced_calls == 0  # a local engine is free, not unpriced
+    assert engine.requests[0].tool_choice == "none"
+    await model.aclose()
+    assert not engine.closed
+    assert JudgeModel("embedded").kind == "engine" and JudgeModel(str(tmp_path)).kind == "engine"
+    assert JudgeModel("https://api.example.com/v1").kind == "http"
+    assert JudgeModel("anthropic/claude-3-5-haiku").kind == "litellm"
+    with pytest.raises(ConfigError, match="looks like a local path"):
+        JudgeModel("./models/judge/")

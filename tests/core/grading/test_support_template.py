@@ -15,7 +15,7 @@ import pytest
 
 from osmosis_ai.config import load_eval_config, load_training_config
 from osmosis_ai.eval import EvalOptions, run_eval
-from osmosis_ai.rollout import load_entrypoint
+from osmosis_ai.rollout.running import load_entrypoint
 from osmosis_ai.serving import GenerationRequest
 from osmosis_ai.serving.gateway import PolicyGateway
 from osmosis_ai.templates import create_from_template
