@@ -70,6 +70,7 @@ class GroupJudge(JudgeBase):
         group_wait_s: in :meth:`grade`, how long a rollout waits for the rest of its group
             before the responses that arrived are judged without the missing ones (rollouts
             that failed never arrive). ``None``: wait for all (the grader timeout still applies).
+        few_shot: put a worked example in the prompt (default: only for local judges).
 
     Other arguments: see :class:`~osmosis_ai.grading.JudgeBase`.
     """
@@ -89,6 +90,7 @@ class GroupJudge(JudgeBase):
         max_concurrent: int = 8,
         cache: JudgeCache | bool = True,
         group_wait_s: float | None = 60.0,
+        few_shot: bool | None = None,
     ) -> None:
         super().__init__(
             rubric,
@@ -102,6 +104,8 @@ class GroupJudge(JudgeBase):
             cache=cache,
         )
         self.group_wait_s = group_wait_s
+        # A worked example in the prompt: on by default for local (small) judges only.
+        self.few_shot = few_shot if few_shot is not None else self.model.kind == "engine"
         self._pending: dict[Any, _Pending] = {}
 
     async def score_group(
@@ -114,7 +118,12 @@ class GroupJudge(JudgeBase):
         # Sorted content: the same group in another order is the same question.
         order = sorted(range(k), key=lambda i: responses[i])
         key = cache_key(
-            PROMPT_VERSION, *self._key_parts(), question, reference, [responses[i] for i in order]
+            PROMPT_VERSION,
+            *self._key_parts(),
+            self.few_shot,
+            question,
+            reference,
+            [responses[i] for i in order],
         )
         hit = self.cache.get(key) if self.cache is not None else None
         if hit is not None:
@@ -137,6 +146,7 @@ class GroupJudge(JudgeBase):
                         self.scale,
                         question=question,
                         reference=reference,
+                        few_shot=self.few_shot,
                     ),
                     partial(parse_group, k=k, scale=self.scale),
                     seed=r,

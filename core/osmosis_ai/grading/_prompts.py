@@ -117,6 +117,20 @@ def rubric_messages(
     return [{"role": "system", "content": system}, *shots, {"role": "user", "content": user}]
 
 
+def _group_example(scale: Scale) -> list[Message]:
+    user = (
+        "RUBRIC:\nThe reply must name the capital of France.\n\n"
+        "RESPONSE 1:\nI like turtles.\n\nRESPONSE 2:\nThe capital of France is Paris.\n\nScores:"
+    )
+    answer = {
+        "scores": [
+            {"id": 1, "score": scale.min, "reasons": "it does not answer."},
+            {"id": 2, "score": scale.max, "reasons": "it names Paris."},
+        ]
+    }
+    return [{"role": "user", "content": user}, {"role": "assistant", "content": json.dumps(answer)}]
+
+
 def group_messages(
     rubric: str,
     responses: list[str],
@@ -124,6 +138,7 @@ def group_messages(
     *,
     question: str | None = None,
     reference: str | None = None,
+    few_shot: bool = False,
 ) -> list[Message]:
     """Messages asking for scores of several responses to one task, relative to each other."""
     k = len(responses)
@@ -137,7 +152,8 @@ def group_messages(
         f"with one entry for every id from 1 to {k}."
     )
     user = f"RUBRIC:\n{rubric.strip()}\n\n{_task_block(question, reference)}{listing}\n\nScores:"
-    return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+    shots = _group_example(scale) if few_shot else []
+    return [{"role": "system", "content": system}, *shots, {"role": "user", "content": user}]
 
 
 def retry_messages(messages: list[Message], bad_reply: str, problem: str) -> list[Message]:

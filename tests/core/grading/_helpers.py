@@ -20,7 +20,7 @@ _RESPONSE = re.compile(r"RESPONSE (\d+):\n(.*?)(?=\n\nRESPONSE \d+:|\n\nScores:)
 
 def shown_responses(req: GenerationRequest) -> list[str]:
     """The responses a group prompt shows, in the order shown."""
-    user = str(req.messages[1]["content"])
+    user = str(req.messages[-1]["content"])
     return [m.group(2).strip() for m in _RESPONSE.finditer(user)]
 
 

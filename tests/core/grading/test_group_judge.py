@@ -148,3 +148,17 @@ async def test_ready_grader_subclass(monkeypatch: pytest.MonkeyPatch) -> None:
         await asyncio.gather(*(Brief().grade(c) for c in ctxs))
         assert [c.samples["main"].reward for c in ctxs] == [1.0, 0.5, 0.0]
         assert Brief.judge().model.model == sj.model.model
+
+
+async def test_few_shot_group_example_uses_the_scale() -> None:
+    async with scripted_judge(prefer_shorter) as sj:
+        judge = GroupJudge(RUBRIC, model=sj.model, few_shot=True, scale=(0.0, 10.0))
+        verdicts = await judge.score_group(ANSWERS)
+        (req,) = sj.requests
+        assert [m["role"] for m in req.messages] == ["system", "user", "assistant", "user"]
+        example = json.loads(str(req.messages[2]["content"]))
+        assert [s["score"] for s in example["scores"]] == [0.0, 10.0]
+        assert sorted(shown_responses(req)) == sorted(a.strip() for a in ANSWERS)
+        assert [v.score for v in verdicts] == [1.0, 0.5, 0.0]
+    assert GroupJudge(RUBRIC, model="embedded").few_shot
+    assert not GroupJudge(RUBRIC, model="http://judge.invalid/v1").few_shot
