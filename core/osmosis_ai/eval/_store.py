@@ -64,9 +64,20 @@ class EvalRunView:
 
     @property
     def summary(self) -> dict[str, Any]:
+        """The run's summary; for a run still going (or one that crashed), computed from the
+        results written so far."""
         if self.info is not None and self.info.summary:
             return self.info.summary
-        return _read_json(self.path / "summary.json") or {}
+        saved = _read_json(self.path / "summary.json")
+        if saved:
+            return saved
+        if self.info is None or not (self.path / "results.jsonl").is_file():
+            return {}
+        from osmosis_ai.eval._metrics import summarize
+
+        records = self.records()
+        summary = summarize(records, pass_threshold=self.info.pass_threshold, n=self.info.n)
+        return summary.model_dump(mode="json")
 
     @property
     def comparison(self) -> dict[str, Any] | None:

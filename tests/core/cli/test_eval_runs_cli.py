@@ -125,13 +125,21 @@ def test_a_run_whose_process_died_is_crashed(run_cli: RunCli, workspace: Path) -
     }
     (run / "run.json").write_text(json.dumps(info))
     (run / "eval.log").write_text("Killed\n")
+    (run / "results.jsonl").write_text(
+        json.dumps(
+            {"row_index": 0, "run_index": 0, "rollout_id": "r0", "status": "success", "reward": 0.5}
+        )
+        + "\n"
+    )
     waiting = workspace / ".osmosis/evals/waiting"
     waiting.mkdir()
     (waiting / "submit.json").write_text(
         json.dumps({"config": "calc", "worker": describe_process()})
     )
-    listed = {v["name"]: v["status"] for v in run_cli("eval", "list", "--json").json()}
-    assert listed == {"gone": "crashed", "waiting": "pending"}
+    views = {v["name"]: v for v in run_cli("eval", "list", "--json").json()}
+    assert {k: v["status"] for k, v in views.items()} == {"gone": "crashed", "waiting": "pending"}
+    # The results written before the crash are summarised.
+    assert views["gone"]["done"] == 1 and views["gone"]["summary"]["reward"]["mean"] == 0.5
     res = run_cli("eval", "info", "gone")
     assert "(crashed)" in res.out and "Killed" in res.out
 
