@@ -85,10 +85,13 @@ def _train(run: RunDir, resume: bool) -> int:
 
     run.update_status(status="running", phase="setup", activity="checking the config")
     config.experiment.model_path = resolve_model_path(config.experiment.model_path)
-    plan = plan_job(config)
     code = status.get("code")
     if code and code.get("pinned"):
-        plan.entrypoint = pinned_path(code, run.code, plan.entrypoint)
+        # The rollout code comes from the pinned revision (exported into the run), the
+        # dataset from the workspace as it is now.
+        config.experiment.dataset = str(config.dataset_path())
+        config._workspace_root = pinned_path(code, run.code, config.workspace_root)
+    plan = plan_job(config)
     run.update_status(total_steps=plan.total_steps)
     view = line_view(plan.total_steps)
     state.console.print(

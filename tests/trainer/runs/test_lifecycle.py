@@ -193,3 +193,31 @@ def test_failing_rollout_is_failed_with_its_error(
     assert "tool server down" in capsys.readouterr().out
     assert main(["train", "resume", "broken"]) == 1
     assert "has no checkpoint to resume from" in capsys.readouterr().err
+
+
+def test_ctrl_c_in_the_foreground_stops_after_the_step(in_workspace: dict[str, Any]) -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from osmosis_ai.cli._app import main; "
+        f"sys.exit(main(['train', 'submit', {str(in_workspace['config'])!r}, '--name', 'ctrlc']))"
+    )
+    cli = subprocess.Popen(
+        [sys.executable, "-c", code], cwd=in_workspace["runs"].parent,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    assert cli.stdout is not None
+    first = cli.stdout.readline()  # "run ctrlc-<time> (<path>)"
+    path = in_workspace["runs"] / first.split()[1]
+    wait_for_status(path, lambda r: bool(r.checkpoints()))
+    cli.send_signal(signal.SIGINT)  # the worker has its own session: only the CLI gets it
+    # The stop request is written before the gate opens: step 2 is the last one.
+    wait_for_status(path, lambda r: r.run_dir.stop_requested())
+    in_workspace["gate"].touch()
+    out, err = cli.communicate()
+    assert cli.returncode == 0, err
+    assert "stopping after the current step" in err and "stopped 2 steps" in out
+    final = load_run(path)
+    assert final is not None and final.status == "stopped" and final.step == 2
+    assert [c.step for c in final.checkpoints()] == [1, 2]

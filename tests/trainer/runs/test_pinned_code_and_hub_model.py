@@ -45,6 +45,7 @@ def test_commit_sha_runs_the_pinned_code_with_a_hub_model(
     # The newer commit (and the working tree) break the rollout: only the pin can pass.
     main_py.write_text(rollout_source("commit-two", broken=True))
     _git(ws, "commit", "-q", "-am", "broken rollout")
+    shutil.rmtree(ws / "rollouts")  # not even in the working tree any more
     config.write_text(config.read_text().replace(
         'dataset = "data/even.jsonl"\n', f'dataset = "data/even.jsonl"\ncommit_sha = "{first}"\n'
     ))
