@@ -40,6 +40,20 @@ class _NoRecording(CallStore):
         return False
 
 
+def _gateway_class() -> type[Any]:
+    from osmosis_ai.serving.gateway import PolicyGateway
+
+    class DeployedGateway(PolicyGateway):
+        """Replies carry the name clients were told to send (no ``@v<version>`` tag: a
+        deployed checkpoint never changes)."""
+
+        @property
+        def model_name(self) -> str:
+            return self.policy_name
+
+    return DeployedGateway
+
+
 def ready_line(label: str, url: str, model: str, engine: str) -> str:
     return f"Serving {label} at {url}/v1 as model {model!r} ({engine} engine)"
 
@@ -56,12 +70,11 @@ def _announce(args: argparse.Namespace, url: str, engine: str) -> None:
 
 async def _serve_hf(args: argparse.Namespace) -> None:
     from osmosis_ai.serving import create_engine
-    from osmosis_ai.serving.gateway import PolicyGateway
 
     engine = await asyncio.to_thread(create_engine, args.base, device=args.device)
     try:
         await engine.load_adapter(str(args.adapter), 1)
-        gateway = PolicyGateway(engine, host=args.host, port=args.port, policy_name=args.name)
+        gateway = _gateway_class()(engine, host=args.host, port=args.port, policy_name=args.name)
         gateway.store = _NoRecording()
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()

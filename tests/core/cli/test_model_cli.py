@@ -190,6 +190,7 @@ def test_deploy_serves_the_checkpoint_openai_style(workspace: Path) -> None:
             timeout=60,
         ).json()
         assert reply["object"] == "chat.completion"
+        assert reply["model"] == name
         assert reply["usage"]["completion_tokens"] >= 1
     finally:
         proc.send_signal(signal.SIGINT)
