@@ -67,6 +67,7 @@ async def run_paired_eval(
     seed: int = 0,
 ) -> PairedResult:
     """Evaluate ``options.model`` then ``baseline_model`` on the same rows, and compare them."""
+    options = dataclasses.replace(options, baseline=baseline_model)
     candidate = await run_eval(
         config_path, options, events=events, endpoint_factory=endpoint_factory
     )
@@ -100,6 +101,7 @@ async def run_paired_eval(
     (plan.run_dir / "comparison.json").write_text(
         comparison.model_dump_json(indent=2), encoding="utf-8"
     )
-    candidate.info.baseline = baseline.plan.model
-    _write_info(plan.run_dir, candidate.info)
+    if candidate.info.baseline != baseline.plan.model:
+        candidate.info.baseline = baseline.plan.model
+        _write_info(plan.run_dir, candidate.info)
     return PairedResult(candidate=candidate, baseline=baseline, comparison=comparison)

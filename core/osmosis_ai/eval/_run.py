@@ -28,7 +28,7 @@ from osmosis_ai.eval._journal import Journal, hash_file, hash_rollout_dir, read_
 from osmosis_ai.eval._metrics import EvalSummary, summarize
 from osmosis_ai.eval._records import EvalRecord, EvalRunInfo
 from osmosis_ai.eval._traces import outcome_records, write_trace
-from osmosis_ai.rollout._scope import PolicyEndpoint
+from osmosis_ai.rollout.scope import PolicyEndpoint
 
 __all__ = ["EvalEvents", "EvalOptions", "EvalPlan", "EvalResult", "plan_eval", "run_eval"]
 
@@ -63,6 +63,9 @@ class EvalOptions:
     """Start a named run over: its earlier results are deleted."""
     dataset_file: Path | None = None
     """Evaluate this dataset file instead of the config's ``dataset``."""
+    baseline: str | None = None
+    """Set by :func:`run_paired_eval`: the baseline model that runs after this one (recorded,
+    so readers know the run is not over until ``comparison.json`` is written)."""
 
 
 @dataclass
@@ -94,6 +97,7 @@ class EvalPlan:
     rows: list[int] | None = None
     retry_failed: bool = False
     checkpoint: dict[str, Any] | None = None
+    baseline: str | None = None
 
     def __post_init__(self) -> None:
         if not self.engine_model:
@@ -193,6 +197,7 @@ def plan_eval(config_path: str | Path, options: EvalOptions) -> EvalPlan:
         checkpoint=checkpoint,
         rows=rows,
         retry_failed=options.retry_failed,
+        baseline=options.baseline,
         n=n,
         limit=limit,
         offset=0,
@@ -366,6 +371,7 @@ def _prepare_run_dir(plan: EvalPlan) -> tuple[EvalRunInfo, list[EvalRecord]]:
         info.finished_at = None
         info.pid = os.getpid()
         info.worker = describe_process()
+        info.baseline = plan.baseline or info.baseline
         return info, records
     if info_path.exists() or (plan.run_dir / "results.jsonl").exists():
         raise OsmosisError(
@@ -384,6 +390,7 @@ def _prepare_run_dir(plan: EvalPlan) -> tuple[EvalRunInfo, list[EvalRecord]]:
         rows=plan.rows,
         pid=os.getpid(),
         worker=describe_process(),
+        baseline=plan.baseline,
         n=plan.n,
         limit=plan.limit,
         offset=plan.offset,
@@ -479,7 +486,7 @@ async def run_eval(
     Cancelling the task (Ctrl-C) stops the in-flight rollouts, keeps every finished record and
     marks the run ``interrupted``; the cancellation is then re-raised.
     """
-    from osmosis_ai.rollout import load_entrypoint
+    from osmosis_ai.rollout.running import load_entrypoint
 
     options = options or EvalOptions()
     events = events or EvalEvents()
@@ -556,7 +563,7 @@ async def _stream(
     rows: Iterator[Any],
     done: set[tuple[int, int]],
 ) -> AsyncIterator[EvalRecord]:
-    from osmosis_ai.rollout import RolloutRunner
+    from osmosis_ai.rollout.running import RolloutRunner
 
     runner = RolloutRunner(
         entry,

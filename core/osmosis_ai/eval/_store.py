@@ -144,6 +144,14 @@ def load_eval_run(path: Path) -> EvalRunView | None:
         status = "crashed"
     else:
         status = info.status
+    if status == "completed" and info is not None and info.baseline is not None:
+        # A comparison is over once comparison.json is written; until then the baseline runs.
+        if not (path / "comparison.json").is_file():
+            base = load_eval_run(path / "baseline")
+            if base is not None and base.status != "completed":
+                status = base.status
+            elif base is None:
+                status = "crashed" if _alive(worker) is False else "running"
     return EvalRunView(path=path, info=info, status=status, submit=submit)
 
 
