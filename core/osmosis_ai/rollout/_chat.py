@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import functools
 import json
-import ssl
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import httpx
 
+from osmosis_ai._http import pool_for
 from osmosis_ai.errors import PolicyCallError
 from osmosis_ai.rollout._scope import PolicyRoute
 from osmosis_ai.rollout._types import ChatResult, Message
@@ -38,13 +37,14 @@ async def chat_completion(
         body["tools"] = tools
     url = route.base_url.rstrip("/") + "/chat/completions"
     headers = {"Authorization": f"Bearer {route.api_key}"}
-    async with httpx.AsyncClient(timeout=timeout_s, verify=_ssl_context()) as client:
+    # One keep-alive pool per target and event loop, not a client per call (see _http).
+    pool = await pool_for(url)
 
-        async def post() -> _Answer:
-            resp = await client.post(url, json=body, headers=headers)
-            return _Answer(resp.status_code, resp.text, resp.headers.get("retry-after"))
+    async def post() -> _Answer:
+        resp = await pool.request("POST", url, json=body, headers=headers, timeout=timeout_s)
+        return _Answer(resp.status_code, resp.text, resp.headers.get("retry-after"))
 
-        answer = await _retrying(url, max_attempts, post)
+    answer = await _retrying(url, max_attempts, post)
     return _parse_answer(answer)
 
 
@@ -83,13 +83,6 @@ async def _retrying(
             )
         return answer
     raise AssertionError("unreachable")  # pragma: no cover
-
-
-@functools.cache
-def _ssl_context() -> ssl.SSLContext:
-    # Built once: loading the CA bundle takes ~25 ms, which a client per call paid every time
-    # (most of a rollout's overhead on small models).
-    return ssl.create_default_context()
 
 
 def _parse_retry_after(value: str | None, default: float) -> float:

@@ -16,6 +16,7 @@ from typing import Any
 
 import httpx
 
+from osmosis_ai._http import pool_for
 from osmosis_ai.serving._engine import EngineError, GenerationRequest, GenerationResult
 from osmosis_ai.serving._openai_reply import result_from_openai
 
@@ -103,8 +104,11 @@ class OpenAIServerEngine:
     async def _request(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
         url = f"{self.base_url}{path}"
         try:
-            async with httpx.AsyncClient(timeout=self._timeout, headers=self._headers) as client:
-                resp = await client.request(method, url, json=body)
+            # One keep-alive pool per server, not a client per request (see osmosis_ai._http).
+            pool = await pool_for(url)
+            resp = await pool.request(
+                method, url, json=body, headers=self._headers, timeout=self._timeout
+            )
         except httpx.TransportError as exc:
             raise EngineError(
                 f"the server at {self.base_url} is unreachable: {exc!r}",
