@@ -166,6 +166,14 @@ def _print_summary(
         f"{summary.prompt_tokens} prompt + {summary.completion_tokens} completion "
         f"({per} per sample)",
     )
+    if summary.judge:
+        j = summary.judge
+        table.add_row(
+            "judge",
+            f"{j.get('calls', 0):.0f} calls, {j.get('cache_hits', 0):.0f} cache hits, "
+            f"{j.get('prompt_tokens', 0):.0f} prompt + {j.get('completion_tokens', 0):.0f} "
+            f"completion tokens, cost ${j.get('cost_usd', 0):.4f}",
+        )
     if summary.latency_ms:
         lat = summary.latency_ms
         table.add_row(

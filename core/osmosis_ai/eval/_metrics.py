@@ -72,6 +72,9 @@ class EvalSummary(BaseModel):
     tokens_per_sample: float | None = None
     latency_ms: dict[str, float] = Field(default_factory=dict)
     wall_time_s: float | None = None
+    judge: dict[str, float] = Field(
+        default_factory=dict, description="LLM-judge usage summed over the samples (if any)."
+    )
 
 
 def reward_stats(rewards: Sequence[float]) -> RewardStats:
@@ -167,4 +170,13 @@ def summarize(
         tokens_per_sample=((prompt_tokens + completion_tokens) / len(recs)) if recs else None,
         latency_ms=latency,
         wall_time_s=wall_time_s,
+        judge=_judge_totals(recs),
     )
+
+
+def _judge_totals(records: Sequence[EvalRecord]) -> dict[str, float]:
+    totals: dict[str, float] = {}
+    for r in records:
+        for key, value in r.judge.items():
+            totals[key] = totals.get(key, 0.0) + value
+    return totals

@@ -36,6 +36,11 @@ class EvalRecord(BaseModel):
     error_type: str | None = Field(default=None, description="The failure category, if failed.")
     error: str | None = None
     trace: str | None = Field(default=None, description="Trace file, relative to the run dir.")
+    judge: dict[str, float] = Field(
+        default_factory=dict,
+        description="LLM-judge usage for this sample (osmosis_ai.grading): calls, cache_hits, "
+        "prompt_tokens, completion_tokens, cost_usd, ...",
+    )
 
 
 class EvalRunInfo(BaseModel):

@@ -84,6 +84,11 @@ def outcome_records(
             num_calls=len(sample.calls),
             error_type=error_type,
             error=error,
+            judge={
+                k.removeprefix("judge_"): v
+                for k, v in sample.metrics.items()
+                if k.startswith("judge_")
+            },
         )
         out.append((record, sample))
     return out

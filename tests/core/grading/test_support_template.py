@@ -97,3 +97,22 @@ async def test_an_unreadable_judge_fails_the_sample_with_its_reply(
     assert re.search(
         r"no level from 1 to 5.*I am not sure what you mean", s.failure_examples["grader_error"]
     )
+
+
+async def test_judge_usage_reaches_the_eval_summary(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    create_from_template("support-judge", "support", tmp_path)
+    async with scripted_judge(_level_judge) as sj:
+        monkeypatch.setenv("OSMOSIS_JUDGE_MODEL", sj.model.model)
+        result = await run_eval(
+            tmp_path / "configs/eval/support.toml",
+            EvalOptions(limit=2, output=tmp_path / "out"),
+            endpoint_factory=_policy_endpoint,
+        )
+    assert all(r.judge["calls"] == 3.0 for r in result.records)
+    judge = result.summary.judge
+    assert judge["calls"] == 6.0 and judge["prompt_tokens"] > 0 and judge["cache_hits"] == 0.0
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["judge"]["calls"] == 6.0
