@@ -175,7 +175,7 @@ def test_deploy_serves_the_checkpoint_openai_style(workspace: Path) -> None:
         assert proc.stdout is not None
         line = proc.stdout.readline()  # blocks until the server says where it is (or exits)
         m = re.match(r"Serving (\S+) at (http://127\.0\.0\.1:\d+/v1) as model '([^']+)'", line)
-        assert m, (line, proc.stderr.read() if proc.poll() is not None else "")
+        assert m, (line, proc.stderr.read() if proc.stderr and proc.poll() is not None else "")
         assert m.group(1) == f"{RUN_ID}:2" and m.group(3) == "calc-step2"
         url, name = m.group(2), m.group(3)
         models = httpx.get(f"{url}/models").json()

@@ -128,7 +128,7 @@ async def test_baseline_runs_the_same_rows_and_reports_a_paired_interval(
     assert {r.row_index for r in cand} == set(range(10)) | {15}
     cmp = paired.comparison
     assert cmp.rows == 11 and cmp.diff == pytest.approx(1.0)
-    assert (cmp.ci_low, cmp.ci_high) == (pytest.approx(1.0), pytest.approx(1.0))
+    assert cmp.ci_low == pytest.approx(1.0) and cmp.ci_high == pytest.approx(1.0)
     assert cmp.verdict == "better"
     saved = json.loads((run_dir / "comparison.json").read_text())
     assert saved["candidate"] == "calc-20261124-010000:4" and saved["baseline"] == "embedded"

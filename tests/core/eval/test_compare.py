@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 import statistics
+from typing import Any
 
 import pytest
 
@@ -82,7 +83,9 @@ def test_no_difference_has_an_interval_around_zero() -> None:
         ([1.0], [0.0], {"confidence": 1.0}, "confidence"),
     ],
 )
-def test_bad_arguments(cand: list[float], base: list[float], kw: dict, message: str) -> None:
+def test_bad_arguments(
+    cand: list[float], base: list[float], kw: dict[str, Any], message: str
+) -> None:
     with pytest.raises(ValueError, match=message):
         paired_bootstrap(cand, base, **kw)
 

@@ -5,12 +5,13 @@ from __future__ import annotations
 import json
 import subprocess
 from pathlib import Path
+from typing import Any
 
 from osmosis_ai.eval import EvalRunInfo, list_eval_runs
 from osmosis_ai.runs._process import describe_process
 
 
-def _info(status: str, worker: dict, baseline: str | None = None) -> str:
+def _info(status: str, worker: dict[str, Any], baseline: str | None = None) -> str:
     return EvalRunInfo(
         config_path="c.toml",
         config_name="calc",
@@ -30,7 +31,7 @@ def _info(status: str, worker: dict, baseline: str | None = None) -> str:
     ).model_dump_json()
 
 
-def _dead() -> dict:
+def _dead() -> dict[str, Any]:
     proc = subprocess.Popen(["true"])
     proc.wait()
     return describe_process(proc.pid)
