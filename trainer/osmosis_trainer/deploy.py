@@ -19,6 +19,7 @@ import importlib.util
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -28,7 +29,7 @@ from typing import Any
 from osmosis_ai.errors import OsmosisError
 from osmosis_ai.serving.gateway._store import CallStore
 
-__all__ = ["main", "ready_line"]
+__all__ = ["main", "ready_line", "vllm_command"]
 
 _VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
 
@@ -101,40 +102,64 @@ def _base_folder(base: str, adapter: Path) -> str:
     return str(folder)
 
 
-def _serve_vllm(args: argparse.Namespace) -> int:
-    import httpx
-
-    rank_wanted = int(json.loads((args.adapter / "adapter_config.json").read_text()).get("r", 16))
+def vllm_command(args: argparse.Namespace, base_folder: str, port: int, *, cuda: bool) -> list[str]:
+    """The vLLM OpenAI server command serving ``base_folder`` with the adapter as LoRA module
+    ``args.name`` (the adapter's rank rounded up to one vLLM supports)."""
+    config = json.loads((args.adapter / "adapter_config.json").read_text())
+    rank_wanted = int(config.get("r", 16))
     rank = next((r for r in _VLLM_LORA_RANKS if r >= rank_wanted), rank_wanted)
-    cmd = [
+    return [
         os.environ.get("OSMOSIS_VLLM_PYTHON") or sys.executable,
         "-m",
         "vllm.entrypoints.openai.api_server",
         "--model",
-        _base_folder(args.base, args.adapter),
+        base_folder,
         "--served-model-name",
         "base",
         "--host",
         args.host,
         "--port",
-        str(args.port or 8000),
+        str(port),
+        # On CPU, vLLM serves fp32 weights as they are (the trainer's choice as well).
+        "--dtype",
+        "auto" if cuda else "float32",
         "--enable-lora",
         "--max-lora-rank",
         str(rank),
         "--lora-modules",
         f"{args.name}={args.adapter}",
     ]
-    proc = subprocess.Popen(cmd)
-    url = f"http://{args.host}:{args.port or 8000}"
+
+
+def _free_port(host: str) -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def _serve_vllm(args: argparse.Namespace) -> int:
+    import httpx
+    import torch
+
+    port = args.port or _free_port(args.host)
+    cmd = vllm_command(
+        args, _base_folder(args.base, args.adapter), port, cuda=torch.cuda.is_available()
+    )
+    env = {**os.environ}
+    env.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+    proc = subprocess.Popen(cmd, env=env)
+    url = f"http://{args.host}:{port}"
     try:
         # The server logs its own progress; announce once it answers (or report its exit).
         while proc.poll() is None:
             try:
-                if httpx.get(f"{url}/health", timeout=2).status_code == 200:
-                    _announce(args, url, "vllm")
-                    break
+                ready = httpx.get(f"{url}/health", timeout=2).status_code == 200
             except httpx.TransportError:
-                time.sleep(0.5)
+                ready = False
+            if ready:
+                _announce(args, url, "vllm")
+                break
+            time.sleep(0.5)
         return proc.wait()
     except KeyboardInterrupt:
         proc.terminate()
