@@ -307,7 +307,7 @@ def run_command(
                 paired = None
                 result = asyncio.run(run_eval(config, options, events=events))
     except KeyboardInterrupt:
-        _report_interrupted(holder.get("plan"), json_out)
+        _report_interrupted(holder.get("plan"), json_out, _child_args(options, models, baseline))
         raise typer.Exit(130) from None
     if paired is not None:
         _report_paired(paired, json_out)
@@ -506,7 +506,28 @@ def _quiet_third_party_output() -> None:
     logging.getLogger("uvicorn.error").setLevel(logging.CRITICAL)
 
 
-def _report_interrupted(plan: EvalPlan | None, json_out: bool) -> None:
+def _continue_command(plan: EvalPlan, args: list[str]) -> str:
+    """The command that continues an interrupted run: the same one for a named run, else the
+    same options with ``--resume --output <run dir>``."""
+    import shlex
+
+    if "--name" not in args:
+        kept: list[str] = []
+        skip = False
+        for a in args:
+            if skip:
+                skip = False
+            elif a == "--output":
+                skip = True
+            elif a not in ("--resume", "--fresh"):
+                kept.append(a)
+        args = [*kept, "--resume", "--output", str(plan.run_dir)]
+    else:
+        args = [a for a in args if a != "--fresh"]
+    return shlex.join(["osmosis", "eval", "run", str(plan.config_path), *args])
+
+
+def _report_interrupted(plan: EvalPlan | None, json_out: bool, args: list[str]) -> None:
     from osmosis_ai.eval import EvalSummary
 
     if plan is None:
@@ -530,7 +551,7 @@ def _report_interrupted(plan: EvalPlan | None, json_out: bool) -> None:
         _print_summary(plan, summary, "interrupted")
     state.warn(
         f"interrupted: finished results are kept in {plan.run_dir}. Continue with: "
-        f"osmosis eval run {plan.config_path} --resume --output {plan.run_dir}"
+        f"{_continue_command(plan, args)}"
     )
 
 
