@@ -13,7 +13,7 @@ nox.options.reuse_existing_virtualenvs = True
 nox.options.default_venv_backend = "venv"
 
 PYTHON = "3.11"
-FAST = "not slow and not vllm and not ray and not gpu"
+FAST = "not slow and not vllm and not ray and not gpu and not templates"
 
 
 def _install_dev(session: nox.Session) -> None:
@@ -66,6 +66,13 @@ def ray(session: nox.Session) -> None:
     _install_dev(session)
     session.install("ray>=2.60")
     session.run("pytest", "-m", "ray", *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def templates(session: nox.Session) -> None:
+    """Each template's printed set-up and next steps, in a fresh venv per template (minutes)."""
+    _install_dev(session)
+    session.run("pytest", "-m", "templates", "-p", "no:cacheprovider", *session.posargs)
 
 
 @nox.session(python=PYTHON)
