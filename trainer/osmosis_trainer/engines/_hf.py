@@ -38,6 +38,7 @@ from osmosis_trainer.engines._hf_adapter import (
 )
 from osmosis_trainer.engines._hf_batch import Row, generate_batch
 from osmosis_trainer.engines._hf_merge import MergedLoRA, unmergeable_reason
+from osmosis_trainer.engines._response import ResponseParser
 from osmosis_trainer.models import LoadedModel, load_model
 
 __all__ = ["HFEngine"]
@@ -129,6 +130,7 @@ class HFEngine:
         self.model_name = loaded.name
         self.tokenizer = loaded.tokenizer
         self.renderer = ChatRenderer(self.tokenizer)
+        self.response_parser = ResponseParser(self.tokenizer)
         self.max_batch_size = max_batch_size
         self.max_new_tokens = max_new_tokens
         self.batch_wait_s = batch_wait_ms / 1000.0
@@ -297,7 +299,9 @@ class HFEngine:
         if row.payload.future.done():
             return
         try:
-            result = row.result(self.tokenizer, self._served_name(), self._version)
+            result = row.result(
+                self.tokenizer, self._served_name(), self._version, self.response_parser
+            )
         except Exception as exc:  # keep the worker alive; fail only this request
             row.payload.future.set_exception(
                 EngineError(f"could not decode the generation: {exc!r}", status_code=502)

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from osmosis_ai.serving import FinishReason, GenerationResult
 from osmosis_ai.serving.toolcalls import assistant_message
+from osmosis_trainer.engines._response import ResponseParser
 from osmosis_trainer.engines._sampling import processed_logprobs, sample_tokens
 from osmosis_trainer.lean import Forward, HFForward, LeanCache, lean_forward
 
@@ -43,7 +44,9 @@ class Row:
             self.generator = torch.Generator(self.device)
             self.generator.manual_seed(self.seed)
 
-    def result(self, tokenizer: Any, model: str, version: int) -> GenerationResult:
+    def result(
+        self, tokenizer: Any, model: str, version: int, parser: ResponseParser | None = None
+    ) -> GenerationResult:
         eos_last = self.finish == "stop" and self.ended_by_eos
         text_ids = self.out_ids[:-1] if eos_last else self.out_ids
         text = tokenizer.decode(text_ids, skip_special_tokens=False)
@@ -51,7 +54,10 @@ class Row:
             cut = min((i for s in self.stop if (i := text.find(s)) != -1), default=-1)
             if cut != -1:
                 text = text[:cut]
-        message, calls = assistant_message(text, parse_tools=self.parse_tools)
+        if self.parse_tools and parser is not None:
+            message, calls = parser(text, self.prompt_ids)
+        else:
+            message, calls = assistant_message(text, parse_tools=self.parse_tools)
         finish: FinishReason = self.finish or "length"
         if calls and finish == "stop":
             finish = "tool_calls"

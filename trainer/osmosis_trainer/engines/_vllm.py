@@ -14,8 +14,9 @@ from pathlib import Path
 import httpx
 
 from osmosis_ai.serving import EngineError, OpenAIServerEngine
+from osmosis_ai.serving.toolcalls import detect_family
 
-__all__ = ["VLLMEngine"]
+__all__ = ["VLLMEngine", "tool_call_parser_for"]
 
 logger = logging.getLogger("osmosis")
 
@@ -24,6 +25,26 @@ def _free_port(host: str) -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((host, 0))
         return int(s.getsockname()[1])
+
+
+# Special tokens vLLM's parser of each family looks up in the vocabulary (it refuses to run
+# without them); llama3_json reads plain JSON.
+_PARSER_TOKENS = {"hermes": ("<tool_call>", "</tool_call>"), "mistral": ("[TOOL_CALLS]",)}
+
+
+def tool_call_parser_for(model_path: str | Path) -> str | None:
+    """vLLM's tool-call parser for the model folder's chat template (its family, see
+    :func:`osmosis_ai.serving.toolcalls.detect_family`), or ``None`` when the tokenizer lacks
+    the special tokens that parser needs (tool calls are then parsed from the text)."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(model_path))
+    template = getattr(tokenizer, "chat_template", None)
+    family = detect_family(template if isinstance(template, str) else None)
+    vocab = tokenizer.get_vocab()
+    if all(token in vocab for token in _PARSER_TOKENS.get(family, ())):
+        return family
+    return None
 
 
 def _tail(path: Path | None, n: int = 2000) -> str:
@@ -47,6 +68,10 @@ class VLLMEngine(OpenAIServerEngine):
         model_path: launch mode: the model folder to serve.
         python: the interpreter that has vLLM (launch mode; default: this one).
         extra_args: more server arguments (launch mode).
+        tool_call_parser: vLLM's ``--tool-call-parser`` (launch mode; default: the family of
+            the model's chat template, see :func:`tool_call_parser_for`), so the server
+            returns structured tool calls; ``""`` leaves the server without one (calls are
+            then parsed from the text in the Hermes format).
         max_lora_rank, max_loras, max_model_len, dtype: server settings (launch mode).
         startup_timeout_s: how long to wait for a launched server to become ready.
         request_timeout_s: per-request timeout.
@@ -61,6 +86,7 @@ class VLLMEngine(OpenAIServerEngine):
         model_path: str | Path | None = None,
         python: str | None = None,
         extra_args: list[str] | None = None,
+        tool_call_parser: str | None = None,
         max_lora_rank: int = 16,
         max_loras: int = 2,
         max_model_len: int | None = None,
@@ -82,6 +108,7 @@ class VLLMEngine(OpenAIServerEngine):
         )
         self._python = python or sys.executable
         self._extra_args = list(extra_args or [])
+        self._tool_call_parser = tool_call_parser
         self._server_opts = (max_lora_rank, max_loras, max_model_len, dtype)
         self._host = host
         self._startup_timeout_s = startup_timeout_s
@@ -115,6 +142,11 @@ class VLLMEngine(OpenAIServerEngine):
         ]
         if max_len is not None:
             cmd += ["--max-model-len", str(max_len)]
+        parser = self._tool_call_parser
+        if parser is None:
+            parser = tool_call_parser_for(self.model_path)
+        if parser:
+            cmd += ["--enable-auto-tool-choice", "--tool-call-parser", parser]
         return cmd + self._extra_args
 
     async def _launch(self) -> None:
