@@ -21,7 +21,7 @@ from collections.abc import Callable
 from typing import Generic, TypeVar
 
 from osmosis_ai.errors import AgentReuseError
-from osmosis_ai.rollout import (
+from osmosis_ai.rollout.scope import (
     PolicyRoute,
     RolloutScope,
     SampleSource,

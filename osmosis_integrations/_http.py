@@ -21,7 +21,7 @@ from collections import OrderedDict
 from collections.abc import AsyncGenerator
 from typing import TYPE_CHECKING, Any
 
-from osmosis_ai.rollout import PolicyRoute
+from osmosis_ai.rollout.scope import PolicyRoute
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI

@@ -50,7 +50,8 @@ from agents.retry import (
 )
 from agents.usage import Usage
 
-from osmosis_ai.rollout import DEFAULT_SAMPLE_ID, RolloutSample, SampleStatus
+from osmosis_ai.rollout import RolloutSample, SampleStatus
+from osmosis_ai.rollout.scope import DEFAULT_SAMPLE_ID
 from osmosis_integrations._binding import PerRolloutSamples
 from osmosis_integrations._conversation import final_answer
 from osmosis_integrations._http import policy_client

@@ -12,7 +12,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from osmosis_ai.rollout import DEFAULT_SAMPLE_ID, PolicyRoute, current_rollout
+from osmosis_ai.rollout.scope import DEFAULT_SAMPLE_ID, PolicyRoute, current_rollout
 
 __all__ = ["POLICY_MODEL_NAME", "OsmosisRolloutModel"]
 

@@ -31,7 +31,8 @@ from strands.types.content import Messages
 from strands.types.streaming import StreamEvent
 from strands.types.tools import ToolChoice, ToolSpec
 
-from osmosis_ai.rollout import DEFAULT_SAMPLE_ID, PolicyRoute, RolloutSample, SampleStatus
+from osmosis_ai.rollout import RolloutSample, SampleStatus
+from osmosis_ai.rollout.scope import DEFAULT_SAMPLE_ID, PolicyRoute
 from osmosis_integrations._binding import AgentBinding
 from osmosis_integrations._conversation import final_answer
 from osmosis_integrations._http import policy_client

@@ -61,7 +61,7 @@ async def _variants(server: Any) -> dict[str, Callable[[], Awaitable[str]]]:
     from strands import Agent as StrandsAgent
     from strands.models.openai import OpenAIModel
 
-    from osmosis_ai.rollout import RolloutScope, rollout_scope
+    from osmosis_ai.rollout.scope import RolloutScope, rollout_scope
     from osmosis_integrations import OsmosisAgent, OsmosisRolloutModel, OsmosisStrandsAgent
 
     set_trace_processors([])  # no trace upload for the bare SDK either (offline, and fair)

@@ -18,12 +18,11 @@ from osmosis_ai.data import DatasetRow
 from osmosis_ai.rollout import (
     AgentWorkflow,
     AgentWorkflowContext,
-    Entrypoint,
     Grader,
     GraderContext,
-    RolloutRunner,
     RolloutSample,
 )
+from osmosis_ai.rollout.running import Entrypoint, RolloutRunner
 from osmosis_ai.testing import RecordingEndpoint
 
 from ._report import write_section

@@ -7,15 +7,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from osmosis_ai.rollout import (
-    LLMCall,
-    PolicyEndpoint,
-    RolloutOutcome,
-    RolloutRunner,
-    RolloutSample,
-    RolloutScope,
-    rollout_scope,
-)
+from osmosis_ai.rollout import LLMCall, RolloutSample
+from osmosis_ai.rollout.running import RolloutOutcome, RolloutRunner
+from osmosis_ai.rollout.scope import PolicyEndpoint, RolloutScope, rollout_scope
 
 ROLLOUTS = Path(__file__).parent / "rollouts"
 

@@ -17,7 +17,7 @@ import pytest
 pytest.importorskip("torch")
 
 from osmosis_ai.config import SamplingConfig  # noqa: E402
-from osmosis_ai.rollout import RolloutOutcome  # noqa: E402
+from osmosis_ai.rollout.running import RolloutOutcome  # noqa: E402
 from osmosis_ai.serving import GenerationRequest  # noqa: E402
 from osmosis_ai.serving.gateway import PolicyGateway  # noqa: E402
 from osmosis_ai.testing import FakeReply, FakeRequest  # noqa: E402

@@ -9,7 +9,7 @@ import weakref
 from typing import Any
 
 import osmosis_integrations._http as http
-from osmosis_ai.rollout import PolicyRoute
+from osmosis_ai.rollout.scope import PolicyRoute
 from osmosis_ai.testing import FakeOpenAIServer
 
 

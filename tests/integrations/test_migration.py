@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from osmosis_ai.rollout import load_entrypoint
+from osmosis_ai.rollout.running import load_entrypoint
 from osmosis_ai.testing import FakeOpenAIServer
 from tests.integrations._calc import calculator, rows
 from tests.integrations._helpers import run_rollouts

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from osmosis_ai.rollout import RolloutRunner
+from osmosis_ai.rollout.running import RolloutRunner
 from osmosis_ai.testing import FakeOpenAIServer
 from tests.integrations._calc import calculator, rows
 from tests.integrations._helpers import ROLLOUTS, tool_call_ids

@@ -103,7 +103,7 @@ def _dataset_summary(path: Path) -> dict[str, Any]:
 
 def discovery_report(target: Path) -> dict[str, Any]:
     """Load an entrypoint (or the one a config names) and describe what osmosis found."""
-    from osmosis_ai.rollout import load_entrypoint
+    from osmosis_ai.rollout.running import load_entrypoint
 
     entry_path, extra = _resolve_target(target)
     entry = load_entrypoint(entry_path)

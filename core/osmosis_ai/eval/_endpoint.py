@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-from osmosis_ai.rollout._scope import PolicyEndpoint
+from osmosis_ai.rollout.scope import PolicyEndpoint
 
 __all__ = ["open_policy_endpoint"]
 

@@ -23,8 +23,8 @@ from typing import Any, Protocol
 
 from osmosis_ai.rollout._discovery import Entrypoint
 from osmosis_ai.rollout._execution import WorkflowRequest, WorkflowRun, execute_workflow
-from osmosis_ai.rollout._scope import PolicyEndpoint
 from osmosis_ai.rollout._types import ErrorCategory, SampleError
+from osmosis_ai.rollout.scope import PolicyEndpoint
 
 __all__ = ["SAMPLE_PLACEHOLDER", "Backend", "LocalBackend", "ProcessBackend"]
 

@@ -10,8 +10,8 @@ import httpx
 
 from osmosis_ai._http import pool_for
 from osmosis_ai.errors import PolicyCallError
-from osmosis_ai.rollout._scope import PolicyRoute
 from osmosis_ai.rollout._types import ChatResult, Message
+from osmosis_ai.rollout.scope import PolicyRoute
 
 __all__ = ["chat_completion"]
 

@@ -17,12 +17,6 @@ from typing import Any
 from osmosis_ai.rollout._discovery import Entrypoint
 from osmosis_ai.rollout._grader import GraderContext
 from osmosis_ai.rollout._outcome import classify_exception
-from osmosis_ai.rollout._scope import (
-    DEFAULT_SAMPLE_ID,
-    PolicyEndpoint,
-    RolloutScope,
-    rollout_scope,
-)
 from osmosis_ai.rollout._types import (
     AgentWorkflowOutput,
     ErrorCategory,
@@ -33,6 +27,12 @@ from osmosis_ai.rollout._types import (
     SampleStatus,
 )
 from osmosis_ai.rollout._workflow import AgentWorkflowContext
+from osmosis_ai.rollout.scope import (
+    DEFAULT_SAMPLE_ID,
+    PolicyEndpoint,
+    RolloutScope,
+    rollout_scope,
+)
 
 __all__ = ["WorkflowRequest", "WorkflowRun", "execute_workflow", "grade_samples", "join_samples"]
 

@@ -37,8 +37,8 @@ from osmosis_ai.rollout._execution import (
     join_samples,
 )
 from osmosis_ai.rollout._outcome import RolloutGroup, RolloutOutcome, classify_exception
-from osmosis_ai.rollout._scope import PolicyEndpoint
 from osmosis_ai.rollout._types import ErrorCategory, RolloutSample, SampleError, SampleStatus
+from osmosis_ai.rollout.scope import PolicyEndpoint
 
 __all__ = ["RolloutRunner", "Rows"]
 

@@ -28,7 +28,7 @@ class _RouteTemplate:
 
     def route(self, rollout_id: str, sample_id: str) -> Any:
         from osmosis_ai.rollout._backends import SAMPLE_PLACEHOLDER
-        from osmosis_ai.rollout._scope import PolicyRoute
+        from osmosis_ai.rollout.scope import PolicyRoute
 
         return PolicyRoute(
             base_url=self.base_url.replace(SAMPLE_PLACEHOLDER, sample_id),

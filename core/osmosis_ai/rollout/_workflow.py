@@ -11,8 +11,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from osmosis_ai.errors import MissingExtraError
 from osmosis_ai.rollout._chat import chat_completion
-from osmosis_ai.rollout._scope import DEFAULT_SAMPLE_ID, PolicyRoute, RolloutScope
 from osmosis_ai.rollout._types import AgentWorkflowOutput, ChatResult, Message
+from osmosis_ai.rollout.scope import DEFAULT_SAMPLE_ID, PolicyRoute, RolloutScope
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI

@@ -11,8 +11,8 @@ import time
 import uuid
 from typing import Any
 
-from osmosis_ai.rollout._scope import PolicyRoute
 from osmosis_ai.rollout._types import LLMCall, Message
+from osmosis_ai.rollout.scope import PolicyRoute
 
 __all__ = ["RecordingEndpoint"]
 

@@ -12,8 +12,8 @@ import threading
 import uuid
 from typing import Any
 
-from osmosis_ai.rollout._scope import DEFAULT_SAMPLE_ID
 from osmosis_ai.rollout._types import Message, ToolCall
+from osmosis_ai.rollout.scope import DEFAULT_SAMPLE_ID
 from osmosis_ai.serving import EngineError, FinishReason, GenerationRequest, GenerationResult
 from osmosis_ai.testing._script import (
     EOS_ID,

@@ -14,8 +14,8 @@ from collections.abc import Awaitable, Callable
 from starlette.requests import Request
 from starlette.responses import Response
 
-from osmosis_ai.rollout._scope import DEFAULT_SAMPLE_ID
 from osmosis_ai.rollout._types import LLMCall
+from osmosis_ai.rollout.scope import DEFAULT_SAMPLE_ID
 from osmosis_ai.serving.gateway import PolicyGateway
 from osmosis_ai.testing._engine import ScriptedEngine
 from osmosis_ai.testing._script import FakeRequest, HTTPFailure, Script

@@ -15,7 +15,7 @@ TEMPLATE = Path(__file__).resolve().parents[3] / "templates" / "remote-server"
 _ids = itertools.count()
 
 HEADER = """
-from osmosis_ai.rollout import RolloutAgentLoop
+from osmosis_ai.rollout.remote import RolloutAgentLoop
 
 class Loop(RolloutAgentLoop):
     name = "probe"
@@ -90,7 +90,7 @@ def test_get_tools_problems(tmp_path: Path, tools_expr: str, code: str) -> None:
 
 def test_sync_run_and_async_get_tools(tmp_path: Path) -> None:
     spec = write_module(tmp_path, """
-from osmosis_ai.rollout import RolloutAgentLoop
+from osmosis_ai.rollout.remote import RolloutAgentLoop
 
 class Loop(RolloutAgentLoop):
     name = "x"

@@ -6,7 +6,8 @@ from pathlib import Path
 import pytest
 
 from osmosis_ai.errors import DiscoveryError
-from osmosis_ai.rollout import AgentWorkflowConfig, GraderConfig, load_entrypoint
+from osmosis_ai.rollout import AgentWorkflowConfig, GraderConfig
+from osmosis_ai.rollout.running import load_entrypoint
 
 HEADER = "from osmosis_ai.rollout import AgentWorkflow, Grader, AgentWorkflowConfig, GraderConfig\n"
 

@@ -9,16 +9,16 @@ from typing import Any
 import pytest
 
 from osmosis_ai.data import DatasetRow
-from osmosis_ai.rollout import ErrorCategory, RolloutRunner, SampleStatus, load_entrypoint
+from osmosis_ai.rollout import ErrorCategory, SampleStatus
+from osmosis_ai.rollout.running import RolloutRunner, load_entrypoint
 from osmosis_ai.testing import RecordingEndpoint
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals and rlimits")
 
 ENTRY = '''
 import asyncio, ctypes, os, signal, time
-from osmosis_ai.rollout import (
-    AgentWorkflow, AgentWorkflowConfig, Grader, RolloutSample, current_rollout,
-)
+from osmosis_ai.rollout import AgentWorkflow, AgentWorkflowConfig, Grader, RolloutSample
+from osmosis_ai.rollout.scope import current_rollout
 
 workflow_config = AgentWorkflowConfig(name="p", greeting="hi")
 

@@ -15,16 +15,15 @@ from osmosis_ai.rollout import (
     AgentWorkflowConfig,
     AgentWorkflowContext,
     AgentWorkflowOutput,
-    ConcurrencyConfig,
-    Entrypoint,
     ErrorCategory,
     Grader,
     GraderContext,
-    RolloutRunner,
     RolloutSample,
     SampleStatus,
-    current_rollout,
 )
+from osmosis_ai.rollout._workflow import ConcurrencyConfig
+from osmosis_ai.rollout.running import Entrypoint, RolloutRunner
+from osmosis_ai.rollout.scope import current_rollout
 from osmosis_ai.testing import RecordingEndpoint
 
 
@@ -453,7 +452,7 @@ async def test_run_groups_keeps_repeated_rows_apart(endpoint: RecordingEndpoint)
 
 
 async def test_a_custom_backend_can_run_the_workflows(endpoint: RecordingEndpoint) -> None:
-    from osmosis_ai.rollout import WorkflowRequest, WorkflowRun
+    from osmosis_ai.rollout.running import WorkflowRequest, WorkflowRun
 
     seen: list[WorkflowRequest] = []
 

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from osmosis_ai.data import DatasetRow
-from osmosis_ai.rollout import ErrorCategory, RolloutRunner, SampleStatus
+from osmosis_ai.rollout import ErrorCategory, SampleStatus
+from osmosis_ai.rollout.running import RolloutRunner
 from osmosis_ai.testing import FakeOpenAIServer, http_error
 
 ENTRY = '''

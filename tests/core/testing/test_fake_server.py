@@ -9,7 +9,7 @@ import httpx
 import openai
 import pytest
 
-from osmosis_ai.rollout import PolicyEndpoint
+from osmosis_ai.rollout.scope import PolicyEndpoint
 from osmosis_ai.testing import (
     FakeOpenAIServer,
     FakeRequest,

@@ -7,8 +7,8 @@ import asyncio
 import pytest
 
 from osmosis_ai.errors import PolicyCallError
-from osmosis_ai.rollout import PolicyRoute
 from osmosis_ai.rollout._chat import chat_completion
+from osmosis_ai.rollout.scope import PolicyRoute
 from osmosis_ai.serving.gateway import PolicyGateway
 from tests.trainer.gateway._gated import GatedEngine, watch_admissions
 

@@ -8,7 +8,7 @@ import httpx
 import pytest
 
 from osmosis_ai.config import SamplingConfig
-from osmosis_ai.rollout import PolicyEndpoint
+from osmosis_ai.rollout.scope import PolicyEndpoint
 from osmosis_ai.serving import EngineError, GenerationRequest
 from osmosis_ai.serving.gateway import PolicyGateway
 from osmosis_trainer.testing import FakeEngine, FakeReply, tool_call

@@ -12,19 +12,18 @@ from typing import Any
 import httpx
 import pytest
 
-from osmosis_ai.rollout import (
-    ErrorCategory,
-    Grader,
-    GraderContext,
+from osmosis_ai.rollout import ErrorCategory, Grader, GraderContext, SampleStatus
+from osmosis_ai.rollout.remote import (
+    ClientSettings,
     RolloutAgentLoop,
     RolloutContext,
     RolloutRequest,
     RolloutResult,
-    RolloutRunner,
-    SampleStatus,
+    ServerSettings,
+    create_app,
 )
-from osmosis_ai.rollout.remote import ClientSettings, ServerSettings, create_app
 from osmosis_ai.rollout.remote.testing import serve_in_loop
+from osmosis_ai.rollout.running import RolloutRunner
 from osmosis_ai.serving.gateway import PolicyGateway
 from osmosis_trainer.server_workflow import RemoteCallbacks, remote_entrypoint
 from osmosis_trainer.testing import FakeEngine, text, tool_call

@@ -11,7 +11,7 @@ from typing import Any
 
 from osmosis_ai.config import load_training_config
 from osmosis_ai.data import read_dataset
-from osmosis_ai.rollout import RolloutRunner
+from osmosis_ai.rollout.running import RolloutRunner
 from osmosis_ai.serving.gateway import PolicyGateway
 from osmosis_ai.templates import create_from_template
 from osmosis_trainer.server_workflow import remote_entrypoint_for

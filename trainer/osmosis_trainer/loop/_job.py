@@ -188,7 +188,7 @@ async def _run(
     on_report: Callable[[StepReport], None] | None,
     phase: Callable[[str], None],
 ) -> TrainResult:
-    from osmosis_ai.rollout import RolloutRunner, load_entrypoint
+    from osmosis_ai.rollout.running import RolloutRunner, load_entrypoint
     from osmosis_ai.serving.gateway import PolicyGateway
     from osmosis_trainer.loop._policy import attach_lora
     from osmosis_trainer.loop._source import GatewayRolloutSource

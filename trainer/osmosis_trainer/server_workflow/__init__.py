@@ -21,7 +21,7 @@ import os
 from typing import Any
 
 from osmosis_ai.errors import ConfigError
-from osmosis_ai.rollout._discovery import Entrypoint
+from osmosis_ai.rollout.running import Entrypoint
 from osmosis_trainer.server_workflow._callbacks import RemoteCallbacks
 from osmosis_trainer.server_workflow._workflow import (
     API_KEY_ENV,

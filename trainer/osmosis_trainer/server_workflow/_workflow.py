@@ -22,7 +22,6 @@ from pydantic import ConfigDict, Field
 
 from osmosis_ai.errors import OsmosisError, PolicyCallError
 from osmosis_ai.rollout import (
-    DEFAULT_SAMPLE_ID,
     AgentWorkflow,
     AgentWorkflowConfig,
     AgentWorkflowContext,
@@ -31,7 +30,6 @@ from osmosis_ai.rollout import (
     GraderContext,
     RolloutSample,
 )
-from osmosis_ai.rollout._discovery import Entrypoint
 from osmosis_ai.rollout.remote import (
     InitResponse,
     RolloutRecordView,
@@ -39,6 +37,8 @@ from osmosis_ai.rollout.remote import (
     RolloutResponse,
     RolloutStatus,
 )
+from osmosis_ai.rollout.running import Entrypoint
+from osmosis_ai.rollout.scope import DEFAULT_SAMPLE_ID
 from osmosis_trainer.server_workflow._callbacks import RemoteCallbacks
 
 __all__ = [

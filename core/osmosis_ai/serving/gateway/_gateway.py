@@ -14,7 +14,8 @@ from typing import Any, TypeVar
 from fastapi import APIRouter
 
 from osmosis_ai.config import SamplingConfig
-from osmosis_ai.rollout import LLMCall, Message, PolicyRoute
+from osmosis_ai.rollout import LLMCall, Message
+from osmosis_ai.rollout.scope import PolicyRoute
 from osmosis_ai.serving._engine import GenerationRequest, InferenceEngine
 from osmosis_ai.serving.gateway._app import UNSCOPED_ROLLOUT, GatewayBusy, build_app
 from osmosis_ai.serving.gateway._store import CallStore

@@ -1,0 +1,28 @@
+"""Running rollouts: the runner that eval, ``osmosis test`` and the trainer drive.
+
+Users write workflows and graders (:mod:`osmosis_ai.rollout`); this module is for the code that
+runs them: load an entrypoint, run rows through a :class:`RolloutRunner` on a backend, and
+read each rollout's :class:`RolloutOutcome`.
+"""
+
+from __future__ import annotations
+
+from osmosis_ai.rollout._backends import Backend, LocalBackend, ProcessBackend
+from osmosis_ai.rollout._discovery import Entrypoint, load_entrypoint
+from osmosis_ai.rollout._execution import WorkflowRequest, WorkflowRun
+from osmosis_ai.rollout._outcome import RolloutGroup, RolloutOutcome, classify_exception
+from osmosis_ai.rollout._runner import RolloutRunner
+
+__all__ = [
+    "Backend",
+    "Entrypoint",
+    "LocalBackend",
+    "ProcessBackend",
+    "RolloutGroup",
+    "RolloutOutcome",
+    "RolloutRunner",
+    "WorkflowRequest",
+    "WorkflowRun",
+    "classify_exception",
+    "load_entrypoint",
+]
