@@ -138,6 +138,9 @@ def _print_info(d: dict[str, Any]) -> None:
             + (" (pinned)" if code.get("pinned") else " (working tree)")
             + (" · dirty tree at submit" if code.get("dirty") else "")
         )
+    beat = d.get("heartbeat_age_s")
+    if d["status"] in ("pending", "running") and beat is not None:
+        lines.append(f"worker     pid {d.get('pid')} · last heartbeat {beat:.0f} s ago")
     if d.get("duration_s") is not None:
         lines.append(f"duration   {d['duration_s'] / 60:.1f} min")
     for line in lines:

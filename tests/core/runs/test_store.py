@@ -168,3 +168,15 @@ def test_heartbeat_thread_touches_the_file(tmp_path: Path) -> None:
         pass  # the first beat is written at once
     assert run.heartbeat_file.exists()
     assert os.path.getmtime(run.heartbeat_file) > 0
+
+
+def test_describe_a_live_run(tmp_path: Path) -> None:
+    from osmosis_ai.runs import describe_run
+
+    run = create_run_dir(tmp_path / "runs", "demo", model="m")
+    run.claim(status="running", phase="train")
+    run.beat()
+    info = describe_run(load_run(run.path))  # type: ignore[arg-type]
+    assert (info["status"], info["phase"], info["pid"]) == ("running", "train", os.getpid())
+    assert info["heartbeat_age_s"] is not None and info["checkpoints"] == []
+    assert info["latest_reward"] is None and info["config"] is None and info["error"] is None
