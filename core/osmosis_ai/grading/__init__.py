@@ -9,6 +9,8 @@
   own engine, an OpenAI-compatible URL, or a LiteLLM id); never the policy unless you say so.
 - :class:`RubricGrader`, :class:`GroupJudgeGrader`: ready ``Grader`` classes taking a rubric
   string.
+- :class:`NumericAnswerGrader` (:func:`score_number`): the final number against the row's
+  ``ground_truth``, with partial credit (the calculator templates' grader).
 
 Judgements are cached (:class:`JudgeCache`, keyed by judge model, rubric and content), calls run
 concurrently under a limit, and every verdict carries its token and cost usage
@@ -23,6 +25,7 @@ from osmosis_ai.grading._cache import JudgeCache
 from osmosis_ai.grading._grader import GroupJudgeGrader, RubricGrader
 from osmosis_ai.grading._group import GroupJudge
 from osmosis_ai.grading._model import JudgeModel, JudgeModelError, JudgeReply
+from osmosis_ai.grading._numeric import NumericAnswerGrader, score_number
 from osmosis_ai.grading._parse import MalformedAnswer
 from osmosis_ai.grading._prompts import final_text
 from osmosis_ai.grading._rubric import RubricJudge
@@ -40,9 +43,11 @@ __all__ = [
     "JudgeUsage",
     "JudgeVerdict",
     "MalformedAnswer",
+    "NumericAnswerGrader",
     "RubricGrader",
     "RubricJudge",
     "Scale",
     "final_text",
     "read_rubric",
+    "score_number",
 ]

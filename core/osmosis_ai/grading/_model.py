@@ -105,6 +105,7 @@ class JudgeModel:
         price_as: a LiteLLM id whose prices apply to an HTTP server's calls (e.g. the same
             model behind a proxy); without it such calls count as unpriced.
         timeout_s: per-call timeout.
+        extra: more keyword arguments for ``litellm.acompletion`` (hosted models only).
         engine: an already built ``osmosis_ai.serving.InferenceEngine`` to call in process
             (the caller keeps it: :meth:`aclose` leaves it open).
     """
@@ -117,6 +118,7 @@ class JudgeModel:
         served_name: str = "default",
         price_as: str | None = None,
         timeout_s: float = 120.0,
+        extra: dict[str, Any] | None = None,
         engine: Any = None,
     ) -> None:
         self.model = model.strip()
@@ -124,6 +126,7 @@ class JudgeModel:
         self.served_name = served_name
         self.price_as = price_as
         self.timeout_s = timeout_s
+        self.extra = dict(extra or {})
         self._engine = engine
         self._owns_engine = engine is None  # an engine passed in is the caller's to close
         self._engine_lock: asyncio.Lock | None = None
@@ -228,6 +231,7 @@ class JudgeModel:
             "temperature": temperature,
             "max_tokens": max_tokens,
             "timeout": self.timeout_s,
+            **self.extra,
         }
         if seed is not None:
             kwargs["seed"] = seed

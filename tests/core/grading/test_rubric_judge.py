@@ -294,3 +294,26 @@ async def test_an_engine_in_process_is_called_directly_and_left_open(tmp_path: P
     assert JudgeModel("anthropic/claude-3-5-haiku").kind == "litellm"
     with pytest.raises(ConfigError, match="looks like a local path"):
         JudgeModel("./models/judge/")
+
+
+async def test_hosted_judge_through_litellm_is_priced_from_the_cost_map() -> None:
+    import litellm
+
+    reply = '{"score": 0.9, "reasons": "polite and precise"}'
+    # litellm's mock_response: the real acompletion path without a network call.
+    model = JudgeModel("openai/gpt-4o-mini", extra={"mock_response": reply})
+    verdict = await RubricJudge(RUBRIC, model=model).score("Press reset.")
+    assert verdict.ok and verdict.score == 0.9 and verdict.reasons == "polite and precise"
+    usage = verdict.usage
+    expected = sum(
+        litellm.cost_per_token(
+            model="openai/gpt-4o-mini",
+            prompt_tokens=usage.prompt_tokens,
+            completion_tokens=usage.completion_tokens,
+        )
+    )
+    assert usage.calls == 1 and usage.unpriced_calls == 0
+    assert usage.cost_usd > 0 and math.isclose(usage.cost_usd, expected)
+    unknown = JudgeModel("openai/no-such-model-xyz", extra={"mock_response": reply})
+    verdict = await RubricJudge(RUBRIC, model=unknown).score("Press reset.")
+    assert verdict.ok and verdict.usage.unpriced_calls == 1 and verdict.usage.cost_usd == 0.0
