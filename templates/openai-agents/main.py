@@ -11,13 +11,10 @@ trained; rollout code never names a model).
 
 from __future__ import annotations
 
-import math
-import re
-from typing import Any
-
 from agents import MaxTurnsExceeded, Runner, function_tool
 
-from osmosis_ai.rollout import AgentWorkflow, AgentWorkflowContext, Grader, GraderContext
+from osmosis_ai.grading import NumericAnswerGrader
+from osmosis_ai.rollout import AgentWorkflow, AgentWorkflowContext
 from osmosis_integrations import OsmosisAgent, OsmosisRolloutModel
 
 SYSTEM_PROMPT = (
@@ -94,67 +91,8 @@ class CalculatorWorkflow(AgentWorkflow):
             pass
 
 
-class CalculatorGrader(Grader):
-    """Scores each sample's final answer against the row's ``ground_truth`` (see score_answer)."""
-
-    async def grade(self, ctx: GraderContext) -> None:
-        if ctx.label is None:
-            raise ValueError("this grader needs a ground_truth column in the dataset")
-        for sample_id, sample in ctx.samples.items():
-            ctx.set_sample_reward(sample_id, score_answer(final_text(sample.messages), ctx.label))
-
-
-# --- grading helpers (pure functions; easy to unit-test) ------------------------------------
-
-_NUMBER_RE = re.compile(r"-?\d[\d,]*(?:\.\d+)?|-?\.\d+")
-EXACT, EXTRA_TEXT, CLOSE = 1.0, 0.5, 0.2
-
-
-def score_answer(text: str, label: str) -> float:
-    """Reward for one reply; deterministic, with honest partial credit.
-
-    - 1.0: the reply is exactly the right number (spaces, a trailing period, or ``**``/``$``/
-      backticks around it are allowed).
-    - 0.5: the last number in the reply is right, but the reply has other text around it.
-    - 0.2: the last number is wrong but within 1% of the right one (a rounding slip).
-    - 0.0: no number at all, or a wrong one.
-    """
-    expected = _to_number(label)
-    if expected is None:
-        raise ValueError(f"ground_truth {label!r} is not a number")
-    bare = _to_number(text.strip().strip("*$` ").rstrip(".").strip())
-    if bare is not None and math.isclose(bare, expected, rel_tol=1e-9, abs_tol=1e-9):
-        return EXACT
-    numbers = _NUMBER_RE.findall(text)
-    last = _to_number(numbers[-1]) if numbers else None
-    if last is None:
-        return 0.0
-    if math.isclose(last, expected, rel_tol=1e-9, abs_tol=1e-9):
-        return EXTRA_TEXT
-    if abs(last - expected) <= 0.01 * max(abs(expected), 1.0):
-        return CLOSE
-    return 0.0
-
-
-def final_text(messages: list[dict[str, Any]]) -> str:
-    """The text of the last assistant message (chat dicts, Strands blocks or Responses items)."""
-    for message in reversed(messages):
-        if message.get("role") != "assistant":
-            continue
-        content = message.get("content")
-        if isinstance(content, str):
-            return content
-        if isinstance(content, list):
-            return "".join(
-                str(part.get("text", "")) for part in content if isinstance(part, dict)
-            )
-        return ""
-    return ""
-
-
-def _to_number(text: str) -> float | None:
-    try:
-        value = float(text.replace(",", ""))
-    except ValueError:
-        return None
-    return value if math.isfinite(value) else None
+class CalculatorGrader(NumericAnswerGrader):
+    """Scores each sample's final number against the row's ``ground_truth``: 1.0 exact, 0.5
+    right but wrapped in other text, 0.2 within 1%, else 0.0. The rule is
+    ``osmosis_ai.grading.score_number``, shared by the calculator templates; override
+    ``score(text, label)`` here to change it."""

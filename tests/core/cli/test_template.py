@@ -149,64 +149,20 @@ def test_create_unknown_template_suggests(run_cli: RunCli, tmp_path: Path) -> No
     assert "single-call" in res.err
 
 
-def _load_template_main(name: str) -> object:
+@pytest.mark.parametrize("name", ["single-call", "strands", "openai-agents"])
+def test_calculator_templates_grade_with_the_shared_numeric_grader(name: str) -> None:
+    """The grader lives once in osmosis_ai.grading; each template subclasses it (discovery
+    needs a Grader defined in the rollout's own file)."""
+    from osmosis_ai.grading import NumericAnswerGrader
+
+    pytest.importorskip({"strands": "strands", "openai-agents": "agents"}.get(name, "osmosis_ai"))
     path = templates_root() / name / "main.py"
     spec = importlib.util.spec_from_file_location(f"_tpl_{name.replace('-', '_')}", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return module
-
-
-@pytest.mark.parametrize(
-    ("reply", "label", "reward"),
-    [
-        ("42", "42", 1.0),
-        (" 42. ", "42", 1.0),
-        ("**42**", "42", 1.0),
-        ("42.0", "42", 1.0),
-        ("1,234", "1234", 1.0),
-        ("-7", "-7", 1.0),
-        ("The answer is 42.", "42", 0.5),
-        ("17 + 25 = 42", "42", 0.5),
-        ("42 because 17 + 25", "42", 0.0),  # the last number is taken as the answer
-        ("1001", "1000", 0.2),  # within 1%: partial credit for a near miss
-        ("41", "42", 0.0),
-        ("I don't know", "42", 0.0),
-        ("", "42", 0.0),
-    ],
-)
-def test_calculator_grader_partial_credit(reply: str, label: str, reward: float) -> None:
-    module = _load_template_main("single-call")
-    assert module.score_answer(reply, label) == reward  # type: ignore[attr-defined]
-
-
-def test_calculator_grader_rejects_a_non_numeric_label() -> None:
-    module = _load_template_main("single-call")
-    with pytest.raises(ValueError, match="not a number"):
-        module.score_answer("42", "forty-two")  # type: ignore[attr-defined]
-
-
-def test_final_text_reads_every_message_shape() -> None:
-    final_text = _load_template_main("single-call").final_text  # type: ignore[attr-defined]
-    assert (
-        final_text([{"role": "user", "content": "q"}, {"role": "assistant", "content": "7"}]) == "7"
-    )
-    strands = [{"role": "assistant", "content": [{"text": "4"}, {"text": "2"}]}]
-    assert final_text(strands) == "42"
-    responses = [
-        {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "9"}]}
-    ]
-    assert final_text(responses) == "9"
-    assert final_text([{"role": "user", "content": "q"}]) == ""
-
-
-def test_the_grading_helpers_are_the_same_in_every_calculator_template() -> None:
-    def helpers(name: str) -> str:
-        text = (templates_root() / name / "main.py").read_text()
-        return text[text.index("class CalculatorGrader") :]
-
-    assert helpers("strands") == helpers("single-call") == helpers("openai-agents")
+    grader = module.CalculatorGrader
+    assert issubclass(grader, NumericAnswerGrader) and "grade" not in vars(grader)
 
 
 def test_remote_server_template_is_created_and_validated(
