@@ -207,7 +207,7 @@ def stop(
     ] = False,
     runs_dir: _RunsDir = None,
 ) -> None:
-    """Stop a run gracefully: it finishes its current step, saves a checkpoint, ``stopped``."""
+    """Stop a run: it finishes its current step, saves a checkpoint and ends as stopped."""
     from osmosis_ai.runs import find_run, wait_for_status
 
     record = find_run(_root(runs_dir), run_name)

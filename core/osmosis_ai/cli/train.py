@@ -296,8 +296,10 @@ def resume(
         Path | None, typer.Option("--runs-dir", help="The runs folder (default: ./runs).")
     ] = None,
 ) -> None:
-    """Continue a stopped, crashed, killed or failed run from its last checkpoint (same step,
-    same data position, same config)."""
+    """Continue a stopped, crashed, killed or failed run from its last checkpoint.
+
+    It starts at the checkpoint's step and data position, with the run's own config copy.
+    """
     from osmosis_ai.runs import check_capacity, find_run, launch_lock, workspace_runs_root
 
     _require_trainer()
