@@ -162,3 +162,15 @@ async def test_few_shot_group_example_uses_the_scale() -> None:
         assert [v.score for v in verdicts] == [1.0, 0.5, 0.0]
     assert GroupJudge(RUBRIC, model="embedded").few_shot
     assert not GroupJudge(RUBRIC, model="http://judge.invalid/v1").few_shot
+
+
+async def test_a_group_whose_other_rollouts_never_arrive_is_judged_without_them() -> None:
+    # Rollouts 1 and 2 of the row failed in their workflow: only rollout 0 reaches the grader.
+    async with scripted_judge(prefer_shorter) as sj:
+        judge = GroupJudge(RUBRIC, model=sj.model, group_wait_s=0)
+        ctx = grader_ctx({"main": ANSWERS[0]}, row_index=3, n_samples=3)
+        await judge.grade(ctx)
+        (req,) = sj.requests
+        assert shown_responses(req) == [ANSWERS[0]]
+        assert ctx.samples["main"].reward == 1.0
+        assert not judge._pending  # nothing left waiting

@@ -36,7 +36,9 @@ def test_a_non_numeric_label_is_an_error() -> None:
 
 
 def test_final_text_reads_every_message_shape() -> None:
-    assert final_text([{"role": "user", "content": "q"}, {"role": "assistant", "content": "7"}]) == "7"
+    assert (
+        final_text([{"role": "user", "content": "q"}, {"role": "assistant", "content": "7"}]) == "7"
+    )
     assert final_text([{"role": "assistant", "content": [{"text": "4"}, {"text": "2"}]}]) == "42"
     responses = [
         {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "9"}]}
