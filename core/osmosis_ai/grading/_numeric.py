@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import re
+from typing import Any
 
 from osmosis_ai.grading._prompts import final_text
 from osmosis_ai.rollout import Grader, GraderContext
@@ -55,7 +56,7 @@ def _to_number(text: str) -> float | None:
     return value if math.isfinite(value) else None
 
 
-class NumericAnswerGrader(Grader):
+class NumericAnswerGrader(Grader[Any]):
     """Scores each sample's final assistant text against the row's ``ground_truth`` with
     :func:`score_number`. Subclass it in your rollout (osmosis finds the ``Grader`` defined
     there), and override :meth:`score` to change the rule."""
@@ -63,7 +64,7 @@ class NumericAnswerGrader(Grader):
     def score(self, text: str, label: str) -> float:
         return score_number(text, label)
 
-    async def grade(self, ctx: GraderContext) -> None:
+    async def grade(self, ctx: GraderContext[Any]) -> None:
         if ctx.label is None:
             raise ValueError("this grader needs a ground_truth column in the dataset")
         for sample_id, sample in ctx.samples.items():

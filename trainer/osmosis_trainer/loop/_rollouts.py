@@ -38,7 +38,7 @@ class GradedSample:
     """One successful, graded sample of one rollout.
 
     Attributes:
-        group_id: the GRPO group (the dataset row's index).
+        group_id: the GRPO group: one row's rollouts, as the runner grouped them.
         rollout_id: the rollout that produced it; rollouts weigh equally in the loss.
         sample_id: the sample's id within the rollout ("main" unless several agents ran).
         reward: the grader's reward.

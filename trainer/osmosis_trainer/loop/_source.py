@@ -3,16 +3,38 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from osmosis_ai.rollout import LLMCall, RolloutSample, SampleStatus
+from osmosis_ai.rollout.running import RolloutGroup, RolloutOutcome
 from osmosis_trainer.loop._rollouts import GradedSample, SequenceData, StepRollouts
 
-__all__ = ["GatewayRolloutSource", "sample_sequences"]
+__all__ = ["AdapterServer", "GatewayRolloutSource", "GroupRunner", "sample_sequences"]
 
 logger = logging.getLogger("osmosis")
+
+
+class GroupRunner(Protocol):
+    """What the source needs of :class:`~osmosis_ai.rollout.running.RolloutRunner`."""
+
+    @property
+    def n_samples(self) -> int:
+        """Rollouts per row: the GRPO group size."""
+        ...
+
+    def run_groups(self, rows: Sequence[Any]) -> AsyncIterator[RolloutGroup]:
+        """Each row's rollouts together, as soon as the row's last one finishes."""
+        ...
+
+    async def aclose(self) -> None: ...
+
+
+class AdapterServer(Protocol):
+    """What the source needs of the policy gateway: serving a new adapter."""
+
+    async def swap_adapter(self, path: str, version: int) -> None: ...
 
 
 def sample_sequences(calls: list[LLMCall]) -> tuple[list[SequenceData], dict[str, float]]:
@@ -42,7 +64,7 @@ def sample_sequences(calls: list[LLMCall]) -> tuple[list[SequenceData], dict[str
 
 
 class GatewayRolloutSource:
-    """Runs rollouts with a :class:`~osmosis_ai.rollout.RolloutRunner` whose endpoint is the
+    """Runs rollouts with a :class:`~osmosis_ai.rollout.running.RolloutRunner` whose endpoint is the
     policy gateway, and swaps new adapters into the gateway's engine.
 
     Args:
@@ -54,19 +76,19 @@ class GatewayRolloutSource:
 
     def __init__(
         self,
-        runner: Any,
-        gateway: Any,
+        runner: GroupRunner,
+        gateway: AdapterServer,
         *,
-        make_runner: Any = None,
+        make_runner: Callable[[int], GroupRunner] | None = None,
         max_prompt_length: int | None = None,
     ) -> None:
         self.runner = runner
         self.gateway = gateway
         self.make_runner = make_runner
         self.max_prompt_length = max_prompt_length
-        self._runners: dict[int, Any] = {runner.n_samples: runner}
+        self._runners: dict[int, GroupRunner] = {runner.n_samples: runner}
 
-    def _runner(self, n_samples: int | None) -> Any:
+    def _runner(self, n_samples: int | None) -> GroupRunner:
         n = n_samples or self.runner.n_samples
         if n not in self._runners:
             if self.make_runner is None:
@@ -78,24 +100,32 @@ class GatewayRolloutSource:
         self, rows: Sequence[Any], *, step: int, n_samples: int | None = None
     ) -> StepRollouts:
         out = StepRollouts()
-        async for outcome in self._runner(n_samples).run(list(rows)):
-            out.n_rollouts += 1
-            if outcome.status is SampleStatus.FAILED:
-                out.n_failed += 1
-                category = outcome.error.category.value if outcome.error else "failed"
-                out.failure_reasons[category] += 1
-                if outcome.error and len(out.failure_examples) < 3:
-                    out.failure_examples.append(
-                        f"rollout {outcome.rollout_id} (row {outcome.row_index}): "
-                        f"{outcome.error.message[:300]}"
-                    )
-                continue
-            for sample in outcome.samples:
-                self._add_sample(out, outcome.row_index, outcome.rollout_id, sample)
+        # GRPO groups are formed once, by the runner (one group per row position, so a row
+        # given twice makes two groups); the group's number in this step is its id.
+        group_id = 0
+        async for group in self._runner(n_samples).run_groups(list(rows)):
+            for outcome in group.outcomes:
+                self._add_outcome(out, group_id, outcome)
+            group_id += 1
         return out
 
+    def _add_outcome(self, out: StepRollouts, group_id: int, outcome: RolloutOutcome) -> None:
+        out.n_rollouts += 1
+        if outcome.status is SampleStatus.FAILED:
+            out.n_failed += 1
+            category = outcome.error.category.value if outcome.error else "failed"
+            out.failure_reasons[category] += 1
+            if outcome.error and len(out.failure_examples) < 3:
+                out.failure_examples.append(
+                    f"rollout {outcome.rollout_id} (row {outcome.row_index}): "
+                    f"{outcome.error.message[:300]}"
+                )
+            return
+        for sample in outcome.samples:
+            self._add_sample(out, group_id, outcome.rollout_id, sample)
+
     def _add_sample(
-        self, out: StepRollouts, row_index: int, rollout_id: str, sample: RolloutSample
+        self, out: StepRollouts, group_id: int, rollout_id: str, sample: RolloutSample
     ) -> None:
         # LLM-judge work (osmosis_ai.grading: calls, cache hits, tokens, cost) summed per step.
         for key, value in sample.metrics.items():
@@ -119,7 +149,7 @@ class GatewayRolloutSource:
             return
         out.samples.append(
             GradedSample(
-                group_id=row_index,
+                group_id=group_id,
                 rollout_id=rollout_id,
                 sample_id=sample.id,
                 reward=float(sample.reward),
