@@ -126,7 +126,7 @@ def get_template(name: str) -> TemplateInfo:
 
 def validate_rollout_name(name: str) -> str:
     """Return ``name`` if it is a valid rollout name; raise :class:`TemplateError` otherwise."""
-    if not _NAME_RE.match(name):
+    if not _NAME_RE.fullmatch(name):  # fullmatch: '$' alone would accept "calc\n"
         raise TemplateError(f"invalid rollout name {name!r}: a name must be {NAME_RULE}")
     if name in _RESERVED:
         raise TemplateError(f"invalid rollout name {name!r}: it is reserved; pick another name")

@@ -9,6 +9,11 @@ Layout of one checkpoint (``<run>/checkpoints/step_000020/``)::
 
 A checkpoint is written into a hidden temporary folder and renamed into place, then the
 ``latest`` pointer file is replaced: a crash never leaves a half-written checkpoint behind.
+
+Checkpoints are data, never code: ``trainer_state.pt`` holds only tensors, numbers, strings
+and containers (RNG states included) and is read with ``torch.load(weights_only=True)``, so a
+crafted file cannot run anything on resume; ``latest`` may only name a ``step_*`` folder
+next to it.
 """
 
 from __future__ import annotations
@@ -73,12 +78,17 @@ class CheckpointState:
 
 
 def capture_rng() -> dict[str, Any]:
-    """The states of Python's, NumPy's and torch's (CPU and CUDA) random generators."""
+    """The states of Python's, NumPy's and torch's (CPU and CUDA) random generators, as plain
+    tensors, numbers and tuples (loadable with ``torch.load(weights_only=True)``)."""
     state: dict[str, Any] = {"python": random.getstate(), "torch": torch.get_rng_state()}
     try:
         import numpy as np
 
-        state["numpy"] = np.random.get_state()
+        name, keys, pos, has_gauss, cached = np.random.get_state(legacy=True)
+        state["numpy"] = (
+            str(name), torch.from_numpy(np.asarray(keys).astype(np.int64)), int(pos),
+            int(has_gauss), float(cached),
+        )
     except ImportError:  # pragma: no cover - numpy ships with the trainer extra
         pass
     if torch.cuda.is_available():
@@ -93,7 +103,8 @@ def restore_rng(state: dict[str, Any]) -> None:
     if "numpy" in state:
         import numpy as np
 
-        np.random.set_state(state["numpy"])
+        name, keys, pos, has_gauss, cached = state["numpy"]
+        np.random.set_state((name, keys.numpy().astype(np.uint32), pos, has_gauss, cached))
     if "cuda" in state and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(state["cuda"])
 
@@ -248,11 +259,16 @@ def latest_checkpoint(checkpoints_dir: Path) -> Path | None:
     root = Path(checkpoints_dir)
     pointer = root / _LATEST
     if pointer.exists():
-        candidate = root / pointer.read_text().strip()
-        if (candidate / _STATE).exists():
-            return candidate
+        name = pointer.read_text(errors="replace").strip()
+        # Only a checkpoint folder next to the pointer: never a path that leads elsewhere.
+        if _is_step_name(name) and (root / name / _STATE).exists():
+            return root / name
     found = list_checkpoints(root)
     return found[-1] if found else None
+
+
+def _is_step_name(name: str) -> bool:
+    return name.startswith("step_") and name[5:].isdigit() and name[5:].isascii()
 
 
 def load_checkpoint(path: Path) -> CheckpointState:
@@ -264,9 +280,15 @@ def load_checkpoint(path: Path) -> CheckpointState:
             f"{path} is not a complete checkpoint ({_STATE} is missing); pick another one under "
             f"{path.parent}"
         )
-    # The file holds RNG states and optimizer tensors we wrote ourselves (not a model from the
-    # internet), so full unpickling is fine here.
-    raw = torch.load(state_file, map_location="cpu", weights_only=False)
+    # Data only: a crafted trainer_state.pt must not run code (torch's full unpickler would).
+    try:
+        raw = torch.load(state_file, map_location="cpu", weights_only=True)
+    except Exception as exc:
+        raise TrainingError(
+            f"{state_file} is not a plain-data checkpoint and is not loaded ({type(exc).__name__}: "
+            f"{str(exc).splitlines()[0] if str(exc) else ''}). It was written by another program "
+            "or an older osmosis; resume from another checkpoint or start a new run."
+        ) from None
     meta_file = path / _META
     meta = json.loads(meta_file.read_text()) if meta_file.exists() else {}
     return CheckpointState(

@@ -80,14 +80,29 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         state.error("Interrupted.")
         return 130
-    except Exception as exc:  # click usage errors and the like
-        import click
-
-        if isinstance(exc, click.ClickException):
-            exc.show()
-            return exc.exit_code
+    except Exception as exc:  # usage errors (missing argument, unknown option, bad type)
+        usage = _usage_error_classes()
+        if isinstance(exc, usage):
+            exc.show()  # type: ignore[attr-defined]  # "Usage: ..." and "Error: ...", no traceback
+            return int(getattr(exc, "exit_code", 2))
         raise
     return rv if isinstance(rv, int) else 0
+
+
+def _usage_error_classes() -> tuple[type[Exception], ...]:
+    """Click's own exception class, and the one of the click copy newer typer versions
+    vendor (``typer._click``): typer raises the latter, so checking click's alone let every
+    usage error end in a traceback."""
+    import click
+
+    classes: list[type[Exception]] = [click.ClickException]
+    try:
+        from typer._click.exceptions import ClickException as TyperClickException
+    except ImportError:  # typer versions that use click itself
+        pass
+    else:
+        classes.append(TyperClickException)
+    return tuple(classes)
 
 
 def _entry() -> None:  # pragma: no cover

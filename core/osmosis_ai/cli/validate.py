@@ -9,7 +9,6 @@
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -46,10 +45,9 @@ def _describe_config(config: Any) -> dict[str, Any] | None:
 
 
 def _config_kind(path: Path) -> str:
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise ConfigError(f"{path}: not a readable TOML file: {exc}") from exc
+    from osmosis_ai.config._load import read_toml
+
+    _text, data = read_toml(path)
     return "training" if "training" in data or "lora" in data else "eval"
 
 

@@ -108,7 +108,13 @@ class ConfigFile(BaseModel):
 
     def entrypoint_path(self, *, must_exist: bool = True) -> Path:
         """``<workspace>/rollouts/<rollout>/<[experiment].entrypoint>``."""
-        path = self.rollout_dir(must_exist=must_exist) / self.experiment.entrypoint
+        folder = self.rollout_dir(must_exist=must_exist)
+        path = folder / self.experiment.entrypoint
+        if must_exist and not path.resolve().is_relative_to(folder.resolve()):
+            raise ConfigError(  # e.g. a symlink: only code inside the rollout folder is run
+                f"{self._where()}: [experiment].entrypoint = {self.experiment.entrypoint!r}: "
+                f"resolves outside the rollout folder {folder}"
+            )
         if must_exist and not path.is_file():
             found = sorted(p.name for p in path.parent.glob("*.py"))
             raise ConfigError(

@@ -40,16 +40,31 @@ def load_training_config(path: str | os.PathLike[str]) -> TrainingConfig:
     return load_config(path, TrainingConfig)
 
 
+def read_toml(p: Path) -> tuple[str, dict[str, Any]]:
+    """The text and the table of TOML file ``p``; every unreadable file is one ConfigError."""
+    try:
+        text = p.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"{p}: not UTF-8 text (byte {exc.start} is 0x{exc.object[exc.start]:02x}); "
+            "save the file as UTF-8"
+        ) from None
+    except OSError as exc:
+        raise ConfigError(f"{p}: cannot read: {exc.strerror or exc}") from None
+    try:
+        return text, tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{p}: invalid TOML: {exc}") from None
+    except RecursionError:
+        raise ConfigError(f"{p}: arrays or tables nested too deeply to read") from None
+
+
 def load_config(path: str | os.PathLike[str], model: type[TFile]) -> TFile:
     """Load a TOML file into ``model`` (a :class:`ConfigFile` subclass) and bind its paths."""
     p = Path(path)
     if not p.is_file():
         raise ConfigError(f"{p}: config file not found")
-    text = p.read_text(encoding="utf-8")
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{p}: invalid TOML: {exc}") from None
+    text, data = read_toml(p)
     problems = _unknown_keys(data, model, model, ())
     try:
         config = model.model_validate(data)

@@ -47,9 +47,20 @@ class ExperimentConfig(Section):
     @field_validator("rollout")
     @classmethod
     def _rollout_name(cls, v: str) -> str:
-        if not _ROLLOUT_NAME.match(v):
+        if not _ROLLOUT_NAME.fullmatch(v):
             raise ValueError(
                 "must be a folder name under rollouts/ (letters, digits, '-', '_', '.')"
+            )
+        return v
+
+    @field_validator("entrypoint")
+    @classmethod
+    def _inside_rollout(cls, v: str) -> str:
+        parts = v.replace("\\", "/").split("/")
+        if v.startswith(("/", "\\", "~")) or ":" in v or ".." in parts:
+            raise ValueError(
+                "must be a file inside the rollout folder, like 'main.py' (no absolute path, "
+                "no '..')"
             )
         return v
 

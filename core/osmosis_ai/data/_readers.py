@@ -90,6 +90,9 @@ def _jsonl(path: Path, file: str, skip: int) -> Iterator[RawRecord]:
             except UnicodeDecodeError as exc:
                 issue = _issue(file, f"not valid UTF-8 ({exc.reason})", line=lineno, row=row)
                 yield RawRecord(row, lineno, issue=issue)
+            except (ValueError, RecursionError) as exc:  # a 5,000-digit number, deep nesting
+                issue = _issue(file, _unreadable(exc), line=lineno, row=row)
+                yield RawRecord(row, lineno, issue=issue)
             else:
                 yield RawRecord(row, lineno, record)
             row += 1
@@ -217,6 +220,15 @@ def _decode_next(cur: _TextCursor, decoder: json.JSONDecoder) -> Any:
         return value
 
 
+def _unreadable(exc: Exception) -> str:
+    """The reason Python's JSON parser gave up on a syntactically valid value."""
+    if isinstance(exc, RecursionError):
+        return "JSON nested too deeply to read (thousands of levels); flatten this row"
+    if "integer string conversion" in str(exc):
+        return "a number has more than 4,300 digits; store it as a string"
+    return f"unreadable JSON value: {str(exc).splitlines()[0]}"
+
+
 def _fatal(cur: _TextCursor, file: str, message: str, row: int) -> RawRecord:
     line, col = cur.where(cur.pos)
     return RawRecord(row, line, issue=_issue(file, message, line=line, char=col), fatal=True)
@@ -250,6 +262,10 @@ def _json_elements(cur: _TextCursor, file: str, skip: int) -> Iterator[RawRecord
             eline, ecol = cur.where(exc.pos)
             issue = _issue(file, f"invalid JSON: {exc.msg}", line=eline, char=ecol, row=row)
             yield RawRecord(row, eline, issue=issue, fatal=True)
+            return
+        except (ValueError, RecursionError) as exc:  # a 5,000-digit number, deep nesting
+            yield RawRecord(row, line, issue=_issue(file, _unreadable(exc), line=line, row=row),
+                            fatal=True)
             return
         if row >= skip:
             yield RawRecord(row, line, value)

@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import threading
 import time
@@ -34,6 +35,8 @@ from pathlib import Path
 from typing import Any, Literal, get_args
 
 from osmosis_ai.runs._process import describe_process
+
+_RUN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
 
 __all__ = [
     "PHASES",
@@ -175,7 +178,19 @@ def create_run_dir(
     now: datetime | None = None,
     **fields: Any,
 ) -> RunDir:
-    """Create ``runs_root/<name>-<timestamp>/`` with a config copy and a ``pending`` status."""
+    """Create ``runs_root/<name>-<timestamp>/`` with a config copy and a ``pending`` status.
+
+    Raises:
+        ConfigError: ``name`` is not a plain folder name (``../x``, ``/abs``, ``a/b``, ...).
+    """
+    if not _RUN_NAME.fullmatch(name):
+        from osmosis_ai.errors import ConfigError
+
+        raise ConfigError(
+            f"run name {name!r} is not allowed: use letters, digits, '-', '_' and '.' (starting "
+            "with a letter or digit, at most 100 characters); runs always live under "
+            f"{runs_root}"
+        )
     stamp = (now or datetime.now()).strftime("%Y%m%d-%H%M%S")
     base = Path(runs_root) / f"{name}-{stamp}"
     base.parent.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,116 @@
+"""Careless and hostile CLI input (issue 18, items 14-15): one clear error, never a traceback,
+and no name that leads outside its folder."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from osmosis_ai.config import load_training_config
+from osmosis_ai.errors import ConfigError
+from osmosis_ai.runs._store import create_run_dir
+from osmosis_ai.templates import TemplateError, validate_rollout_name
+from tests.core.cli.conftest import RunCli
+
+EXPERIMENT = """\
+[experiment]
+rollout = "calc"
+entrypoint = "{entry}"
+model_path = "openai/gpt-4o-mini"
+dataset = "calc"
+"""
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("template", "create"),  # missing argument
+        ("--bogus",),  # unknown option
+        ("template", "list", "--nope"),
+        ("serve", "-m", "server:agent_loop", "-p", "not-a-port"),  # bad option type
+    ],
+)
+def test_usage_errors_print_usage_not_a_traceback(run_cli: RunCli, argv: tuple[str, ...]) -> None:
+    result = run_cli(*argv)
+    assert result.code == 2
+    text = result.out + result.err
+    assert "Error:" in text and "Traceback" not in text
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "message"),
+    [
+        ("huge.jsonl", '{"user_prompt": "hi", "ground_truth": ' + "9" * 5000 + "}\n", "4,300 digits"),
+        ("deep.jsonl", '{"user_prompt": "hi", "x": ' + "[" * 50_000 + "]" * 50_000 + "}\n",
+         "nested too deeply"),
+        ("deep.json", '[{"user_prompt": "hi", "x": ' + "[" * 50_000 + "]" * 50_000 + "}]",
+         "nested too deeply"),
+    ],
+)
+def test_unreadable_dataset_values_are_row_errors(
+    run_cli: RunCli, tmp_path: Path, name: str, content: str, message: str
+) -> None:
+    path = tmp_path / name
+    path.write_text(content)
+    result = run_cli("dataset", "validate", str(path))
+    assert result.code == 1
+    assert message in result.out + result.err and "Traceback" not in result.out + result.err
+
+
+def _workspace(tmp_path: Path) -> Path:
+    (tmp_path / "configs" / "training").mkdir(parents=True)
+    (tmp_path / "rollouts" / "calc").mkdir(parents=True)
+    (tmp_path / "rollouts" / "calc" / "main.py").write_text("# entry\n")
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "calc.jsonl").write_text('{"user_prompt": "1+1"}\n')
+    return tmp_path
+
+
+def test_broken_toml_files_are_one_config_error(run_cli: RunCli, tmp_path: Path) -> None:
+    ws = _workspace(tmp_path)
+    binary = ws / "configs" / "training" / "bin.toml"
+    binary.write_bytes(b'[experiment]\nrollout = "\xff\xfe"\n')
+    deep = ws / "configs" / "training" / "deep.toml"
+    deep.write_text("x = " + "[" * 5000 + "]" * 5000 + "\n")
+    with pytest.raises(ConfigError, match="not UTF-8"):
+        load_training_config(binary)
+    with pytest.raises(ConfigError, match="nested too deeply"):
+        load_training_config(deep)
+    for path in (binary, deep):
+        result = run_cli("validate", str(path))
+        assert result.code == 1 and "Traceback" not in result.out + result.err
+
+
+@pytest.mark.parametrize("name", ["calc\n", "calc/x", "../calc", "calc\x00"])
+def test_rollout_names_with_newlines_or_separators_are_refused(name: str) -> None:
+    with pytest.raises(TemplateError):
+        validate_rollout_name(name)
+
+
+@pytest.mark.parametrize("name", ["../../x", "/tmp/abs", "a/b", "x\n", ".hidden", ""])
+def test_run_names_cannot_leave_the_runs_folder(tmp_path: Path, name: str) -> None:
+    root = tmp_path / "runs"
+    with pytest.raises(ConfigError, match="run name"):
+        create_run_dir(root, name)
+    assert not any(tmp_path.rglob("*-2*"))  # nothing created anywhere
+    assert create_run_dir(root, "ok-name").path.parent == root
+
+
+@pytest.mark.parametrize("entry", ["../../evil.py", "/etc/evil.py", "sub/../../evil.py"])
+def test_entrypoint_outside_the_rollout_folder_is_refused(tmp_path: Path, entry: str) -> None:
+    ws = _workspace(tmp_path)
+    path = ws / "configs" / "training" / "x.toml"
+    path.write_text(EXPERIMENT.format(entry=entry))
+    with pytest.raises(ConfigError, match="entrypoint"):
+        load_training_config(path).entrypoint_path()
+
+
+def test_entrypoint_symlinked_outside_the_rollout_folder_is_refused(tmp_path: Path) -> None:
+    ws = _workspace(tmp_path)
+    (tmp_path / "evil.py").write_text("raise SystemExit('ran')\n")
+    (ws / "rollouts" / "calc" / "link.py").symlink_to(tmp_path / "evil.py")
+    path = ws / "configs" / "training" / "x.toml"
+    path.write_text(EXPERIMENT.format(entry="link.py"))
+    with pytest.raises(ConfigError, match="outside the rollout folder"):
+        load_training_config(path).entrypoint_path()
