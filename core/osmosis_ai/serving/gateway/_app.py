@@ -7,7 +7,6 @@ import logging
 import random
 import time
 from collections import Counter
-from dataclasses import dataclass
 from typing import Any, Protocol
 
 from fastapi import FastAPI, Request
@@ -76,20 +75,6 @@ class GatewayState(Protocol):
     def record(self, call: LLMCall) -> None: ...
 
 
-def _error(
-    status: int,
-    message: str,
-    type_: str,
-    *,
-    param: str | None = None,
-    code: str | None = None,
-    headers: dict[str, str] | None = None,
-) -> JSONResponse:
-    return JSONResponse(
-        error_body(message, type_, param=param, code=code), status_code=status, headers=headers
-    )
-
-
 def _json(body: dict[str, Any]) -> Response:
     return Response(json.dumps(body, ensure_ascii=False), media_type="application/json")
 
@@ -139,19 +124,19 @@ def _install_error_handlers(app: FastAPI) -> None:
         assert isinstance(exc, StarletteHTTPException)
         kind = "not_found_error" if exc.status_code == 404 else "invalid_request_error"
         headers = dict(exc.headers) if exc.headers else None
-        return _error(exc.status_code, str(exc.detail), kind, headers=headers)
+        return _reply(exc.status_code, str(exc.detail), kind, headers=headers)
 
     async def validation_error(_req: Request, exc: Exception) -> Response:
         assert isinstance(exc, RequestValidationError)
         err = exc.errors()[0] if exc.errors() else {}
         loc = ".".join(str(p) for p in err.get("loc", ()))
-        return _error(
+        return _reply(
             400, f"{loc}: {err.get('msg', 'invalid')}", "invalid_request_error", param=loc
         )
 
     async def unexpected(_req: Request, exc: Exception) -> Response:
         logger.exception("gateway route failed", exc_info=exc)
-        return _error(500, f"internal gateway error: {exc!r}", "server_error")
+        return _reply(500, f"internal gateway error: {exc!r}", "server_error")
 
     app.add_exception_handler(StarletteHTTPException, http_error)
     app.add_exception_handler(RequestValidationError, validation_error)
@@ -159,11 +144,7 @@ def _install_error_handlers(app: FastAPI) -> None:
 
 
 def _check_auth(gw: GatewayState, request: Request) -> Response | None:
-    denied = _auth_denied(gw, request.headers.get("authorization", ""))
-    return _response(denied) if denied is not None else None
-
-
-def _auth_denied(gw: GatewayState, authorization: str) -> Reply | None:
+    authorization = request.headers.get("authorization", "")
     if gw.api_key is None or authorization == f"Bearer {gw.api_key}":
         return None
     return _reply(
@@ -174,7 +155,7 @@ def _auth_denied(gw: GatewayState, authorization: str) -> Reply | None:
     )
 
 
-async def _parse(request: Request) -> ChatCompletionRequest | Reply:
+async def _parse(request: Request) -> ChatCompletionRequest | Response:
     raw = await request.body()
     try:
         data = json.loads(raw)
@@ -183,7 +164,7 @@ async def _parse(request: Request) -> ChatCompletionRequest | Reply:
     return _validate(data)
 
 
-def _validate(data: Any) -> ChatCompletionRequest | Reply:
+def _validate(data: Any) -> ChatCompletionRequest | Response:
     if not isinstance(data, dict):
         return _reply(400, "request body must be a JSON object", "invalid_request_error")
     try:
@@ -191,15 +172,6 @@ def _validate(data: Any) -> ChatCompletionRequest | Reply:
     except ValidationError as exc:
         message, param = validation_message(exc)
         return _reply(400, message, "invalid_request_error", param=param)
-
-
-@dataclass
-class Reply:
-    """An answer ready to send: status, JSON body and extra headers."""
-
-    status: int
-    body: dict[str, Any]
-    headers: dict[str, str] | None = None
 
 
 def _reply(
@@ -210,25 +182,21 @@ def _reply(
     param: str | None = None,
     code: str | None = None,
     headers: dict[str, str] | None = None,
-) -> Reply:
-    return Reply(status, error_body(message, type_, param=param, code=code), headers)
-
-
-def _response(reply: Reply) -> Response:
-    if reply.status == 200:
-        return _json(reply.body)
-    return JSONResponse(reply.body, status_code=reply.status, headers=reply.headers)
+) -> JSONResponse:
+    return JSONResponse(
+        error_body(message, type_, param=param, code=code), status_code=status, headers=headers
+    )
 
 
 async def _chat(gw: GatewayState, request: Request, rollout_id: str, sample_id: str) -> Response:
     if (denied := _check_auth(gw, request)) is not None:
         return denied
     parsed = await _parse(request)
-    if isinstance(parsed, Reply):
-        return _response(parsed)
+    if isinstance(parsed, Response):
+        return parsed
     done = await _complete(gw, parsed, rollout_id, sample_id)
-    if isinstance(done, Reply):
-        return _response(done)
+    if isinstance(done, Response):
+        return done
     call_id, created, result = done
     model = gw.model_name
     token_ids = bool(parsed.return_token_ids)
@@ -247,7 +215,7 @@ async def _chat(gw: GatewayState, request: Request, rollout_id: str, sample_id: 
 
 async def _complete(
     gw: GatewayState, parsed: ChatCompletionRequest, rollout_id: str, sample_id: str
-) -> Reply | tuple[str, int, GenerationResult]:
+) -> Response | tuple[str, int, GenerationResult]:
     """Generate and record one call: ``(call_id, created, result)`` or an error reply."""
     messages = [m.model_dump(exclude_none=True) for m in parsed.messages]
     gen = gw.generation_request(parsed, messages, rollout_id=rollout_id, sample_id=sample_id)
