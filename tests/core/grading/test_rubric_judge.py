@@ -317,3 +317,17 @@ async def test_hosted_judge_through_litellm_is_priced_from_the_cost_map() -> Non
     unknown = JudgeModel("openai/no-such-model-xyz", extra={"mock_response": reply})
     verdict = await RubricJudge(RUBRIC, model=unknown).score("Press reset.")
     assert verdict.ok and verdict.usage.unpriced_calls == 1 and verdict.usage.cost_usd == 0.0
+
+
+def test_one_judge_serves_several_event_loops() -> None:
+    # A judge built at import time (as in a rollout module) is used by each asyncio.run.
+    model = _CountingModel()
+    judge = RubricJudge(RUBRIC, model=model, max_concurrent=2)
+    for i in range(2):
+        verdicts = asyncio.run(_score_all(judge, [f"loop {i} answer {j}" for j in range(4)]))
+        assert all(v.ok for v in verdicts)
+    assert len(model.calls) == 8 and model.peak == 2
+
+
+async def _score_all(judge: RubricJudge, answers: list[str]) -> list[Any]:
+    return list(await asyncio.gather(*(judge.score(a) for a in answers)))
