@@ -172,7 +172,7 @@ def logs(
     runs_dir: _RunsDir = None,
 ) -> None:
     """Print a run's log (its worker's output); --follow keeps printing while it runs."""
-    from osmosis_ai.runs import TERMINAL_STATUSES, find_run, load_run
+    from osmosis_ai.runs import TERMINAL_STATUSES, find_run, load_run, process_alive
 
     record = find_run(_root(runs_dir), run_name)
     path = record.log_file
@@ -192,10 +192,11 @@ def logs(
         if not follow:
             return
         current = load_run(record.path)
-        if current is None or current.status in TERMINAL_STATUSES or current.status == "unknown":
-            # One last read: the worker's final lines came before its final status.
+        ended = current is None or current.status in TERMINAL_STATUSES or current.status == "unknown"
+        # The worker prints its last lines after recording its outcome: wait for its exit.
+        if ended and (current is None or not process_alive(current.raw.get("worker") or {})):
             if path.exists() and path.stat().st_size > offset:
-                continue
+                continue  # one last read
             return
         time.sleep(_LOG_POLL_S)
 

@@ -18,6 +18,7 @@ from osmosis_ai.runs._launch import (
     spawn_worker,
 )
 from osmosis_ai.runs._pin import CodePin, export_revision, pin_revision, pinned_path
+from osmosis_ai.runs._process import process_alive
 from osmosis_ai.runs._read import (
     CheckpointInfo,
     RunNotFoundError,
@@ -67,6 +68,7 @@ __all__ = [
     "load_run",
     "pin_revision",
     "pinned_path",
+    "process_alive",
     "read_metrics",
     "read_status",
     "resolve_model_path",

@@ -119,7 +119,15 @@ def test_detach_then_stop_ends_stopped_with_a_checkpoint(
     assert f"run {path.name} is running" in capsys.readouterr().err
     assert main(["train", "stop", path.name]) == 0
     assert "stop requested" in capsys.readouterr().out
+    # `logs --follow` on the live run prints until the worker has ended.
+    import threading
+
+    follow = threading.Thread(target=main, args=(["train", "logs", path.name, "--follow"],))
+    follow.start()
     in_workspace["gate"].touch()
+    follow.join()
+    followed = capsys.readouterr().out
+    assert "step 1/3" in followed and "step 2/3" in followed and "stopped: 2 steps" in followed
     final = wait_for_status(path, lambda r: not r.live)
     assert final.status == "stopped" and final.phase == "cleanup"
     assert final.step == 2 and [c.step for c in final.checkpoints()] == [1, 2]
