@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -95,8 +97,17 @@ def outcome_records(
 
 
 def trace_name(record: EvalRecord) -> str:
-    sample = record.sample_id or "rollout"
+    sample = _safe_name(record.sample_id or "rollout")
     return f"traces/row{record.row_index:05d}-run{record.run_index:03d}-{sample}.json"
+
+
+def _safe_name(name: str) -> str:
+    """``name`` as one plain file-name part: a sample id (client-chosen) never becomes a path
+    (``../``, ``/``, NUL ...); distinct ids stay distinct after cleaning."""
+    safe = re.sub(r"[^A-Za-z0-9_-]+", "_", name)[:64] or "sample"
+    if safe != name:
+        safe += "-" + hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:8]
+    return safe
 
 
 def write_trace(

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import hmac
 import json
 import logging
 import random
+import re
 import time
 from collections import Counter
 from typing import Any, Protocol
@@ -16,6 +18,7 @@ from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from osmosis_ai.rollout import LLMCall, Message
+from osmosis_ai.rollout.remote._limits import MAX_JSON_DEPTH, body_nests_too_deep
 from osmosis_ai.serving._engine import (
     EngineError,
     GenerationRequest,
@@ -40,6 +43,11 @@ UNSCOPED_ROLLOUT = "unscoped"
 _ids = random.Random(random.SystemRandom().getrandbits(64))
 _ROLLOUT_HEADER = "x-osmosis-rollout-id"
 _SAMPLE_HEADER = "x-osmosis-sample-id"
+# Sample ids name trace files and samples downstream: checked here, where clients set them
+# (the same rule as RolloutScope.claim_sample_id).
+_SAMPLE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
+MAX_BODY_BYTES = 32 * 1024 * 1024
+"""Default limit of a chat request body (``PolicyGateway(max_body_bytes=...)``)."""
 
 
 class GatewayBusy(Exception):
@@ -89,7 +97,7 @@ def build_app(gw: GatewayState) -> FastAPI:
 
     async def chat_unscoped(request: Request) -> Response:
         rid = request.headers.get(_ROLLOUT_HEADER) or UNSCOPED_ROLLOUT
-        sid = request.headers.get(_SAMPLE_HEADER) or "main"
+        sid = request.headers.get(_SAMPLE_HEADER, "main")
         return await _chat(gw, request, rid, sid)
 
     async def models(request: Request) -> Response:
@@ -136,7 +144,8 @@ def _install_error_handlers(app: FastAPI) -> None:
 
     async def unexpected(_req: Request, exc: Exception) -> Response:
         logger.exception("gateway route failed", exc_info=exc)
-        return _reply(500, f"internal gateway error: {exc!r}", "server_error")
+        # The details are in the gateway's log; a client never sees internals.
+        return _reply(500, "internal gateway error (see the gateway's log)", "server_error")
 
     app.add_exception_handler(StarletteHTTPException, http_error)
     app.add_exception_handler(RequestValidationError, validation_error)
@@ -144,8 +153,14 @@ def _install_error_handlers(app: FastAPI) -> None:
 
 
 def _check_auth(gw: GatewayState, request: Request) -> Response | None:
+    if gw.api_key is None:
+        return None
     authorization = request.headers.get("authorization", "")
-    if gw.api_key is None or authorization == f"Bearer {gw.api_key}":
+    expected = f"Bearer {gw.api_key}"
+    # Constant time: the comparison must not reveal how much of a guessed key was right.
+    if hmac.compare_digest(
+        authorization.encode("utf-8", "surrogateescape"), expected.encode("utf-8", "surrogateescape")
+    ):
         return None
     return _reply(
         401,
@@ -155,12 +170,39 @@ def _check_auth(gw: GatewayState, request: Request) -> Response | None:
     )
 
 
-async def _parse(request: Request) -> ChatCompletionRequest | Response:
-    raw = await request.body()
+async def _read_body(request: Request, limit: int) -> bytes | Response:
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        return _too_large(limit)
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            return _too_large(limit)
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _too_large(limit: int) -> Response:
+    return _reply(413, f"request body is larger than {limit} bytes", "invalid_request_error",
+                  code="request_too_large")
+
+
+async def _parse(request: Request, limit: int = MAX_BODY_BYTES) -> ChatCompletionRequest | Response:
+    raw = await _read_body(request, limit)
+    if isinstance(raw, Response):
+        return raw
+    if body_nests_too_deep(raw):  # before the parser recurses into it
+        return _reply(400, f"request body nests deeper than {MAX_JSON_DEPTH} levels",
+                      "invalid_request_error")
     try:
         data = json.loads(raw)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         return _reply(400, f"request body is not valid JSON: {exc}", "invalid_request_error")
+    except (ValueError, RecursionError) as exc:  # e.g. an integer of 5,000 digits
+        reason = "a number has too many digits" if "digits" in str(exc) else type(exc).__name__
+        return _reply(400, f"request body is not valid JSON: {reason}", "invalid_request_error")
     return _validate(data)
 
 
@@ -191,7 +233,13 @@ def _reply(
 async def _chat(gw: GatewayState, request: Request, rollout_id: str, sample_id: str) -> Response:
     if (denied := _check_auth(gw, request)) is not None:
         return denied
-    parsed = await _parse(request)
+    if not _SAMPLE_ID.fullmatch(sample_id) or not 0 < len(rollout_id) <= 256:
+        return _reply(
+            400, f"invalid sample id {sample_id[:140]!r} or rollout id: a sample id is 1-128 "
+            "letters, digits, '_', '.', '-' (starting with a letter or digit)",
+            "invalid_request_error", param="sample_id",
+        )
+    parsed = await _parse(request, getattr(gw, "max_body_bytes", MAX_BODY_BYTES))
     if isinstance(parsed, Response):
         return parsed
     done = await _complete(gw, parsed, rollout_id, sample_id)

@@ -67,6 +67,7 @@ class PolicyGateway:
         extra_routers: more routers mounted on the app (e.g. remote-rollout callbacks).
         keep_client_body: hand the engine each request's JSON body as sent
             (``GenerationRequest.client_body``), for engines that script or forward on it.
+        max_body_bytes: larger request bodies are answered 413.
     """
 
     def __init__(
@@ -82,8 +83,10 @@ class PolicyGateway:
         retry_after_s: int = 1,
         extra_routers: Sequence[APIRouter] = (),
         keep_client_body: bool = False,
+        max_body_bytes: int = 32 * 1024 * 1024,
     ) -> None:
         self.engine = engine
+        self.max_body_bytes = max_body_bytes
         self.sampling = sampling
         self.host = host
         self.port = port

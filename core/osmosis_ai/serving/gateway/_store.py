@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections import OrderedDict
 
 from osmosis_ai.rollout import LLMCall
@@ -17,24 +18,43 @@ class CallStore:
 
     A call that finishes after its rollout was collected (the workflow timed out while the call
     was in flight) is dropped and counted in :attr:`late_dropped` instead of leaking memory.
+    Calls of rollouts nobody collects (a client inventing rollout ids) are bounded too: beyond
+    ``max_rollouts`` uncollected rollout ids, or ``ttl_s`` after a rollout's first call, the
+    oldest are dropped and counted in :attr:`expired`.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, max_rollouts: int = 10_000, ttl_s: float = 6 * 3600.0) -> None:
         self._lock = threading.Lock()
         self._calls: dict[str, dict[str, list[LLMCall]]] = {}
+        self._first_seen: OrderedDict[str, float] = OrderedDict()
         self._collected: OrderedDict[str, None] = OrderedDict()
+        self.max_rollouts = max_rollouts
+        self.ttl_s = ttl_s
         self.recorded = 0
         self.late_dropped = 0
+        self.expired = 0
 
-    def add(self, call: LLMCall) -> bool:
+    def add(self, call: LLMCall, *, now: float | None = None) -> bool:
         """Store ``call``; False if its rollout was already collected (the call is dropped)."""
+        now = time.monotonic() if now is None else now
         with self._lock:
             if call.rollout_id in self._collected:
                 self.late_dropped += 1
                 return False
+            if call.rollout_id not in self._calls:
+                self._first_seen[call.rollout_id] = now
             self._calls.setdefault(call.rollout_id, {}).setdefault(call.sample_id, []).append(call)
             self.recorded += 1
+            self._expire(now)
             return True
+
+    def _expire(self, now: float) -> None:
+        while self._first_seen:
+            oldest, seen = next(iter(self._first_seen.items()))
+            if len(self._first_seen) <= self.max_rollouts and now - seen <= self.ttl_s:
+                return
+            del self._first_seen[oldest]
+            self.expired += sum(map(len, self._calls.pop(oldest, {}).values()))
 
     def pop(self, rollout_id: str, *, forget: bool = True) -> dict[str, list[LLMCall]]:
         """Remove and return the calls of ``rollout_id`` in start order, keyed by sample id.
@@ -43,6 +63,7 @@ class CallStore:
         """
         with self._lock:
             samples = self._calls.pop(rollout_id, {})
+            self._first_seen.pop(rollout_id, None)
             if forget:
                 self._collected[rollout_id] = None
                 while len(self._collected) > _FORGET_AFTER:
