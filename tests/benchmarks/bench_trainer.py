@@ -88,6 +88,8 @@ class Setup:
     local_gateway: bool = True
     gc_tricks: bool = True
     engine: str = "hf"
+    micro_batch_tokens: int | None = None
+    """``[algorithm] micro_batch_tokens``; None: the device's default."""
 
 
 @dataclass
@@ -179,6 +181,11 @@ def run_ours(case: Case, model: str, root: Path, setup: Setup) -> Result:
         extra_toml=(
             "\n[checkpoints]\ncheckpoint_save_freq = 1000\n\n[algorithm]\nloss_type = \"dapo\"\n"
             f"beta = 0.0\nskip_zero_variance_groups = false\nrollouts_ahead = {setup.ahead}\n"
+            + (
+                f"micro_batch_tokens = {setup.micro_batch_tokens}\n"
+                if setup.micro_batch_tokens
+                else ""
+            )
         ),
     )
     reports: list[dict[str, float]] = []
@@ -410,19 +417,29 @@ def _real_section(root: Path, runs: int) -> str:
         Setup("osmosis, rollouts ahead", ahead=1),
         Setup("TRL GRPOTrainer", who="trl"),
     ]
+    only = os.environ.get("OSMOSIS_BENCH_ABLATIONS")
     ablations = [
         Setup("without lean forward", lean=False),
         Setup("without merged-LoRA serving", merge=False),
         Setup("without in-process gateway calls", local_gateway=False),
         Setup("without gc freeze/young collections", gc_tricks=False),
+        Setup("micro-batches of 2048 tokens (the CPU default before 1024)", micro_batch_tokens=2048),
         Setup("with the engine in its own process", process=True),
     ]
+    if only is not None:  # e.g. "lean,process": the rows whose label names one of them
+        keys = [k.strip() for k in only.split(",") if k.strip()]
+        ablations = [a for a in ablations if any(k in a.label for k in keys)]
     rows = _measure(case, setups, root, runs)
     ablation_runs = max(1, int(os.environ.get("OSMOSIS_BENCH_ABLATION_RUNS", str(runs))))
     rows += _measure(case, ablations, root, ablation_runs)
     default, trl = rows[0], rows[2]
-    process = rows[-1]
-    gain = 1.0 - process.median("step_s") / default.median("step_s")
+    others = [
+        f"- {r.setup.label}: step {r.median('step_s'):.2f} s, peak RSS "
+        f"{r.median('peak_rss_gb'):.2f} GB (defaults: {default.median('step_s'):.2f} s, "
+        f"{default.median('peak_rss_gb'):.2f} GB)"
+        for r in rows[3:]
+        if not r.setup.label.startswith("without ")
+    ]
     lines = [
         _verdict("real model (SmolLM2-135M)", default, trl, memory=True),
         "",
@@ -432,8 +449,7 @@ def _real_section(root: Path, runs: int) -> str:
         f"ablation rows are the median of {ablation_runs} run(s)):",
         "",
         *_gains(rows, default),
-        f"- engine in its own process (off by default): step {process.median('step_s'):.2f} s "
-        f"with it vs {default.median('step_s'):.2f} s without ({-gain:+.0%} with it)",
+        *others,
         "",
         _PROSE,
         "",
