@@ -8,6 +8,7 @@ adapters) produces results, traces and a summary, and that errors read well.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -263,7 +264,9 @@ def test_strands_reply_cut_at_max_tokens_is_graded_not_failed(
 ) -> None:
     _create(run_cli, tmp_path, "strands")
     cfg = tmp_path / "configs/eval/calc.toml"
-    cfg.write_text(cfg.read_text().replace("max_tokens = 128", "max_tokens = 3"))
+    text = cfg.read_text()
+    assert re.search(r"(?m)^max_tokens = \d+$", text), text
+    cfg.write_text(re.sub(r"(?m)^max_tokens = \d+$", "max_tokens = 3", text))
     monkeypatch.chdir(tmp_path)
     res = run_cli(
         "eval", "run", "configs/eval/calc.toml", "--limit", "2", "--model", tiny_model, "--json"
