@@ -76,8 +76,10 @@ def serve_command(
     if local:
         _warn_local(host)
     else:
-        origin = "generated" if generated else "given"
-        out.print(f"  API key ({origin}): {key}")
+        # A generated key is shown once (nobody else knows it); a given one only as a hint,
+        # so terminal scrollback and CI logs never hold the secret the operator chose.
+        shown = (key or "") if generated else _mask(key or "")
+        out.print(f"  API key ({'generated' if generated else 'given'}): {escape(shown)}")
         out.print("  Clients send: Authorization: Bearer <key>")
     sys.stdout.flush()
 
@@ -91,6 +93,10 @@ def serve_command(
     opts = ServeOptions(spec=module, host=host, port=port, reload=reload, log_dir=log,
                         auth=not local, api_key=key, log_level=log_level)
     run_server(opts, announce=announce)
+
+
+def _mask(key: str) -> str:
+    return f"{key[:3]}… ({len(key)} characters)" if len(key) >= 12 else f"… ({len(key)} characters)"
 
 
 def _is_loopback(host: str) -> bool:

@@ -95,7 +95,7 @@ async def test_serve_the_template_for_a_cluster(tmp_path: Path) -> None:
             serve("--api-key", "serve-key", "--log", str(tmp_path), env=env) as (url, lines, proc):
         text = "".join(lines)
         assert "Agent: calculator" in text and "Tools: 4 (add, subtract, multiply, divide)" in text
-        assert "API key (given): serve-key" in text
+        assert "API key (given): … (9 characters)" in text and "serve-key" not in text
         assert url.startswith("http://127.0.0.1:")
         auth = {"Authorization": "Bearer serve-key"}
         body = {"rollout_id": "cli-1", "server_url": cluster.url, "api_key": "cluster-key",
@@ -259,3 +259,67 @@ async def test_interactive_mode_through_a_pty() -> None:
             if term.proc.poll() is None:
                 term.proc.kill()
     assert len(cluster.chat_calls) == 2  # row 0: two calls; row 1's first call was never made
+
+
+async def _stall(url: str, key: str) -> asyncio.StreamWriter:
+    """A client that sends its headers and one byte of a 1000-byte body, then nothing."""
+    parts = httpx.URL(url)
+    _reader, writer = await asyncio.open_connection(parts.host, parts.port)
+    writer.write(f"POST /v1/rollout/init HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {key}\r\n"
+                 "Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{".encode())
+    await writer.drain()
+    # A request answered after the stalled one was sent: the server has read the stall too.
+    async with httpx.AsyncClient(base_url=url, timeout=60) as http:
+        assert (await http.get("/health", headers={"Authorization": f"Bearer {key}"})).status_code == 200
+    return writer
+
+
+async def _read_until(proc: Any, pattern: str, seen: list[str]) -> None:
+    while not re.search(pattern, "".join(seen)):
+        raw = await asyncio.wait_for(proc.stdout.readline(), 120)  # safety net against a hang
+        if not raw:
+            raise AssertionError(f"{pattern!r} never printed:\n" + "".join(seen))
+        seen.append(raw.decode())
+
+
+async def _rest(proc: Any) -> str:
+    """What the exited server printed after the lines already read."""
+    chunks = []
+    while chunk := await asyncio.wait_for(proc.stdout.read(65536), 60):
+        chunks.append(chunk)
+    return b"".join(chunks).decode()
+
+
+async def test_a_stalled_client_does_not_hold_ctrl_c() -> None:
+    async with serve("--api-key", "serve-key") as (url, lines, proc):
+        writer = await _stall(url, "serve-key")
+        proc.send_signal(signal.SIGINT)
+        await asyncio.wait_for(proc.wait(), 120)  # before: waited for the stalled body forever
+        writer.close()
+        lines.append(await _rest(proc))
+    assert proc.returncode == 0
+    assert "Traceback" not in "".join(lines)
+
+
+async def test_a_second_ctrl_c_still_reports_in_flight_rollouts() -> None:
+    env = {"OSMOSIS_ROLLOUT_SERVER_SHUTDOWN_GRACE_SECONDS": "600"}  # only a 2nd Ctrl-C ends it
+    async with FakeCluster(calculator, llm_fault_rate=1.0, hang_fraction=1.0,
+                           hang_seconds=20) as cluster, \
+            serve("--api-key", "serve-key", env=env) as (url, lines, proc):
+        body = {"rollout_id": "stuck", "server_url": cluster.url,
+                "messages": [{"role": "user", "content": "What is 6 * 7?"}]}
+        async with httpx.AsyncClient(base_url=url, timeout=30) as http:
+            resp = await http.post("/v1/rollout/init", json=body,
+                                   headers={"Authorization": "Bearer serve-key"})
+            assert resp.status_code == 202
+        writer = await _stall(url, "serve-key")
+        proc.send_signal(signal.SIGINT)
+        await _read_until(proc, r"rollout\(s\) in flight get up to", lines)  # 1st one handled
+        proc.send_signal(signal.SIGINT)
+        result = await cluster.wait_for("stuck", timeout_s=120)
+        await asyncio.wait_for(proc.wait(), 120)
+        writer.close()
+        lines.append(await _rest(proc))
+    assert result["status"] == "ERROR" and result["error_message"] == "server shutting down"
+    assert proc.returncode == 0
+    assert "Traceback" not in "".join(lines)

@@ -37,7 +37,9 @@ async def test_template_served_by_osmosis_serve_trains_through_the_gateway(tmp_p
     assert config.remote is not None and config.remote.server_url == "http://127.0.0.1:9000"
     args = ("-m", "server:agent_loop", "-p", "0", "--log", str(tmp_path / "logs"))
     async with osmosis_serve(rollout_dir, *args, api_key="shared-key") as served:
-        assert "API key (given): shared-key" in served.output  # taken from the environment
+        # taken from the environment, and never printed in full
+        assert "API key (given): … (10 characters)" in served.output
+        assert "shared-key" not in served.output
         config.remote.server_url = served.url
         # FakeEngine counts bytes as tokens: give the rollouts a budget that fits the tool block
         config.training.max_prompt_length = 8192

@@ -99,6 +99,7 @@ class RolloutRegistry:
         self._background: set[asyncio.Task[Any]] = set()
         self._sem: asyncio.Semaphore | None = None
         self._closing: asyncio.Event | None = None
+        self._hurry: asyncio.Event | None = None
         self._pruner: asyncio.Task[None] | None = None
         self.pending = 0
         self.running = 0
@@ -110,6 +111,7 @@ class RolloutRegistry:
         if self._sem is None:
             self._sem = asyncio.Semaphore(self.settings.max_concurrent_rollouts)
             self._closing = asyncio.Event()
+            self._hurry = asyncio.Event()
         if self._pruner is None:
             self._pruner = asyncio.create_task(self._prune_forever())
 
@@ -117,22 +119,34 @@ class RolloutRegistry:
     def closing(self) -> bool:
         return self._closing is not None and self._closing.is_set()
 
-    async def shutdown(self) -> None:
+    async def shutdown(self, *, hurry: bool = False) -> None:
         """Stop admitting; let running loops finish within the grace period, then report the
-        rest as ERROR ``"server shutting down"`` (queued ones are never started)."""
+        rest as ERROR ``"server shutting down"`` (queued ones are never started).
+
+        ``hurry`` (a second Ctrl-C): no grace period, and reports get a few seconds at most.
+        """
         self._ensure_started()
-        assert self._closing is not None
+        assert self._closing is not None and self._hurry is not None
         self._closing.set()
+        if hurry:
+            self._hurry.set()
         drives = [r.drive_task for r in self._by_rid.values() if r.drive_task and not r.drive_task.done()]
         if drives:
-            _, pending = await asyncio.wait(drives, timeout=self.settings.shutdown_grace_seconds)
+            grace = self.settings.shutdown_grace_seconds
+            if not self._hurry.is_set():
+                logger.warning(
+                    "shutting down: %d rollout(s) in flight get up to %g s to finish "
+                    "(press Ctrl-C again to report them as stopped now)", len(drives), grace,
+                )
+            pending = await self._grace(drives, grace)
+            hurry = self._hurry.is_set()
             for rec in list(self._by_rid.values()):
                 if rec.run_task is not None and not rec.run_task.done():
                     rec.run_task.cancel()
             if pending:
                 s = self.client.settings
                 budget = s.completion_timeout_seconds * (s.completion_retries + 1) + 1.0
-                _, stuck = await asyncio.wait(pending, timeout=min(budget, 60.0))
+                _, stuck = await asyncio.wait(pending, timeout=min(budget, 5.0 if hurry else 60.0))
                 for task in stuck:
                     task.cancel()
                 if stuck:
@@ -143,6 +157,28 @@ class RolloutRegistry:
             self._pruner.cancel()
             await asyncio.gather(self._pruner, return_exceptions=True)
         await self.client.aclose()
+
+    def hurry(self) -> None:
+        """End a shutdown's grace period now (a second Ctrl-C): report what still runs."""
+        if self._hurry is not None:
+            self._hurry.set()
+
+    async def _grace(self, drives: list[asyncio.Task[None]], grace: float) -> set[asyncio.Task[None]]:
+        """Wait up to ``grace`` seconds (or until :meth:`hurry`) for ``drives``; the rest."""
+        assert self._hurry is not None
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + grace
+        pending = set(drives)
+        hurry = asyncio.ensure_future(self._hurry.wait())
+        try:
+            while pending and not self._hurry.is_set() and (left := deadline - loop.time()) > 0:
+                done, _ = await asyncio.wait(
+                    {*pending, hurry}, timeout=left, return_when=asyncio.FIRST_COMPLETED
+                )
+                pending -= done
+        finally:
+            hurry.cancel()
+        return pending
 
     async def _prune_forever(self) -> None:
         every = min(60.0, self.settings.record_ttl_seconds / 2)

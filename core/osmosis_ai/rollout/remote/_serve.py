@@ -27,6 +27,10 @@ _ENV_AUTH = "OSMOSIS_SERVE_AUTH"
 _ENV_LOG_DIR = "OSMOSIS_SERVE_LOG_DIR"
 _ENV_KEY = "OSMOSIS_ROLLOUT_API_KEY"
 
+GRACEFUL_CONNECTIONS_S = 5
+"""On shutdown, how long open requests may still finish before they are cancelled: a stalled
+client must not keep the server (and the report of its in-flight rollouts) waiting."""
+
 KEEP_ALIVE_S = 75
 """Idle keep-alive of server connections; longer than clients' pools keep idle connections
 (httpx: 5 s), so a client never reuses a connection the server is closing (the 502 race)."""
@@ -72,10 +76,11 @@ def run_server(opts: ServeOptions, *, announce: Callable[[str, Any], None]) -> N
     config = uvicorn.Config(
         app, host=opts.host, port=opts.port, log_level=opts.log_level, access_log=False,
         timeout_keep_alive=KEEP_ALIVE_S, backlog=4096,
+        timeout_graceful_shutdown=GRACEFUL_CONNECTIONS_S,
     )
     factory = getattr(config, "get_loop_factory", lambda: None)()  # uvloop when installed
     with asyncio.Runner(loop_factory=factory) as runner:
-        runner.run(_serve(_server_class()(config), opts, announce))
+        runner.run(_serve(_server_class()(config), opts, announce, app))
 
 
 def _server_class() -> Any:
@@ -84,6 +89,14 @@ def _server_class() -> Any:
     import uvicorn
 
     class _Server(uvicorn.Server):
+        on_second_signal: Callable[[], None] | None = None
+
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            again = self.should_exit
+            super().handle_exit(sig, frame)
+            if again and self.on_second_signal is not None:
+                self.on_second_signal()
+
         @contextmanager
         def capture_signals(self) -> Iterator[None]:
             if threading.current_thread() is not threading.main_thread():
@@ -100,7 +113,12 @@ def _server_class() -> Any:
     return _Server
 
 
-async def _serve(server: Any, opts: ServeOptions, announce: Callable[[str, Any], None]) -> None:
+async def _serve(
+    server: Any, opts: ServeOptions, announce: Callable[[str, Any], None], app: Any = None
+) -> None:
+    if app is not None:  # a second Ctrl-C ends the rollouts' grace period at once
+        loop = asyncio.get_running_loop()
+        server.on_second_signal = lambda: loop.call_soon_threadsafe(app.state.registry.hurry)
     task = asyncio.create_task(server.serve())
     while not server.started:
         if task.done():  # failed to bind: surface uvicorn's exit
@@ -111,6 +129,10 @@ async def _serve(server: Any, opts: ServeOptions, announce: Callable[[str, Any],
     host = f"[{opts.host}]" if ":" in opts.host else opts.host
     announce("url", f"http://{host}:{port}")
     await task
+    if server.force_exit and app is not None:
+        # A second Ctrl-C makes uvicorn skip the app's shutdown: still report what is in
+        # flight (as "server shutting down", without the grace period), then exit cleanly.
+        await app.state.registry.shutdown(hurry=True)
 
 
 def _run_reload(opts: ServeOptions, announce: Callable[[str, Any], None]) -> None:
@@ -128,4 +150,5 @@ def _run_reload(opts: ServeOptions, announce: Callable[[str, Any], None]) -> Non
         "osmosis_ai.rollout.remote._serve:app_from_env", factory=True, reload=True,
         reload_dirs=[str(cwd)], host=opts.host, port=opts.port, log_level=opts.log_level,
         access_log=False, timeout_keep_alive=KEEP_ALIVE_S,
+        timeout_graceful_shutdown=GRACEFUL_CONNECTIONS_S,
     )

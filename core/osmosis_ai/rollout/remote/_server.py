@@ -142,6 +142,7 @@ def create_app(
         read_timeout_s=server_settings.body_read_timeout_seconds,
     )
     app.add_middleware(_BearerAuth, api_key=key)
+    app.add_middleware(_QuietCancel)
     return app
 
 
@@ -246,6 +247,33 @@ async def _send_json(send: Send, status: int, body: dict[str, Any], headers: lis
         }
     )
     await send({"type": "http.response.body", "body": payload})
+
+
+class _QuietCancel:
+    """A request cancelled by the server's shutdown (a stalled client past the graceful
+    timeout) ends quietly: no traceback in the log for what is an orderly stop."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        started = False
+
+        async def tracking_send(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, tracking_send)
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if task is not None:
+                task.uncancel()
+            logger.info("request %s %s cancelled at shutdown", scope.get("method"), scope.get("path"))
+            if not started and scope["type"] == "http":
+                await _send_json(send, 503, {"error": "server shutting down"},
+                                 [(b"connection", b"close")])
 
 
 class _BearerAuth:
