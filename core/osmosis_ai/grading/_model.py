@@ -43,6 +43,9 @@ class JudgeReply:
     """For each generated token, ``{token text: logprob}`` of the most likely candidates."""
     sampled_tokens: list[str] = field(default_factory=list)
     """The generated tokens' texts, aligned with ``top_logprobs``."""
+    first_token_logprob: float | None = None
+    """The model's logprob of the first generated token (servers and engines that return the
+    sampled tokens' logprobs, such as osmosis's own gateway and engines)."""
 
 
 def _import_litellm() -> Any:
@@ -84,6 +87,8 @@ def _reply_from_openai(data: dict[str, Any], cost: float | None) -> JudgeReply:
     choice = (data.get("choices") or [{}])[0]
     usage = data.get("usage") or {}
     tables, tokens = _logprob_tables(choice)
+    content = (choice.get("logprobs") or {}).get("content") or []
+    first = content[0].get("logprob") if content and isinstance(content[0], dict) else None
     return JudgeReply(
         text=str((choice.get("message") or {}).get("content") or ""),
         prompt_tokens=int(usage.get("prompt_tokens") or 0),
@@ -91,6 +96,7 @@ def _reply_from_openai(data: dict[str, Any], cost: float | None) -> JudgeReply:
         cost_usd=cost,
         top_logprobs=tables,
         sampled_tokens=tokens,
+        first_token_logprob=float(first) if isinstance(first, int | float) else None,
     )
 
 
@@ -289,6 +295,7 @@ class JudgeModel:
             prompt_tokens=result.prompt_tokens,
             completion_tokens=result.completion_tokens,
             cost_usd=0.0,
+            first_token_logprob=result.logprobs[0] if result.logprobs else None,
         )
 
     async def aclose(self) -> None:

@@ -20,6 +20,7 @@ __all__ = [
     "MalformedAnswer",
     "RubricAnswer",
     "extract_json",
+    "first_token_level",
     "level_distribution",
     "parse_group",
     "parse_level",
@@ -105,6 +106,18 @@ def parse_level(text: str, scale: Scale) -> tuple[int, str]:
             reasons = text[match.end() :].strip(" \t\n-:.,)*/")
             return level, reasons
     raise MalformedAnswer(f"the reply names no level from 1 to {scale.levels}")
+
+
+def first_token_level(text: str, scale: Scale) -> int | None:
+    """The level when the reply *begins* with it (one digit, then no other digit).
+
+    Then the reply's first generated token is the level digit (tokenizers split digits) and its
+    logprob is the judge's probability of that level.
+    """
+    if len(text) >= 1 and text[0].isdigit() and not (len(text) > 1 and text[1].isdigit()):
+        level = int(text[0])
+        return level if 1 <= level <= scale.levels else None
+    return None
 
 
 def level_distribution(

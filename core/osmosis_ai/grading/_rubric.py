@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import math
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -10,7 +11,12 @@ from typing import Any
 from osmosis_ai.grading._base import Attempt, JudgeBase, Mode, record_on_sample
 from osmosis_ai.grading._cache import JudgeCache, cache_key
 from osmosis_ai.grading._model import JudgeModel
-from osmosis_ai.grading._parse import level_distribution, parse_level, parse_rubric_json
+from osmosis_ai.grading._parse import (
+    first_token_level,
+    level_distribution,
+    parse_level,
+    parse_rubric_json,
+)
 from osmosis_ai.grading._prompts import PROMPT_VERSION, final_text, question_text, rubric_messages
 from osmosis_ai.grading._types import JudgeError, JudgeVerdict, Scale
 from osmosis_ai.rollout import GraderContext
@@ -29,9 +35,12 @@ class RubricJudge(JudgeBase):
       checked against the scale; an unreadable answer is retried, then recorded as a failure.
     - ``"levels"`` (G-Eval style): the judge writes a level digit ``1..scale.levels`` and a
       reason. Where the model returns top logprobs (OpenAI, vLLM, LiteLLM providers) the score
-      is the expected level under the probabilities of the level tokens; otherwise (osmosis's
-      own engines, the embedded model included) it is estimated from ``n`` sampled answers.
-      Small models answer in this form far more reliably than in JSON.
+      is the expected level under the probabilities of the level tokens. Otherwise (osmosis's
+      own gateway and engines, the embedded model included) ``n`` answers are sampled at
+      temperature 1: each that begins with its level carries the judge's exact probability of
+      that level (its first token's logprob), and the levels seen are weighted by them; answers
+      without logprobs are simply averaged. Small models answer in this form far more reliably
+      than in JSON.
 
     Use it in a grader in two lines::
 
@@ -155,16 +164,18 @@ class RubricJudge(JudgeBase):
         return self._levels_verdict(good, raw, usage)
 
     def _levels_verdict(self, good: list[Attempt], raw: list[str], usage: Any) -> JudgeVerdict:
-        # Each call gives a distribution over levels: the judge's own token probabilities when
-        # it returned them, else the one level it wrote; averaging n calls estimates it.
-        totals: dict[int, float] = {}
-        for a in good:
-            reply = a.reply
-            dist = None
-            if reply is not None and reply.top_logprobs:
-                dist = level_distribution(reply.top_logprobs, reply.sampled_tokens, self.scale)
-            for level, p in (dist or {a.value[0]: 1.0}).items():
-                totals[level] = totals.get(level, 0.0) + p / len(good)
+        totals = self._known_level_probabilities(good)
+        if totals is None:
+            # Each call gives a distribution over levels: the judge's own token probabilities
+            # when it returned them, else the one level it wrote; averaging n calls estimates it.
+            totals = {}
+            for a in good:
+                reply = a.reply
+                dist = None
+                if reply is not None and reply.top_logprobs:
+                    dist = level_distribution(reply.top_logprobs, reply.sampled_tokens, self.scale)
+                for level, p in (dist or {a.value[0]: 1.0}).items():
+                    totals[level] = totals.get(level, 0.0) + p / len(good)
         expected = sum(level * p for level, p in totals.items())
         return JudgeVerdict(
             ok=True,
@@ -174,6 +185,30 @@ class RubricJudge(JudgeBase):
             probabilities={str(k): totals[k] for k in sorted(totals)},
             usage=usage,
         )
+
+    def _known_level_probabilities(self, good: list[Attempt]) -> dict[int, float] | None:
+        """G-Eval without top logprobs: each sampled answer that *begins* with its level carries
+        the judge's exact probability of that level (the first token's logprob). Over ``n``
+        samples at temperature 1 the levels seen, weighted by those probabilities (renormalised),
+        estimate the expectation with far less noise than counting them. Answers that do not
+        begin with their level, or were retried (conditioned on the retry), are left out;
+        ``None`` when none qualifies.
+        """
+        if self.n < 2 or self.temperature != 1.0:
+            return None
+        seen: dict[int, float] = {}
+        for a in good:
+            reply = a.reply
+            if reply is None or reply.first_token_logprob is None or a.usage.retries:
+                continue
+            level = first_token_level(reply.text, self.scale)
+            if level is None or level != a.value[0]:
+                continue
+            seen[level] = math.exp(reply.first_token_logprob)
+        mass = sum(seen.values())
+        if not mass > 0.0:
+            return None
+        return {level: p / mass for level, p in seen.items()}
 
     async def grade(self, ctx: GraderContext[Any]) -> dict[str, JudgeVerdict]:
         """Score every sample in ``ctx`` (its final answer) and set the rewards.

@@ -186,13 +186,14 @@ class _CountingModel(JudgeModel):
 
     async def chat(self, messages: list[Message], **kw: Any) -> JudgeReply:
         self.calls.append(kw)
+        index = len(self.calls) - 1
         self.in_flight += 1
         self.peak = max(self.peak, self.in_flight)
         for _ in range(5):  # let every other task that can start, start
             await asyncio.sleep(0)
         self.in_flight -= 1
         if self.replies is not None:
-            return self.replies[(len(self.calls) - 1) % len(self.replies)]
+            return self.replies[index % len(self.replies)]
         return JudgeReply(text='{"score": 1, "reasons": "ok"}', prompt_tokens=3)
 
 
@@ -231,7 +232,8 @@ async def test_levels_mode_reads_the_judges_level_probabilities() -> None:
 
 
 async def test_levels_mode_without_logprobs_averages_sampled_levels() -> None:
-    script = ["5 - perfect", "Score: 3. It skips a step.", "5"]
+    # Answers that do not begin with their level: the sampled levels are counted.
+    script = ["Level 5 - perfect", "Score: 3. It skips a step.", "I'd say 5"]
     async with scripted_judge(script) as sj:
         judge = RubricJudge(RUBRIC, model=sj.model, mode="levels", n=3, scale=(0.0, 10.0))
         verdict = await judge.score("x")
@@ -331,3 +333,38 @@ def test_one_judge_serves_several_event_loops() -> None:
 
 async def _score_all(judge: RubricJudge, answers: list[str]) -> list[Any]:
     return list(await asyncio.gather(*(judge.score(a) for a in answers)))
+
+
+async def test_levels_weighted_by_the_judges_probability_of_each_sampled_level() -> None:
+    # Without top logprobs, each sampled answer that begins with its level carries the judge's
+    # probability of that level: 0.6 for "5", 0.1 for "3" (the "5" was drawn twice).
+    replies = [
+        JudgeReply(text="5 - good", first_token_logprob=math.log(0.6)),
+        JudgeReply(text="3 - ok", first_token_logprob=math.log(0.1)),
+        JudgeReply(text="5 - good", first_token_logprob=math.log(0.6)),
+    ]
+    judge = RubricJudge(RUBRIC, model=_CountingModel(replies), mode="levels", n=3)
+    verdict = await judge.score("x")
+    assert verdict.probabilities == pytest.approx({"3": 0.1 / 0.7, "5": 0.6 / 0.7})
+    expected_level = (5 * 0.6 + 3 * 0.1) / 0.7
+    assert verdict.score == pytest.approx((expected_level - 1) / 4)
+    # An answer that does not begin with its level carries no such probability: left out.
+    replies[1] = JudgeReply(text="I give it 3", first_token_logprob=math.log(0.1))
+    partial = RubricJudge(RUBRIC, model=_CountingModel(replies), mode="levels", n=3)
+    assert (await partial.score("x")).probabilities == {"5": 1.0}
+    # None qualifies (no logprobs): back to counting the sampled levels.
+    plain = [JudgeReply(text=r.text) for r in replies]
+    counted = RubricJudge(RUBRIC, model=_CountingModel(plain), mode="levels", n=3)
+    assert (await counted.score("x")).probabilities == pytest.approx({"3": 1 / 3, "5": 2 / 3})
+
+
+async def test_our_gateway_gives_the_first_tokens_logprob() -> None:
+    async with scripted_judge(["4 - fine", "5 - perfect", "3 - skips a step", "5 - perfect"]) as sj:
+        reply = await sj.model.chat([{"role": "user", "content": "Score:"}], top_logprobs=20)
+        assert reply.text == "4 - fine" and reply.top_logprobs is None
+        assert reply.first_token_logprob is not None and reply.first_token_logprob < 0
+        judge = RubricJudge(RUBRIC, model=sj.model, mode="levels", n=3)
+        verdict = await judge.score("x")
+        probs = verdict.probabilities or {}
+        assert set(probs) == {"3", "5"} and sum(probs.values()) == pytest.approx(1.0)
+        assert probs["5"] != pytest.approx(2 / 3)  # weighted by probability, not counted
