@@ -34,6 +34,7 @@ _COMMAND_MODULES = (
     "osmosis_ai.cli.train",
     "osmosis_ai.cli.model",
     "osmosis_ai.cli.remote",
+    "osmosis_ai.cli.dashboard",
 )
 
 
