@@ -664,7 +664,8 @@ def info_command(
     cmp = data["comparison"]
     if cmp:
         console.print(
-            f"vs baseline {cmp['baseline']}: diff {_signed(cmp['diff'])}, "
+            f"vs baseline {cmp['baseline']}: reward {_fmt(cmp['candidate_mean'])} vs "
+            f"{_fmt(cmp['baseline_mean'])}, diff {_signed(cmp['diff'])}, "
             f"{cmp['confidence'] * 100:g}% CI [{_signed(cmp['ci_low'])}, "
             f"{_signed(cmp['ci_high'])}] over {cmp['rows']} rows"
         )

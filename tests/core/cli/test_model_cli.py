@@ -241,6 +241,14 @@ def test_eval_checkpoint_against_its_base_with_a_confidence_interval(
     assert data["comparison"]["candidate"] == f"{RUN_ID}:2"
     assert data["summary"]["samples"] == 3 and data["baseline_summary"]["samples"] == 3
 
+    shown = run_cli("eval", "info", "ckpt")
+    assert shown.code == 0, shown.err
+    assert f"vs baseline {info['engine_model']}: reward" in shown.out and "% CI [" in shown.out
+    listed = run_cli("eval", "list", "--json").json()
+    assert [(v["name"], v["status"], v["baseline"]) for v in listed] == [
+        ("ckpt", "completed", info["engine_model"])
+    ]
+
 
 def test_baseline_without_a_checkpoint_is_one_line(run_cli: RunCli, workspace: Path) -> None:
     res = run_cli("eval", "run", "configs/eval/calc.toml", "--baseline", "--model", "embedded")
