@@ -189,7 +189,7 @@ async def test_a_rollout_that_outlives_the_workflow_timeout() -> None:
         # the server finishes later; its callback finds nobody waiting and is refused (404)
         status = f"{url}/v1/rollout/{loop.requests[0].rollout_id}"
         async with httpx.AsyncClient(headers={"Authorization": f"Bearer {KEY}"}) as http:
-            for _ in range(300):
+            for _ in range(1200):  # a safety net against a hang (120 s), never the test
                 view = (await http.get(status)).json()
                 if view["state"] in ("delivered", "delivery_failed"):
                     break
