@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 from contextlib import aclosing
 from pathlib import Path
@@ -280,11 +281,19 @@ async def test_concurrency_is_bounded_and_rows_are_pulled_lazily(
             pulled += 1
             yield make_row(i, "x")
 
+    full = asyncio.Event()
+
     class Busy(AgentWorkflow[Any]):
         async def run(self, ctx: AgentWorkflowContext[Any]) -> Any:
             nonlocal active, peak
             active += 1
             peak = max(peak, active)
+            if active == 4:
+                full.set()
+            # The first rollouts wait for each other, so the peak never depends on timing
+            # (the wait is a hang guard: a runner admitting fewer fails the peak assert).
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(full.wait(), 60)
             await asyncio.sleep(0.01)
             active -= 1
             return [{"role": "assistant", "content": "x"}]
@@ -300,12 +309,17 @@ async def test_concurrency_is_bounded_and_rows_are_pulled_lazily(
 
 async def test_workflow_config_max_concurrent_limits_further(endpoint: RecordingEndpoint) -> None:
     active = peak = 0
+    full = asyncio.Event()
 
     class Busy(AgentWorkflow[Any]):
         async def run(self, ctx: AgentWorkflowContext[Any]) -> Any:
             nonlocal active, peak
             active += 1
             peak = max(peak, active)
+            if active == 2:
+                full.set()
+            with contextlib.suppress(TimeoutError):  # as above: the peak is reached by design
+                await asyncio.wait_for(full.wait(), 60)
             await asyncio.sleep(0.01)
             active -= 1
             return [{"role": "assistant", "content": "x"}]
