@@ -44,3 +44,27 @@ async def test_embedded_judge_scores_on_the_scale_with_reasons() -> None:
         assert again.cached == verdicts[0].ok  # judged once; failures are not cached
     finally:
         await model.aclose()
+
+
+async def test_embedded_judges_level_is_its_first_token() -> None:
+    """The premise of levels mode on our engines: an answer that begins with its level digit
+    was sampled with that digit as its first token, so the first logprob is P(level)."""
+    from osmosis_ai.grading._prompts import rubric_messages
+    from osmosis_ai.serving import GenerationRequest, create_engine
+    from osmosis_trainer.models import load_model
+
+    engine = create_engine("embedded")
+    tokenizer = load_model("embedded").tokenizer
+    messages = rubric_messages(RUBRIC, ANSWERS[2], Scale(), mode="levels", few_shot=True)
+    try:
+        begun = 0
+        for seed in range(8):
+            req = GenerationRequest(messages=messages, temperature=1.0, max_tokens=4, seed=seed)
+            result = await engine.generate(req)
+            assert result.completion_token_ids and result.logprobs
+            if result.text[:1].isdigit() and not result.text[1:2].isdigit():
+                begun += 1
+                assert tokenizer.decode([result.completion_token_ids[0]]) == result.text[0]
+        assert begun >= 4  # with the worked examples, most answers begin with the level
+    finally:
+        await engine.close()
