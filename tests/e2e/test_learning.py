@@ -18,14 +18,9 @@ from osmosis_ai.config import (
     TrainingSection,
     load_training_config,
 )
-from osmosis_trainer.loop import (
-    StepReport,
-    Trainer,
-    attach_lora,
-    create_run_dir,
-    resolve_settings,
-    run_training,
-)
+from osmosis_trainer.loop import StepReport, Trainer, resolve_settings, run_training
+from osmosis_trainer.loop._policy import attach_lora
+from osmosis_trainer.loop._run import create_run_dir
 from osmosis_trainer.models import build_tiny_model, load_model
 from tests.e2e.toy_workspace import make_workspace
 from tests.trainer.loop.toy import ToySource, even_token_reward, toy_rows

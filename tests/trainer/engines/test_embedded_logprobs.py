@@ -45,7 +45,7 @@ def smollm() -> Any:
 def policy(smollm: Any, tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, Path]:
     """The training model: LoRA on a copy of the real weights, with non-zero (trained-looking)
     ``B`` matrices, saved where the engine loads it from."""
-    from osmosis_trainer.loop import attach_lora
+    from osmosis_trainer.loop._policy import attach_lora
 
     model = attach_lora(
         copy.deepcopy(smollm.model), r=8, alpha=16, dropout=0.0, target_modules="all-linear",
@@ -104,7 +104,7 @@ def _rows(results: list[Any]) -> list[tuple[torch.Tensor, torch.Tensor, torch.Te
 def test_engine_logprobs_match_training_forward(
     smollm: Any, policy: tuple[Any, Path], lean_decoding: bool
 ) -> None:
-    from osmosis_trainer.loop import token_logprobs
+    from osmosis_trainer.loop._policy import token_logprobs
 
     model, folder = policy
     rows = _rows(_sampled(smollm, folder, lean=lean_decoding))
@@ -121,7 +121,7 @@ def test_engine_logprobs_match_training_forward(
 def test_lean_training_forward_matches_transformers(policy: tuple[Any, Path]) -> None:
     """Logprobs and LoRA gradients of the lean forward against transformers' forward, on a
     right-padded batch of real chat text."""
-    from osmosis_trainer.loop import lora_parameters, token_logprobs
+    from osmosis_trainer.loop._policy import lora_parameters, token_logprobs
 
     model, _ = policy
     g = torch.Generator().manual_seed(2)

@@ -28,7 +28,10 @@ pytest.importorskip("trl")
 
 from osmosis_ai.config import AlgorithmConfig, SamplingConfig, TrainingSection
 from osmosis_trainer.grpo import LossType
-from osmosis_trainer.loop import TrainSequence, attach_lora, policy_update, resolve_settings
+from osmosis_trainer.loop import resolve_settings
+from osmosis_trainer.loop._batch import TrainSequence
+from osmosis_trainer.loop._policy import attach_lora
+from osmosis_trainer.loop._update import policy_update
 from osmosis_trainer.models import load_model
 
 LOSS_TYPES: list[LossType] = ["grpo", "bnpo", "dr_grpo", "dapo"]

@@ -4,20 +4,16 @@ import pytest
 
 from osmosis_ai.config import AlgorithmConfig
 from osmosis_trainer.checkpoints import DataPosition
-from osmosis_trainer.loop import (
-    DataCursor,
-    GradedSample,
-    PrefixUnit,
-    SequenceData,
+from osmosis_trainer.loop import GradedSample, SequenceData
+from osmosis_trainer.loop._batch import (
     TrainSequence,
-    build_train_batch,
     collate,
-    collate_prefixed,
     common_prefix_len,
     plan_micro_batches,
-    plan_shared_prefix,
-    plan_steps,
 )
+from osmosis_trainer.loop._data import DataCursor, plan_steps
+from osmosis_trainer.loop._prefix import PrefixUnit, collate_prefixed, plan_shared_prefix
+from osmosis_trainer.loop._rollouts import build_train_batch
 
 
 def test_plan_micro_batches_respects_the_budget() -> None:

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from osmosis_ai.config import LRSchedule
-from osmosis_trainer.loop import build_scheduler
+from osmosis_trainer.loop._optim import build_scheduler
 
 
 def _expected(step: int, warmup: int, total: int, schedule: LRSchedule) -> float:

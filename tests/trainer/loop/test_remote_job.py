@@ -7,7 +7,9 @@ from pathlib import Path
 
 from osmosis_ai.config import load_training_config
 from osmosis_ai.templates import create_from_template
-from osmosis_trainer.loop import create_run_dir, plan_job, read_metrics, run_training
+from osmosis_trainer.loop import plan_job, run_training
+from osmosis_trainer.loop._metrics import read_metrics
+from osmosis_trainer.loop._run import create_run_dir
 from tests.serve_process import osmosis_serve
 
 

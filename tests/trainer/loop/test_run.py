@@ -5,8 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from osmosis_trainer.loop import create_run_dir
-from osmosis_trainer.loop._run import RunDir, read_status
+from osmosis_trainer.loop._run import RunDir, create_run_dir, read_status
 
 
 def test_status_updates_merge_and_see_other_writers(tmp_path: Path) -> None:

@@ -15,14 +15,9 @@ from osmosis_ai.config import (
     TrainingSection,
     load_training_config,
 )
-from osmosis_trainer.loop import (
-    LoopSettings,
-    Trainer,
-    attach_lora,
-    create_run_dir,
-    lora_parameters,
-    resolve_settings,
-)
+from osmosis_trainer.loop import LoopSettings, Trainer, resolve_settings
+from osmosis_trainer.loop._policy import attach_lora, lora_parameters
+from osmosis_trainer.loop._run import create_run_dir
 from osmosis_trainer.models import load_model
 from tests.trainer.loop.toy import ToySource, even_token_reward, toy_rows
 

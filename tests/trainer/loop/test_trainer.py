@@ -10,16 +10,10 @@ import torch
 from osmosis_ai.config import AlgorithmConfig, CheckpointsConfig, SamplingConfig, TrainingSection
 from osmosis_ai.errors import TrainingError
 from osmosis_trainer.checkpoints import latest_checkpoint, list_checkpoints, load_checkpoint
-from osmosis_trainer.loop import (
-    StepReport,
-    Trainer,
-    attach_lora,
-    create_run_dir,
-    lora_parameters,
-    read_metrics,
-    read_status,
-    resolve_settings,
-)
+from osmosis_trainer.loop import StepReport, Trainer, resolve_settings
+from osmosis_trainer.loop._metrics import read_metrics
+from osmosis_trainer.loop._policy import attach_lora, lora_parameters
+from osmosis_trainer.loop._run import create_run_dir, read_status
 from osmosis_trainer.models import load_model
 from tests.trainer.loop.toy import ToySource, even_token_reward, toy_rows
 
@@ -78,7 +72,7 @@ async def test_resume_matches_an_uninterrupted_run(tiny_model_dir: Path, tmp_pat
 
     resumed, source = _setup(tiny_model_dir, tmp_path / "c")
     resumed.run_dir = part.run_dir  # continue the stopped run's folder
-    from osmosis_trainer.loop import MetricsWriter
+    from osmosis_trainer.loop._metrics import MetricsWriter
 
     resumed.metrics = MetricsWriter(part.run_dir.path, tensorboard=False)
     assert await resumed.resume()

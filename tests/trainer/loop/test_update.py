@@ -10,18 +10,16 @@ import torch
 from osmosis_ai.config import AlgorithmConfig, SamplingConfig
 from osmosis_ai.config._algorithm import ImportanceCorrection
 from osmosis_ai.errors import TrainingError
-from osmosis_trainer.loop import (
-    LoopSettings,
-    NonFiniteLossError,
-    TrainSequence,
+from osmosis_trainer.loop import LoopSettings, NonFiniteLossError, resolve_settings
+from osmosis_trainer.loop._batch import TrainSequence
+from osmosis_trainer.loop._optim import build_optimizer
+from osmosis_trainer.loop._policy import (
     adapter_disabled,
     attach_lora,
-    build_optimizer,
     lora_parameters,
-    policy_update,
-    resolve_settings,
     token_logprobs,
 )
+from osmosis_trainer.loop._update import policy_update
 from osmosis_trainer.models import load_model
 
 
@@ -219,7 +217,8 @@ def test_shared_prompt_prefix_gives_the_same_update(tiny_model_dir: Path) -> Non
 
 def test_shared_prefix_logprobs_match_the_plain_forward(tiny_model_dir: Path) -> None:
     """Prompts of different lengths (left padding, position ids) and ragged continuations."""
-    from osmosis_trainer.loop import PrefixUnit, collate, collate_prefixed
+    from osmosis_trainer.loop._batch import collate
+    from osmosis_trainer.loop._prefix import PrefixUnit, collate_prefixed
 
     model = _policy(tiny_model_dir)
     for name, p in lora_parameters(model):
