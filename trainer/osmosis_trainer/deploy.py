@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from osmosis_ai.errors import OsmosisError
-from osmosis_ai.serving.gateway._store import CallStore
+from osmosis_ai.serving.gateway import CallStore
 
 __all__ = ["main", "ready_line", "vllm_command"]
 
