@@ -9,6 +9,7 @@
   own engine, an OpenAI-compatible URL, or a LiteLLM id); never the policy unless you say so.
 - :class:`RubricGrader`, :class:`GroupJudgeGrader`: ready ``Grader`` classes taking a rubric
   string.
+- :func:`judge_answers`: a dataset's existing answers scored by a judge (``osmosis eval rubric``).
 - :class:`NumericAnswerGrader` (:func:`score_number`): the final number against the row's
   ``ground_truth``, with partial credit (the calculator templates' grader).
 
@@ -20,6 +21,7 @@ concurrently under a limit, and every verdict carries its token and cost usage
 
 from __future__ import annotations
 
+from osmosis_ai.grading._answers import AnswersResult, judge_answers
 from osmosis_ai.grading._base import JudgeBase, read_rubric
 from osmosis_ai.grading._cache import JudgeCache
 from osmosis_ai.grading._grader import GroupJudgeGrader, RubricGrader
@@ -32,6 +34,7 @@ from osmosis_ai.grading._rubric import RubricJudge
 from osmosis_ai.grading._types import JudgeError, JudgeUsage, JudgeVerdict, Scale
 
 __all__ = [
+    "AnswersResult",
     "GroupJudge",
     "GroupJudgeGrader",
     "JudgeBase",
@@ -48,6 +51,7 @@ __all__ = [
     "RubricJudge",
     "Scale",
     "final_text",
+    "judge_answers",
     "read_rubric",
     "score_number",
 ]
