@@ -9,6 +9,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 from osmosis_ai.config._algorithm import AlgorithmConfig, LoRAConfig
+from osmosis_ai.config._logging import LoggingConfig
 from osmosis_ai.config._sections import (
     CheckpointsConfig,
     EvaluationConfig,
@@ -174,6 +175,8 @@ class TrainingConfig(ConfigFile):
     """``[lora]``: rank, alpha, dropout and target modules of the adapter."""
     algorithm: AlgorithmConfig = Field(default_factory=AlgorithmConfig)
     """``[algorithm]``: the GRPO objective (loss type, clipping, IS correction, budgets)."""
+    logging: LoggingConfig = Field(default_factory=LoggingConfig)
+    """``[logging]``: trackers (``report_to``) and the trajectories kept for the dashboard."""
 
     def output_dir(self) -> Path | None:
         """``[checkpoints].output_dir`` resolved against the workspace root, if set."""

@@ -19,6 +19,7 @@ from osmosis_ai.errors import ConfigError, TrainingError
 from osmosis_trainer.loop._data import plan_steps
 from osmosis_trainer.loop._run import RunDir, read_status
 from osmosis_trainer.loop._settings import resolve_settings
+from osmosis_trainer.loop._traces import TraceSampler, token_texts
 from osmosis_trainer.loop._trainer import StepReport, Trainer, TrainResult
 
 if TYPE_CHECKING:
@@ -237,6 +238,12 @@ async def _run(
                 model, source, plan.rows, settings, run, device=plan.device,
                 eval_rows=plan.rows[:n_val] if config.checkpoints.eval_interval else None,
                 on_report=on_report,
+                tensorboard="tensorboard" in config.logging.report_to,
+                traces=TraceSampler(
+                    run.path, config.logging.trace_samples_per_step,
+                    decode=token_texts(loaded.tokenizer),
+                    max_tokens=config.logging.trace_max_tokens, temperature=settings.temperature,
+                ),
             )
             try:
                 if resume:

@@ -54,6 +54,8 @@ class GradedSample:
     sequences: list[SequenceData]
     completion_tokens: int = 0
     truncated: bool = False
+    last_call: Any = None
+    """The sample's last policy call (its messages are the conversation), for traces."""
 
 
 @dataclass

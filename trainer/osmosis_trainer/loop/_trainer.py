@@ -39,6 +39,7 @@ from osmosis_trainer.loop._policy import load_adapter_weights
 from osmosis_trainer.loop._rollouts import RolloutSource, StepRollouts, build_train_batch
 from osmosis_trainer.loop._run import RunDir
 from osmosis_trainer.loop._settings import LoopSettings
+from osmosis_trainer.loop._traces import TraceSampler
 from osmosis_trainer.loop._update import NonFiniteLossError, policy_update
 
 __all__ = ["StepReport", "TrainResult", "Trainer"]
@@ -98,6 +99,7 @@ class Trainer:
         eval_rows: Sequence[Any] | None = None,
         on_report: Callable[[StepReport], None] | None = None,
         tensorboard: bool = True,
+        traces: TraceSampler | None = None,
     ) -> None:
         self.model = model
         self.source = source
@@ -107,6 +109,7 @@ class Trainer:
         self.device = device
         self.eval_rows = list(eval_rows) if eval_rows is not None else []
         self.on_report = on_report
+        self.traces = traces
         t, a = settings.training, settings.algorithm
         self.optimizer = build_optimizer(model, lr=t.lr, weight_decay=a.weight_decay)
         self.scheduler = build_scheduler(
@@ -231,10 +234,12 @@ class Trainer:
         batch = build_train_batch(ro.samples, self.s.algorithm)
         self.run_dir.update_status(activity="update", step=step - 1)
         update_metrics: dict[str, float] = {}
+        # A worker thread keeps the event loop (gateway, rollouts run ahead) responsive.
+        if self._update_thread is None:
+            self._update_thread = ThreadPoolExecutor(1, thread_name_prefix="osmosis-update")
+        if self.traces is not None and self.traces.per_step:
+            await self._write_traces(step, ro, batch)
         if batch.sequences:
-            # A worker thread keeps the event loop (gateway, rollouts run ahead) responsive.
-            if self._update_thread is None:
-                self._update_thread = ThreadPoolExecutor(1, thread_name_prefix="osmosis-update")
             stats = await asyncio.get_running_loop().run_in_executor(
                 self._update_thread,
                 functools.partial(
@@ -278,6 +283,17 @@ class Trainer:
             await self.validate(step)
         if step % c.checkpoint_save_freq == 0:
             self._checkpoint(metrics)
+
+    async def _write_traces(self, step: int, ro: StepRollouts, batch: Any) -> None:
+        """The step's bounded trajectory sample (before the update: the sampler's weights)."""
+        assert self.traces is not None and self._update_thread is not None
+        records = await asyncio.get_running_loop().run_in_executor(
+            self._update_thread,
+            functools.partial(
+                self.traces.records, step, self.traces.pick(ro), batch, self.model, self.device
+            ),
+        )
+        self.traces.write(step, records)
 
     def _record(self, step: int, metrics: dict[str, float], kind: str) -> None:
         self.metrics.write(step, metrics, kind=kind)

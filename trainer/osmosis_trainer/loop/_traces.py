@@ -1,0 +1,163 @@
+"""A bounded sample of each step's trajectories for ``osmosis dashboard``.
+
+Per step at most ``[logging] trace_samples_per_step`` samples are written to
+``<run>/traces/step_NNNNNN.jsonl`` (one JSON object per sample): whole GRPO groups first, so
+rewards and advantages can be compared within a group. Each sample carries its conversation
+(the last policy call's messages and reply), and per training sequence the token ids, their
+text, the trained mask, the sampler's logprobs and the trainer's (one no-grad forward pass of
+the policy before the step's update, the same weights the sampler used when on-policy). More
+than one sequence means a prefix mismatch split the sample.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from osmosis_trainer.loop._rollouts import GradedSample, StepRollouts, TrainBatch
+
+__all__ = ["TraceSampler", "token_texts"]
+
+Decode = Callable[[list[int]], list[str]]
+
+
+def _num(value: float) -> float | None:
+    return round(float(value), 5) if math.isfinite(value) else None
+
+
+class TraceSampler:
+    """Chooses, enriches and writes the trajectories kept for one step."""
+
+    def __init__(
+        self,
+        run_path: Path,
+        per_step: int,
+        *,
+        decode: Decode | None = None,
+        max_tokens: int = 4096,
+        temperature: float = 1.0,
+    ) -> None:
+        self.folder = Path(run_path) / "traces"
+        self.per_step = per_step
+        self.decode = decode
+        self.max_tokens = max_tokens
+        self.temperature = temperature
+
+    def pick(self, ro: StepRollouts) -> list[GradedSample]:
+        """Whole groups in group order until the budget is spent (the last one may be cut)."""
+        groups: dict[int, list[GradedSample]] = {}
+        for s in ro.samples:
+            groups.setdefault(s.group_id, []).append(s)
+        out: list[GradedSample] = []
+        for gid in sorted(groups):
+            room = self.per_step - len(out)
+            if room <= 0:
+                break
+            out.extend(groups[gid][:room])
+        return out
+
+    def records(
+        self,
+        step: int,
+        picked: Sequence[GradedSample],
+        batch: TrainBatch,
+        model: torch.nn.Module | None = None,
+        device: torch.device | str = "cpu",
+    ) -> list[dict[str, Any]]:
+        """The JSON records of ``picked``; with ``model``, the trainer's logprobs too."""
+        advantage = {seq.rollout_id: seq.advantage for seq in batch.sequences}
+        out = []
+        for s in picked:
+            seqs = []
+            for seq in s.sequences:
+                ids = list(seq.token_ids)[: self.max_tokens]
+                mask = list(seq.loss_mask)[: len(ids)]
+                entry: dict[str, Any] = {
+                    "token_ids": ids,
+                    "mask": mask,
+                    "sampler_logprobs": [_num(v) for v in seq.sampler_logprobs[: len(ids)]],
+                    "trainer_logprobs": None,
+                    "cut": len(seq.token_ids) > len(ids),
+                }
+                if self.decode is not None:
+                    entry["tokens"] = self.decode(ids)
+                if model is not None and not entry["cut"] and any(mask[1:]):
+                    entry["trainer_logprobs"] = trainer_logprobs(
+                        model, ids, mask, device=device, temperature=self.temperature
+                    )
+                seqs.append(entry)
+            out.append({
+                "step": step,
+                "group_id": s.group_id,
+                "rollout_id": s.rollout_id,
+                "sample_id": s.sample_id,
+                "reward": s.reward,
+                # None: not trained (a zero-variance group skipped, or a masked truncation).
+                "advantage": advantage.get(s.rollout_id),
+                "truncated": s.truncated,
+                "messages": _conversation(s.last_call),
+                "sequences": seqs,
+            })
+        return out
+
+    def write(self, step: int, records: list[dict[str, Any]]) -> Path:
+        """``traces/step_NNNNNN.jsonl`` (replaced whole: a resumed step writes it again)."""
+        self.folder.mkdir(parents=True, exist_ok=True)
+        path = self.folder / f"step_{step:06d}.jsonl"
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text("".join(json.dumps(r, default=str) + "\n" for r in records))
+        tmp.replace(path)
+        return path
+
+
+def _conversation(call: Any) -> list[dict[str, Any]] | None:
+    """The last policy call's request messages plus its reply (tool calls and results included)."""
+    if call is None:
+        return None
+    messages = [*getattr(call, "request_messages", []), getattr(call, "response_message", None)]
+    out = []
+    for m in messages:
+        if m is None:
+            continue
+        out.append(m.model_dump(mode="json", exclude_none=True) if hasattr(m, "model_dump")
+                   else dict(m))
+    return out
+
+
+def trainer_logprobs(
+    model: torch.nn.Module,
+    ids: list[int],
+    mask: list[int],
+    *,
+    device: torch.device | str = "cpu",
+    temperature: float = 1.0,
+) -> list[float | None]:
+    """The policy's logprob of each trained token of one sequence (``None`` elsewhere)."""
+    from osmosis_trainer.loop._policy import token_logprobs
+
+    input_ids = torch.tensor([ids], dtype=torch.long, device=device)  # [1, T]
+    # Position t of the result scores token t+1.
+    shifted = torch.tensor([mask[1:]], dtype=torch.bool, device=device)  # [1, T-1]
+    was_training = model.training
+    model.eval()  # no LoRA dropout: the logprob the weights give
+    try:
+        with torch.no_grad():
+            logp, _ = token_logprobs(model, input_ids, shifted, temperature=temperature)
+    finally:
+        model.train(was_training)
+    values = logp[0].float().cpu().tolist()
+    return [None] + [_num(v) if m else None for v, m in zip(values, mask[1:], strict=True)]
+
+
+def token_texts(tokenizer: Any) -> Decode:
+    """Each id's own text (``decode([id])``), so the page can draw one box per token."""
+
+    def decode(ids: list[int]) -> list[str]:
+        return [tokenizer.decode([i]) for i in ids]
+
+    return decode
