@@ -37,7 +37,7 @@ _VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
 class _NoRecording(CallStore):
     """A deployed model answers clients; nobody collects its calls, so none are kept."""
 
-    def add(self, call: Any) -> bool:
+    def add(self, call: Any, *, now: float | None = None) -> bool:
         return False
 
 
