@@ -3,14 +3,38 @@ and how exceptions become :class:`~osmosis_ai.rollout.SampleError` data."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from osmosis_ai.errors import PolicyCallError, RewardError
-from osmosis_ai.rollout._types import ErrorCategory, RolloutSample, SampleError, SampleStatus
+from osmosis_ai.rollout._types import (
+    ErrorCategory,
+    Message,
+    RolloutSample,
+    SampleError,
+    SampleStatus,
+)
 
-__all__ = ["RolloutGroup", "RolloutOutcome", "classify_exception"]
+__all__ = ["RolloutGroup", "RolloutOutcome", "RolloutRow", "classify_exception"]
+
+
+class RolloutRow(Protocol):
+    """What the runner reads of a dataset row (:class:`osmosis_ai.data.DatasetRow` is one)."""
+
+    @property
+    def row_index(self) -> int: ...
+
+    @property
+    def prompt(self) -> Sequence[Message]: ...
+
+    @property
+    def label(self) -> str | None: ...
+
+    @property
+    def metadata(self) -> Mapping[str, Any]: ...
 
 Where = Literal["workflow", "grader", "runner"]
 
@@ -81,11 +105,10 @@ class RolloutOutcome(BaseModel):
         return next((s for s in self.samples if s.id == sample_id), None)
 
 
-class RolloutGroup(BaseModel):
+@dataclass
+class RolloutGroup:
     """All ``n_samples`` outcomes of one dataset row (a GRPO group), by sample index."""
 
-    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
-
-    row: Any
-    """The :class:`~osmosis_ai.data.DatasetRow` the group was run for."""
+    row: RolloutRow
+    """The row the group was run for."""
     outcomes: list[RolloutOutcome]

@@ -36,7 +36,12 @@ from osmosis_ai.rollout._execution import (
     grade_samples,
     join_samples,
 )
-from osmosis_ai.rollout._outcome import RolloutGroup, RolloutOutcome, classify_exception
+from osmosis_ai.rollout._outcome import (
+    RolloutGroup,
+    RolloutOutcome,
+    RolloutRow,
+    classify_exception,
+)
 from osmosis_ai.rollout._types import ErrorCategory, RolloutSample, SampleError, SampleStatus
 from osmosis_ai.rollout.scope import PolicyEndpoint
 
@@ -44,7 +49,7 @@ __all__ = ["RolloutRunner", "Rows"]
 
 logger = logging.getLogger("osmosis")
 
-Rows = Iterable[Any] | AsyncIterable[Any]
+Rows = Iterable[RolloutRow] | AsyncIterable[RolloutRow]
 """Dataset rows (:class:`~osmosis_ai.data.DatasetRow` or anything with ``row_index``,
 ``prompt``, ``label`` and ``metadata``), as a plain or async iterable."""
 
@@ -170,18 +175,18 @@ class RolloutRunner:
                     got.sort(key=lambda o: o.sample_index)
                     yield RolloutGroup(row=row, outcomes=got)
 
-    async def _stream(self, rows: Rows) -> AsyncGenerator[tuple[int, Any, RolloutOutcome], None]:
+    async def _stream(self, rows: Rows) -> AsyncGenerator[tuple[int, RolloutRow, RolloutOutcome], None]:
         """Yield ``(row position, row, outcome)`` as rollouts finish, keeping at most
         ``concurrency`` rollouts (and rows read) ahead."""
         items = _work_items(rows, self.n_samples)
-        done: asyncio.Queue[asyncio.Task[tuple[int, Any, RolloutOutcome]]] = asyncio.Queue()
-        tasks: set[asyncio.Task[tuple[int, Any, RolloutOutcome]]] = set()
+        done: asyncio.Queue[asyncio.Task[tuple[int, RolloutRow, RolloutOutcome]]] = asyncio.Queue()
+        tasks: set[asyncio.Task[tuple[int, RolloutRow, RolloutOutcome]]] = set()
         exhausted = False
 
-        async def one(seq: int, row: Any, sample_index: int) -> tuple[int, Any, RolloutOutcome]:
+        async def one(seq: int, row: RolloutRow, sample_index: int) -> tuple[int, RolloutRow, RolloutOutcome]:
             return seq, row, await self._rollout(row, sample_index)
 
-        def finished(task: asyncio.Task[tuple[int, Any, RolloutOutcome]]) -> None:
+        def finished(task: asyncio.Task[tuple[int, RolloutRow, RolloutOutcome]]) -> None:
             self.in_flight -= 1
             done.put_nowait(task)
 
@@ -210,7 +215,7 @@ class RolloutRunner:
             await _cancel_all(tasks)
             await items.aclose()
 
-    def _request(self, row: Any, sample_index: int, rollout_id: str) -> WorkflowRequest:
+    def _request(self, row: RolloutRow, sample_index: int, rollout_id: str) -> WorkflowRequest:
         artifacts: str | None = None
         if self.artifacts_root is not None:
             path = self.artifacts_root / rollout_id / "artifacts"
@@ -232,7 +237,7 @@ class RolloutRunner:
             artifacts_dir=artifacts,
         )
 
-    async def _rollout(self, row: Any, sample_index: int) -> RolloutOutcome:
+    async def _rollout(self, row: RolloutRow, sample_index: int) -> RolloutOutcome:
         started = time.perf_counter()
         rollout_id = f"r{row.row_index}s{sample_index}-{uuid.uuid4().hex[:16]}"
         request = self._request(row, sample_index, rollout_id)
@@ -280,7 +285,7 @@ class RolloutRunner:
 
 
 def _outcome(
-    row: Any,
+    row: RolloutRow,
     sample_index: int,
     rollout_id: str,
     samples: dict[str, RolloutSample],
@@ -306,12 +311,12 @@ def _outcome(
         error=error,
         duration_ms=(time.perf_counter() - started) * 1000.0,
         label=row.label,
-        metadata=row.metadata,
+        metadata=dict(row.metadata),
         source_row_index=getattr(row, "source_row_index", None),
     )
 
 
-async def _aiter(rows: Rows) -> AsyncIterator[Any]:
+async def _aiter(rows: Rows) -> AsyncIterator[RolloutRow]:
     if isinstance(rows, AsyncIterable):
         async for row in rows:
             yield row
@@ -320,7 +325,7 @@ async def _aiter(rows: Rows) -> AsyncIterator[Any]:
             yield row
 
 
-async def _work_items(rows: Rows, n_samples: int) -> AsyncGenerator[tuple[int, Any, int], None]:
+async def _work_items(rows: Rows, n_samples: int) -> AsyncGenerator[tuple[int, RolloutRow, int], None]:
     seq = 0
     async for row in _aiter(rows):
         for sample_index in range(n_samples):

@@ -10,7 +10,12 @@ from __future__ import annotations
 from osmosis_ai.rollout._backends import Backend, LocalBackend, ProcessBackend
 from osmosis_ai.rollout._discovery import Entrypoint, load_entrypoint
 from osmosis_ai.rollout._execution import WorkflowRequest, WorkflowRun
-from osmosis_ai.rollout._outcome import RolloutGroup, RolloutOutcome, classify_exception
+from osmosis_ai.rollout._outcome import (
+    RolloutGroup,
+    RolloutOutcome,
+    RolloutRow,
+    classify_exception,
+)
 from osmosis_ai.rollout._runner import RolloutRunner
 
 __all__ = [
@@ -20,6 +25,7 @@ __all__ = [
     "ProcessBackend",
     "RolloutGroup",
     "RolloutOutcome",
+    "RolloutRow",
     "RolloutRunner",
     "WorkflowRequest",
     "WorkflowRun",

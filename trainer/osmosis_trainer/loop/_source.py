@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from osmosis_ai.rollout import LLMCall, RolloutSample, SampleStatus
-from osmosis_ai.rollout.running import RolloutGroup, RolloutOutcome
+from osmosis_ai.rollout.running import RolloutGroup, RolloutOutcome, RolloutRow
 from osmosis_trainer.loop._rollouts import GradedSample, SequenceData, StepRollouts
 
 __all__ = ["AdapterServer", "GatewayRolloutSource", "GroupRunner", "sample_sequences"]
@@ -24,7 +24,7 @@ class GroupRunner(Protocol):
         """Rollouts per row: the GRPO group size."""
         ...
 
-    def run_groups(self, rows: Sequence[Any]) -> AsyncIterator[RolloutGroup]:
+    def run_groups(self, rows: Sequence[RolloutRow]) -> AsyncIterator[RolloutGroup]:
         """Each row's rollouts together, as soon as the row's last one finishes."""
         ...
 
