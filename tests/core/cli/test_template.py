@@ -81,8 +81,9 @@ def test_create_configs_load_with_the_config_schema(run_cli: RunCli, tmp_path: P
         ev = load_eval_config(ws / "configs/eval/calc.toml")
         assert ev.entrypoint_path() == ws / "rollouts/calc/main.py"
         tr = load_training_config(ws / "configs/training/calc.toml")
-        # sized for the CPU main job: a handful of small steps
-        assert tr.training.max_steps is not None and tr.training.max_steps <= 8
+        # sized for the CPU main job: a few dozen small steps at most (the time budget itself is
+        # measured by the mainjob and learning benchmarks, not asserted here)
+        assert tr.training.max_steps is not None and tr.training.max_steps <= 20
         assert tr.training.rollout_batch_size * tr.training.n_samples_per_prompt <= 32
         assert tr.lora.r == 8
 
