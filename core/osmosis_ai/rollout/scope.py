@@ -49,7 +49,7 @@ class PolicyRoute:
 class PolicyEndpoint(Protocol):
     """Issues per-sample routes and hands back what was recorded on them.
 
-    Implemented by the policy gateway (``osmosis_trainer.gateway``) and by test doubles.
+    Implemented by the policy gateway (``osmosis_ai.serving.gateway``) and by test doubles.
     """
 
     def route(self, rollout_id: str, sample_id: str) -> PolicyRoute:
