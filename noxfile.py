@@ -13,7 +13,7 @@ nox.options.reuse_existing_virtualenvs = True
 nox.options.default_venv_backend = "venv"
 
 PYTHON = "3.11"
-FAST = "not slow and not vllm and not ray and not gpu and not templates"
+FAST = "not slow and not vllm and not ray and not gpu and not templates and not browser"
 
 
 def _install_dev(session: nox.Session) -> None:
@@ -73,6 +73,18 @@ def templates(session: nox.Session) -> None:
     """Each template's printed set-up and next steps, in a fresh venv per template (minutes)."""
     _install_dev(session)
     session.run("pytest", "-m", "templates", "-p", "no:cacheprovider", *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def browser(session: nox.Session) -> None:
+    """The dashboard in Debian's Chromium (headless, via Playwright; no browser download).
+
+    Needs /usr/bin/chromium (apt-get install -y chromium). OSMOSIS_SCREENSHOT_DIR=docs keeps
+    the run page's screenshot.
+    """
+    _install_dev(session)
+    session.install("playwright>=1.45")
+    session.run("pytest", "-m", "browser", "-p", "no:cacheprovider", *session.posargs)
 
 
 @nox.session(python=PYTHON)

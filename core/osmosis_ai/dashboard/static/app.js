@@ -14,7 +14,7 @@ function el(tag, attrs, ...children) {
     else if (k.startsWith("on")) node.addEventListener(k.slice(2), v);
     else node.setAttribute(k, v);
   }
-  for (const c of children.flat()) {
+  for (const c of children.flat(Infinity)) {
     if (c === undefined || c === null) continue;
     node.append(c instanceof Node ? c : document.createTextNode(String(c)));
   }
@@ -120,12 +120,16 @@ function chart(title, series) {
   const opts = {
     width: 420, height: 200, legend: { live: true },
     scales: { x: { time: false } },
-    axes: [{ label: "step" }, {}],
+    // Whole steps on x; 3 significant digits on y (uPlot's default rounds small ranges away).
+    axes: [{ label: "step", incrs: [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000] },
+      { size: 60, values: (u, ticks) => ticks.map((t) => (Math.abs(t) >= 1000 ? t.toFixed(0) : Number(t.toPrecision(3)).toString())) }],
     series: [{ label: "step" }, ...series.map((s, i) => ({
       label: s.label, stroke: PALETTE[i % PALETTE.length], width: 1.5, spanGaps: true, points: { size: 5 },
     }))],
   };
-  charts.push(new uPlot(opts, [xs, ...ys], box));
+  const plot = new uPlot(opts, [xs, ...ys], box);
+  box.uplot = plot; // the browser test reads the plotted data back
+  charts.push(plot);
   return box;
 }
 
@@ -328,5 +332,5 @@ function route() {
   return runList();
 }
 
-window.addEventListener("hashchange", route);
+window.addEventListener("hashchange", () => { window.scrollTo(0, 0); route(); });
 route();
