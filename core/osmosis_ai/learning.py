@@ -44,6 +44,8 @@ class LearningSummary:
     first: float
     last: float
     held_out: HeldOut | None = None
+    validation: tuple[float, float, int] | None = None
+    """First and last validation reward, and how many validations ran (``[evaluation]``)."""
 
     @property
     def change(self) -> float:
@@ -63,18 +65,22 @@ def summarize_learning(
     window: int = WINDOW,
     held_out: HeldOut | None = None,
 ) -> LearningSummary | None:
-    """Summarize the training records (``kind`` "train" or absent; validation records skipped).
+    """Summarize the training records (``kind`` "train" or absent) and the validation ones ("eval").
 
     Returns None when no training step reported a reward. With fewer than ``2 * window`` steps
     the two windows shrink to half the steps each (one step each for a 2-step run), so they
     never overlap; a one-step run compares that step with itself.
     """
     rewards: list[float] = []
+    validation: list[float] = []
     for record in records:
-        if record.get("kind", "train") != "train":
-            continue
         reward = _reward(record)
-        if reward is not None:
+        kind = record.get("kind", "train")
+        if kind in ("eval", "val"):  # the periodic validation ([evaluation] eval_interval)
+            value = record.get("val_reward_mean", record.get("reward_mean"))
+            if isinstance(value, (int, float)) and math.isfinite(value):
+                validation.append(float(value))
+        elif kind == "train" and reward is not None:
             rewards.append(reward)
     if not rewards:
         return None
@@ -85,6 +91,7 @@ def summarize_learning(
         first=statistics.fmean(rewards[:w]),
         last=statistics.fmean(rewards[-w:]),
         held_out=held_out,
+        validation=(validation[0], validation[-1], len(validation)) if validation else None,
     )
 
 
@@ -95,6 +102,12 @@ def format_summary(summary: LearningSummary) -> list[str]:
         f"reward: first {span} {summary.first:.3f} → last {span} {summary.last:.3f} "
         f"({summary.change:+.3f} over {summary.steps} steps)"
     ]
+    if summary.validation is not None:
+        first, last, count = summary.validation
+        lines.append(
+            f"validation reward: {first:.3f} → {last:.3f} ({count} evaluations)"
+            if count > 1 else f"validation reward: {first:.3f} (1 evaluation)"
+        )
     held = summary.held_out
     if held is not None:
         verdict = "better" if held.ci_low > 0 else "worse" if held.ci_high < 0 else "no clear change"

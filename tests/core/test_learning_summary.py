@@ -24,12 +24,14 @@ def test_means_of_first_and_last_three_steps() -> None:
 
 def test_validation_records_and_missing_rewards_are_skipped() -> None:
     records = _records([0.0, 0.0, 0.0, 1.0, 1.0, 1.0])
-    records.insert(2, {"kind": "val", "step": 2, "reward_mean": 0.9})
+    records.insert(2, {"kind": "eval", "step": 2, "val_reward_mean": 0.9})
     records.insert(4, {"kind": "train", "step": 3, "reward_mean": math.nan})
     s = summarize_learning(records)
     assert s is not None
     assert s.steps == 6
     assert (s.first, s.last) == (0.0, 1.0)
+    assert s.validation == (0.9, 0.9, 1)
+    assert format_summary(s)[1] == "validation reward: 0.900 (1 evaluation)"
 
 
 def test_short_runs_use_non_overlapping_windows() -> None:
@@ -40,7 +42,7 @@ def test_short_runs_use_non_overlapping_windows() -> None:
     one = summarize_learning(_records([0.3]))
     assert one is not None and one.change == 0.0
     assert summarize_learning([]) is None
-    assert summarize_learning([{"kind": "val", "reward_mean": 1.0}]) is None
+    assert summarize_learning([{"kind": "eval", "val_reward_mean": 1.0}]) is None
 
 
 def test_format_names_the_change_and_the_held_out_verdict() -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -38,7 +39,10 @@ def test_scaffold_and_train_calc_on_smollm2(
     run = Path(out["run"])
     records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in records] == [1, 2]
-    assert all(r["rollouts"] == 16 for r in records)
+    # One step's rollouts: rollout_batch_size x n_samples_per_prompt, as the template sets them.
+    training = tomllib.loads(text)["training"]
+    per_step = training["rollout_batch_size"] * training["n_samples_per_prompt"]
+    assert all(r["rollouts"] == per_step for r in records)
     assert records[0]["policy_calls"] >= records[0]["samples"] > 0
 
     from peft import PeftModel

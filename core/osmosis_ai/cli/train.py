@@ -228,6 +228,7 @@ def _follow(
 
 
 def _report(run: Any, elapsed: float, json_out: bool) -> None:
+    from osmosis_ai.learning import format_summary, summarize_learning
     from osmosis_ai.runs import load_run, read_metrics
 
     record = load_run(run.path)
@@ -238,6 +239,7 @@ def _report(run: Any, elapsed: float, json_out: bool) -> None:
         float(r["reward_mean"]) if isinstance(r.get("reward_mean"), int | float) else math.nan
         for r in records if r.get("kind", "train") == "train"
     ]
+    learning = summarize_learning(records)
     checkpoints = record.checkpoints() if record is not None else []
     last = checkpoints[-1].path if checkpoints else None
     payload = {
@@ -248,6 +250,10 @@ def _report(run: Any, elapsed: float, json_out: bool) -> None:
         "last_checkpoint": str(last) if last else None,
         "wall_time_s": round(elapsed, 1),
         "reward_mean_per_step": rewards,
+        # What changed: mean reward of the first vs the last steps (osmosis_ai.learning).
+        "reward_first": learning.first if learning else None,
+        "reward_last": learning.last if learning else None,
+        "reward_window": learning.window if learning else None,
         "error": raw.get("error") if status not in ("finished", "stopped") else None,
         "log_file": str(run.log_file),
     }
@@ -261,7 +267,9 @@ def _report(run: Any, elapsed: float, json_out: bool) -> None:
     if rewards:
         con.print()
         con.print(ascii_chart(rewards), highlight=False)
-        con.print(f"reward: first step {rewards[0]:.3f} → last step {rewards[-1]:.3f}")
+        if learning is not None:
+            for line in format_summary(learning):
+                con.print(line, highlight=False)
     colour = "green" if ok else "red"
     con.print(
         f"[bold {colour}]{status}[/] {payload['steps']} steps in {elapsed / 60:.1f} min · "

@@ -70,6 +70,11 @@ def test_submit_runs_to_finished(
     out = in_workspace["out"]
     assert f"run {full.run_id}" in out and "finished 3 steps" in out
     assert re.search(r"^\[\d\d:\d\d\] step 3/3 \(100%\) reward \d\.\d{3} ", out, re.M), out
+    # The end screen says what changed (osmosis_ai.learning; 3 steps: first vs last step).
+    assert re.search(
+        r"^reward: first step \d\.\d{3} → last step \d\.\d{3} \([+-]\d\.\d{3} over 3 steps\)$",
+        out, re.M,
+    ), out
     assert full.step == 3 and full.total_steps == 3 and full.phase == "complete"
     assert [c.step for c in full.checkpoints()] == [1, 2, 3]
     status = full.raw
