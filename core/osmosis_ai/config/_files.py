@@ -9,6 +9,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 from osmosis_ai.config._algorithm import AlgorithmConfig, LoRAConfig
+from osmosis_ai.config._cluster import ClusterConfig
 from osmosis_ai.config._logging import LoggingConfig
 from osmosis_ai.config._sections import (
     CheckpointsConfig,
@@ -177,6 +178,8 @@ class TrainingConfig(ConfigFile):
     """``[algorithm]``: the GRPO objective (loss type, clipping, IS correction, budgets)."""
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
     """``[logging]``: trackers (``report_to``) and the trajectories kept for the dashboard."""
+    cluster: ClusterConfig = Field(default_factory=ClusterConfig)
+    """``[cluster]``: run rollout workers on a Ray cluster (absent ``address``: one process)."""
 
     def output_dir(self) -> Path | None:
         """``[checkpoints].output_dir`` resolved against the workspace root, if set."""

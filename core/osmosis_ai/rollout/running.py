@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from osmosis_ai.rollout._backends import Backend, LocalBackend, ProcessBackend
 from osmosis_ai.rollout._discovery import Entrypoint, load_entrypoint
-from osmosis_ai.rollout._execution import WorkflowRequest, WorkflowRun
+from osmosis_ai.rollout._execution import WorkflowRequest, WorkflowRun, execute_workflow
 from osmosis_ai.rollout._outcome import (
     RolloutGroup,
     RolloutOutcome,
@@ -30,5 +30,6 @@ __all__ = [
     "WorkflowRequest",
     "WorkflowRun",
     "classify_exception",
+    "execute_workflow",
     "load_entrypoint",
 ]

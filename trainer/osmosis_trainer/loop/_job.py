@@ -215,22 +215,30 @@ async def _run(
     sampling = config.sampling.model_copy(update={"max_tokens": settings.max_completion_length})
     concurrency = t.concurrency or t.rollout_batch_size * t.n_samples_per_prompt
 
+    # [cluster]: this process is the Ray driver; workflows run on worker actors (distributed/).
+    cluster = _ClusterJob(config, run) if config.cluster.address is not None else None
+
     def make_runner(n: int) -> Any:
         return RolloutRunner(
             entry, gateway, n_samples=n, concurrency=concurrency,
             workflow_timeout_s=t.agent_workflow_timeout_s, grader_timeout_s=t.grader_timeout_s,
             sampling=sampling.as_params(), artifacts_root=run.artifacts,
+            backend=cluster.backend(entry, gateway) if cluster is not None else "local",
         )
 
     n_val = config.evaluation.limit or min(len(plan.rows), _MAX_VALIDATION_ROWS)
     try:
-        async with PolicyGateway(engine, sampling=sampling) as gateway:
+        if cluster is not None:
+            phase(f"joining the Ray cluster at {config.cluster.address}")
+            cluster.connect()
+        gateway_host = config.cluster.gateway_host if cluster is not None else "127.0.0.1"
+        async with PolicyGateway(engine, sampling=sampling, host=gateway_host) as gateway:
             if config.remote is not None:
                 from osmosis_trainer.server_workflow import remote_entrypoint_for
 
                 # Mounts /v1/rollout/completed on the gateway; make_runner reads `entry` late.
                 entry = remote_entrypoint_for(config, gateway)
-            source = GatewayRolloutSource(
+            source = (cluster.source if cluster is not None else GatewayRolloutSource)(
                 make_runner(t.n_samples_per_prompt), gateway, make_runner=make_runner,
                 max_prompt_length=t.max_prompt_length,
             )
@@ -256,4 +264,58 @@ async def _run(
             finally:
                 await source.aclose()
     finally:
+        if cluster is not None:
+            cluster.close()
         await engine.close()
+
+
+class _ClusterJob:
+    """The Ray side of a ``[cluster]`` job: connection, worker pool, reporting."""
+
+    def __init__(self, config: TrainingConfig, run: RunDir) -> None:
+        from osmosis_trainer.distributed import connect
+
+        self.config = config
+        self.run = run
+        self._ctx = connect(config)
+        self._backend: Any = None
+        self._connected = False
+
+    def connect(self) -> None:
+        self._ctx.__enter__()
+        self._connected = True
+
+    def backend(self, entry: Any, gateway: Any) -> Any:
+        from osmosis_trainer.distributed import RayBackend
+
+        if self._backend is None:
+            if getattr(entry, "path", None) is None:  # [remote]: the server runs the workflows
+                return "local"
+            c = self.config.cluster
+            self._backend = RayBackend(
+                entry, gateway, workers=c.rollout_workers, worker_cpus=c.worker_cpus,
+                max_retries=c.max_retries,
+            )
+        return self._backend
+
+    def source(self, *args: Any, **kwargs: Any) -> Any:
+        from osmosis_trainer.distributed import ClusterRolloutSource
+        from osmosis_trainer.loop._source import GatewayRolloutSource
+
+        if self._backend is None:
+            return GatewayRolloutSource(*args, **kwargs)
+        src = ClusterRolloutSource(*args, backend=self._backend, **kwargs)
+        src.on_workers_lost = self._report_lost
+        return src
+
+    def _report_lost(self, backend: Any) -> None:
+        alive, lost = backend.workers_alive, backend.stats.workers_lost
+        logger.warning("%d rollout worker(s) lost; going on with %d", lost, alive)
+        self.run.update_status(cluster={"workers": alive, "workers_lost": lost,
+                                        "lost": backend.stats.lost_messages[-5:]})
+
+    def close(self) -> None:
+        if self._backend is not None:
+            self._backend.shutdown()
+        if self._connected:
+            self._ctx.__exit__(None, None, None)

@@ -1,0 +1,144 @@
+"""Training on a real two-node local Ray cluster, with one rollout worker killed mid-step.
+
+The head and a second node are separate ``ray start`` processes on 127.0.0.1 with different
+resources. The run trains a tiny model for 3 steps with one rollout worker on each node. After
+step 2 is reported the test drops a file; the first workflow of step 3 that finds it takes it
+and ends its own worker process (``os._exit``), so the kill happens exactly once, mid-step.
+
+Checked: every rollout of every step is accounted for (16 per step, none failed, one policy
+call each, each (row, sample) once), the run went on with one worker and said so in its
+metrics and status, and steps 1-2 sampled the same token ids as the single-process path (each
+sample's calls carry a seed derived from its row and sample index).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from osmosis_ai.config import load_training_config
+from osmosis_trainer.loop import plan_job, run_training
+from osmosis_trainer.loop._metrics import read_metrics
+from osmosis_trainer.loop._run import create_run_dir, read_status
+from osmosis_trainer.models import load_model
+from tests.e2e.toy_workspace import make_workspace
+from tests.trainer.distributed._ray_cluster import local_cluster
+
+pytestmark = pytest.mark.ray
+
+ROLLOUT = '''
+import os
+from pathlib import Path
+
+from osmosis_ai.rollout import AgentWorkflow, Grader
+
+HERE = Path(__file__).parent
+
+
+class EvenWorkflow(AgentWorkflow):
+    async def run(self, ctx):
+        kill = HERE / "KILL"
+        try:
+            os.rename(kill, HERE / "KILL.taken")  # atomic: exactly one workflow takes it
+        except FileNotFoundError:
+            pass
+        else:
+            os._exit(1)  # this rollout worker's process dies mid-step
+        import ray
+
+        if ray.is_initialized():
+            with open(HERE / "nodes.log", "a") as fh:
+                fh.write(ray.get_runtime_context().get_node_id() + "\\n")
+        seed = 1000 * ctx.row_index + ctx.sample_index
+        reply = await ctx.chat(ctx.prompt, seed=seed)
+        return [*ctx.prompt, reply.message]
+
+
+class EvenGrader(Grader):
+    async def grade(self, ctx):
+        for sample_id, sample in ctx.samples.items():
+            ids = list(sample.calls[-1].completion_token_ids or [])
+            eos = int(ctx.metadata["eos_id"])
+            body = [t for t in ids if t != eos]
+            reward = 0.0 if len(body) < 4 else sum(t % 2 == 0 for t in body) / len(body)
+            ctx.set_sample_reward(sample_id, reward)
+'''
+
+STEPS = 3
+ROLLOUTS = 16  # 4 rows x 4 samples per step
+
+
+def _workspace(root: Path, model_dir: Path, cluster: str) -> Path:
+    eos = int(load_model(str(model_dir)).tokenizer.eos_token_id)
+    config = make_workspace(
+        root, model_dir, eos_id=eos, rows=12, max_steps=STEPS,
+        extra_toml="\n[logging]\nreport_to = []\ntrace_samples_per_step = 16\n" + cluster,
+    )
+    (root / "rollouts" / "even" / "main.py").write_text(ROLLOUT)
+    return config
+
+
+def _token_ids(run_path: Path, step: int) -> dict[str, list[list[int]]]:
+    """(row, sample) -> the token ids of its sequences, from the step's trace file."""
+    out: dict[str, list[list[int]]] = {}
+    for line in (run_path / "traces" / f"step_{step:06d}.jsonl").read_text().splitlines():
+        rec = json.loads(line)
+        key = rec["rollout_id"].split("-")[0]  # r{row}s{sample}-{uuid}
+        assert key not in out, f"{key} traced twice in step {step}"
+        out[key] = [s["token_ids"] for s in rec["sequences"]]
+    return out
+
+
+async def test_two_node_training_survives_a_killed_worker(
+    tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    # The single-process path first: the reference trajectories.
+    single_cfg = _workspace(tmp_path / "single", tiny_model_dir, "")
+    config = load_training_config(single_cfg)
+    single = create_run_dir(tmp_path / "runs", "single", config_file=single_cfg)
+    result = await run_training(config, single, plan=plan_job(config))
+    assert result.status == "finished" and result.steps_done == STEPS
+
+    with local_cluster() as address:
+        ws = tmp_path / "cluster"
+        cfg_file = _workspace(
+            ws, tiny_model_dir,
+            f'\n[cluster]\naddress = "{address}"\nrollout_workers = 2\nworker_cpus = 0.5\n'
+            "max_retries = 2\n",
+        )
+        config = load_training_config(cfg_file)
+        run = create_run_dir(tmp_path / "runs", "cluster", config_file=cfg_file)
+        kill = ws / "rollouts" / "even" / "KILL"
+
+        def on_report(report: Any) -> None:
+            if getattr(report, "kind", "train") == "train" and report.step == 2:
+                kill.write_text("die")
+
+        result = await run_training(config, run, plan=plan_job(config), on_report=on_report)
+
+    assert result.status == "finished" and result.steps_done == STEPS
+    assert not kill.exists() and kill.with_name("KILL.taken").exists()
+    nodes = Counter((ws / "rollouts" / "even" / "nodes.log").read_text().split())
+    assert len(nodes) == 2, f"rollouts ran on {len(nodes)} node(s): {nodes}"
+
+    train = [r for r in read_metrics(run.path / "metrics.jsonl") if r["kind"] == "train"]
+    assert [r["step"] for r in train] == [1, 2, 3]
+    for r in train:  # every rollout accounted for: none lost, none failed, none counted twice
+        assert r["rollouts"] == ROLLOUTS and r["failed_rollouts"] == 0
+        assert r["samples"] == ROLLOUTS and r["policy_calls"] == ROLLOUTS
+    assert [r["cluster_workers"] for r in train] == [2, 2, 1]
+    assert [r["cluster_workers_lost"] for r in train] == [0, 0, 1]
+    assert train[0]["cluster_retries"] == 0 and train[1]["cluster_retries"] == 0
+    assert 1 <= train[2]["cluster_retries"] <= ROLLOUTS
+    status = read_status(run.path)
+    assert status is not None and status["status"] == "finished"
+    assert status["cluster"]["workers"] == 1 and status["cluster"]["workers_lost"] == 1
+
+    for step in range(1, STEPS + 1):  # each (row, sample) traced exactly once
+        assert len(_token_ids(run.path, step)) == ROLLOUTS
+    for step in (1, 2):  # before the kill: the same trajectories as in one process
+        assert _token_ids(run.path, step) == _token_ids(single.path, step), f"step {step}"

@@ -1,0 +1,14 @@
+"""Training on a Ray cluster (``[cluster]`` in the training config).
+
+The trainer process is the Ray driver: it holds the model, the optimizer, the inference engine
+and the policy gateway. Rollout workers are Ray actors (:class:`RayBackend`, the rollout runner's
+``"ray"`` backend) spread over the cluster's nodes; they run the user's workflows, whose policy
+calls come back to the driver's gateway, which records them for training.
+"""
+
+from __future__ import annotations
+
+from osmosis_trainer.distributed._backend import ClusterStats, RayBackend
+from osmosis_trainer.distributed._cluster import ClusterRolloutSource, connect
+
+__all__ = ["ClusterRolloutSource", "ClusterStats", "RayBackend", "connect"]

@@ -1,0 +1,221 @@
+"""``RayBackend``: the rollout runner's backend that runs workflows on Ray actors.
+
+The runner (in core) stays where it is, in the driver: it builds each request, collects the
+policy calls the driver's gateway recorded, and grades. Only the workflow runs in a worker
+actor; its policy calls go over HTTP to the gateway at ``endpoint.route(...)``.
+
+A worker that dies (its process killed, its node lost) is dropped; the rollouts it was running
+are started again on another live worker, at most ``max_retries`` times each, after the
+calls the dead attempt left in the gateway are discarded (so nothing is counted twice).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import pickle
+import sys
+from dataclasses import dataclass, field
+from typing import Any
+
+from osmosis_ai.rollout import ErrorCategory, SampleError
+from osmosis_ai.rollout.running import Entrypoint, WorkflowRequest, WorkflowRun
+from osmosis_ai.rollout.scope import PolicyEndpoint
+from osmosis_trainer.distributed._actor import SAMPLE_PLACEHOLDER, RolloutWorker
+
+__all__ = ["ClusterStats", "RayBackend"]
+
+
+@dataclass
+class ClusterStats:
+    """Counters of the worker pool (read into step metrics and the run's status)."""
+
+    workers_started: int = 0
+    workers_lost: int = 0
+    retries: int = 0
+    """Rollouts started again because their worker died."""
+    lost_messages: list[str] = field(default_factory=list)
+
+    def metrics(self, alive: int) -> dict[str, float]:
+        return {
+            "cluster_workers": float(alive),
+            "cluster_workers_lost": float(self.workers_lost),
+            "cluster_retries": float(self.retries),
+        }
+
+
+@dataclass
+class _Worker:
+    index: int
+    handle: Any
+    node_id: str = ""
+    pid: int = 0
+    in_flight: int = 0
+    alive: bool = True
+
+
+def _actor_died(exc: BaseException) -> bool:
+    import ray.exceptions as rex
+
+    return isinstance(exc, rex.RayActorError | rex.ActorUnavailableError | rex.WorkerCrashedError)
+
+
+class RayBackend:
+    """Runs each workflow on one of ``workers`` Ray actors (least busy first).
+
+    Args:
+        entrypoint: the loaded entrypoint (loaded from a file: workers load it by path, so the
+            rollout folder must be readable at the same path on every node — a shared or
+            identical checkout).
+        endpoint: the driver's policy endpoint (the gateway) the routes come from.
+        workers: how many worker actors; they are spread over the nodes by a ``SPREAD``
+            placement group of one ``{"CPU": worker_cpus}`` bundle each.
+        worker_cpus: CPUs reserved per worker.
+        max_retries: restarts of a rollout whose worker died before it counts as ``crashed``.
+    """
+
+    def __init__(
+        self,
+        entrypoint: Entrypoint,
+        endpoint: PolicyEndpoint,
+        *,
+        workers: int = 2,
+        worker_cpus: float = 1.0,
+        max_retries: int = 2,
+    ) -> None:
+        if entrypoint.path is None:
+            raise ValueError("the ray backend needs an entrypoint loaded from a file")
+        if workers < 1:
+            raise ValueError(f"workers must be >= 1, got {workers}")
+        self.entrypoint = entrypoint
+        self.endpoint = endpoint
+        self.n_workers = workers
+        self.worker_cpus = worker_cpus
+        self.max_retries = max_retries
+        self.stats = ClusterStats()
+        self._workers: list[_Worker] = []
+        self._pg: Any = None
+        self._start_lock: asyncio.Lock | None = None
+
+    @property
+    def workers_alive(self) -> int:
+        return sum(w.alive for w in self._workers)
+
+    @property
+    def workers(self) -> list[dict[str, Any]]:
+        """Each worker's index, node id, pid and whether it is alive."""
+        return [
+            {"index": w.index, "node_id": w.node_id, "pid": w.pid, "alive": w.alive}
+            for w in self._workers
+        ]
+
+    def handle(self, index: int) -> Any:
+        """The actor handle of worker ``index`` (tests kill workers through it)."""
+        return self._workers[index].handle
+
+    async def start(self) -> None:
+        """Place and start the workers (done by the first rollout when not called)."""
+        if self._start_lock is None:
+            self._start_lock = asyncio.Lock()
+        async with self._start_lock:
+            if self._workers:
+                return
+            import ray
+            from ray.util.placement_group import placement_group
+            from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+            try:
+                config_blob: bytes | None = pickle.dumps(self.entrypoint.workflow_config)
+            except Exception:  # an unpicklable config: each worker uses the module's own
+                config_blob = None
+            pg = placement_group([{"CPU": self.worker_cpus}] * self.n_workers, strategy="SPREAD")
+            await pg.ready()
+            self._pg = pg
+            actor_cls: Any = ray.remote(RolloutWorker)
+            handles = [
+                actor_cls.options(
+                    num_cpus=self.worker_cpus, max_restarts=0, max_concurrency=1000,
+                    scheduling_strategy=PlacementGroupSchedulingStrategy(
+                        placement_group=pg, placement_group_bundle_index=i,
+                    ),
+                ).remote(str(self.entrypoint.path), list(sys.path), config_blob)
+                for i in range(self.n_workers)
+            ]
+            places = await asyncio.gather(*(h.where.remote() for h in handles))
+            self._workers = [
+                _Worker(i, h, node_id=p["node_id"], pid=p["pid"])
+                for i, (h, p) in enumerate(zip(handles, places, strict=True))
+            ]
+            self.stats.workers_started = len(self._workers)
+
+    def _pick(self) -> _Worker | None:
+        live = [w for w in self._workers if w.alive]
+        return min(live, key=lambda w: (w.in_flight, w.index)) if live else None
+
+    def _discard_partial_calls(self, rollout_id: str) -> None:
+        # The dead attempt may have made policy calls; they must not join the retry's.
+        store = getattr(self.endpoint, "store", None)
+        if store is not None:
+            store.pop(rollout_id, forget=False)
+
+    async def run_workflow(self, request: WorkflowRequest) -> WorkflowRun:
+        try:
+            await self.start()
+        except Exception as exc:
+            return _error_run(ErrorCategory.INTERNAL_ERROR, f"could not start Ray workers: {exc}")
+        template = self.endpoint.route(request.rollout_id, SAMPLE_PLACEHOLDER)
+        route = {"base_url": template.base_url, "api_key": template.api_key,
+                 "model": template.model}
+        deaths: list[str] = []
+        for attempt in range(self.max_retries + 1):
+            worker = self._pick()
+            if worker is None:
+                break
+            worker.in_flight += 1
+            try:
+                wire = await worker.handle.run.remote(request, route)
+            except Exception as exc:
+                if not _actor_died(exc):
+                    return _error_run(ErrorCategory.INTERNAL_ERROR, f"rollout worker error: {exc}")
+                if worker.alive:
+                    worker.alive = False
+                    self.stats.workers_lost += 1
+                    self.stats.lost_messages.append(
+                        f"rollout worker {worker.index} (pid {worker.pid}) died: "
+                        f"{type(exc).__name__}"
+                    )
+                deaths.append(f"worker {worker.index}")
+                self._discard_partial_calls(request.rollout_id)
+                if attempt < self.max_retries and self._pick() is not None:
+                    self.stats.retries += 1
+                continue
+            finally:
+                worker.in_flight -= 1
+            return WorkflowRun.from_wire(wire)
+        if self._pick() is None:
+            message = "every rollout worker died (" + ", ".join(self.stats.lost_messages) + ")"
+        else:
+            message = (f"rollout {request.rollout_id}: its worker died {len(deaths)} times "
+                       f"({', '.join(deaths)}); gave up after {self.max_retries} retries")
+        return _error_run(ErrorCategory.CRASHED, message)
+
+    async def aclose(self) -> None:
+        """Nothing: one pool serves several runners (training and validation); see shutdown."""
+        return None
+
+    def shutdown(self) -> None:
+        """Stop the workers and free their placement group."""
+        import ray
+
+        for w in self._workers:
+            if w.alive:
+                ray.kill(w.handle)
+        self._workers = []
+        if self._pg is not None:
+            from ray.util.placement_group import remove_placement_group
+
+            remove_placement_group(self._pg)
+            self._pg = None
+
+
+def _error_run(category: ErrorCategory, message: str) -> WorkflowRun:
+    return WorkflowRun(error=SampleError(category=category, message=message, where="workflow"))
