@@ -156,6 +156,8 @@ class VLLMEngine(OpenAIServerEngine):
         self._base_url = f"http://{self._host}:{port}"
         env = {**os.environ, "VLLM_ALLOW_RUNTIME_LORA_UPDATING": "1"}
         env.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+        # Unbuffered: the log file shows what the server did when it is read (errors, tests).
+        env.setdefault("PYTHONUNBUFFERED", "1")
         if self._log_file is None:
             self._log_file = Path(f"/tmp/osmosis-vllm-{port}.log")
         cmd = self._launch_command(port)
