@@ -6,10 +6,12 @@ import json
 import logging
 import math
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from osmosis_ai.runs import read_metrics
+from osmosis_trainer.trackers import Tracker
 
 __all__ = ["MetricsWriter", "read_metrics"]
 
@@ -29,8 +31,11 @@ class MetricsWriter:
     TensorBoard is optional: without the package the JSONL file is still written.
     """
 
-    def __init__(self, run_dir: Path, *, tensorboard: bool = True) -> None:
+    def __init__(
+        self, run_dir: Path, *, tensorboard: bool = True, trackers: Sequence[Tracker] = ()
+    ) -> None:
         self.path = Path(run_dir) / "metrics.jsonl"
+        self._trackers = list(trackers)  # W&B / MLflow ([logging] report_to), same names
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._tb: Any = None
         if tensorboard:
@@ -60,8 +65,13 @@ class MetricsWriter:
                 if isinstance(value, int | float) and not isinstance(value, bool):
                     if math.isfinite(float(value)):
                         self._tb.add_scalar(f"{kind}/{key}", float(value), step)
+        for tracker in self._trackers:
+            tracker.log(step, kind, metrics)
 
     def close(self) -> None:
+        for tracker in self._trackers:
+            tracker.close()
+        self._trackers = []
         if self._tb is not None:
             self._tb.close()
             self._tb = None

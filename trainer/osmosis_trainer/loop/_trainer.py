@@ -41,6 +41,7 @@ from osmosis_trainer.loop._run import RunDir
 from osmosis_trainer.loop._settings import LoopSettings
 from osmosis_trainer.loop._traces import TraceSampler
 from osmosis_trainer.loop._update import NonFiniteLossError, policy_update
+from osmosis_trainer.trackers import Tracker
 
 __all__ = ["StepReport", "TrainResult", "Trainer"]
 
@@ -100,6 +101,7 @@ class Trainer:
         on_report: Callable[[StepReport], None] | None = None,
         tensorboard: bool = True,
         traces: TraceSampler | None = None,
+        trackers: Sequence[Tracker] = (),
     ) -> None:
         self.model = model
         self.source = source
@@ -119,7 +121,7 @@ class Trainer:
             schedule=a.lr_schedule,
         )
         self.cursor: DataCursor[Any] = DataCursor(rows, t.rollout_batch_size, seed=t.seed)
-        self.metrics = MetricsWriter(run.path, tensorboard=tensorboard)
+        self.metrics = MetricsWriter(run.path, tensorboard=tensorboard, trackers=trackers)
         self.step = 0
         self._position = self.cursor.position
         self._last_step_end: float | None = None
