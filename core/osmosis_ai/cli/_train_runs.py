@@ -141,6 +141,14 @@ def _print_info(d: dict[str, Any]) -> None:
     beat = d.get("heartbeat_age_s")
     if d["status"] in ("pending", "running") and beat is not None:
         lines.append(f"worker     pid {d.get('pid')} · last heartbeat {beat:.0f} s ago")
+    cluster = d.get("cluster")
+    if isinstance(cluster, dict):  # [cluster] runs: Ray workers/engines still serving
+        lines.append(
+            f"cluster    {cluster.get('address')} · {cluster.get('workers')} rollout workers"
+            + (f" ({cluster['workers_lost']} lost)" if cluster.get("workers_lost") else "")
+            + (f" · {cluster['engines']} engines" if cluster.get("engines") else "")
+            + (f" ({cluster['engines_lost']} lost)" if cluster.get("engines_lost") else "")
+        )
     if d.get("duration_s") is not None:
         lines.append(f"duration   {d['duration_s'] / 60:.1f} min")
     for line in lines:

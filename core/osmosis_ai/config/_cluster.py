@@ -21,11 +21,15 @@ class ClusterConfig(Section):
     serves the policy gateway they call). Spread across the cluster's nodes."""
     worker_cpus: float = Field(default=1.0, gt=0, le=1024)
     """CPUs Ray reserves for each rollout worker (fractions allowed, e.g. ``0.5``)."""
-    engines: int = Field(default=1, ge=1, le=4096)
-    """Inference engines. Today the trainer's own engine serves every worker through the
-    gateway; more than one needs engines as Ray actors (not built yet: must be 1)."""
+    engines: int = Field(default=0, ge=0, le=4096)
+    """Inference engines as Ray actors (``hf`` engine: each its own model copy), spread over
+    the nodes behind the driver's policy gateway, which sends all of a sample's calls to one
+    engine. After each step only the adapter is shipped to every engine, and each confirms
+    the version it serves. 0: the trainer's own engine serves every call (one machine's GPU)."""
     engine_gpus: float = Field(default=0.0, ge=0, le=64)
-    """GPUs per inference engine (0 on CPU)."""
+    """GPUs per engine actor (0: the engines decode on CPU)."""
+    engine_cpus: float = Field(default=1.0, gt=0, le=1024)
+    """CPUs Ray reserves for each engine actor."""
     max_retries: int = Field(default=2, ge=0, le=100)
     """How often a rollout whose worker died is started again on another worker before it
     counts as failed (category ``crashed``)."""
@@ -42,11 +46,4 @@ class ClusterConfig(Section):
         if not value:
             raise ValueError("address is empty: write \"auto\", \"ray://host:10001\" or \"host:6379\", "
                              "or leave [cluster] out to train in one process")
-        return value
-
-    @field_validator("engines")
-    @classmethod
-    def _one_engine(cls, value: int) -> int:
-        if value != 1:
-            raise ValueError("engines > 1 (engines as Ray actors) is not supported yet; use 1")
         return value

@@ -75,6 +75,7 @@ def describe_run(record: RunRecord) -> dict[str, Any]:
         "finished_at": finished,
         "duration_s": round(end - created, 1) if isinstance(created, int | float) else None,
         "pid": raw.get("pid"),
+        "cluster": raw.get("cluster"),
         "heartbeat_age_s": round(record.heartbeat_age_s, 1)
         if record.heartbeat_age_s is not None else None,
         "log_file": str(record.log_file),

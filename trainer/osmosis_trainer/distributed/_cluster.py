@@ -10,6 +10,7 @@ from typing import Any
 from osmosis_ai.config import TrainingConfig
 from osmosis_ai.errors import TrainingError
 from osmosis_trainer.distributed._backend import RayBackend
+from osmosis_trainer.distributed._engines import RayEnginePool
 from osmosis_trainer.loop._rollouts import StepRollouts
 from osmosis_trainer.loop._source import GatewayRolloutSource
 
@@ -42,11 +43,19 @@ def connect(config: TrainingConfig) -> Iterator[dict[str, Any]]:
 
 
 class ClusterRolloutSource(GatewayRolloutSource):
-    """The gateway rollout source with the worker pool's state in every step's metrics."""
+    """The gateway rollout source with the cluster's state in every step's metrics.
 
-    def __init__(self, *args: Any, backend: RayBackend, **kwargs: Any) -> None:
+    ``cluster_workers``/``cluster_workers_lost``/``cluster_retries`` (rollouts restarted this
+    step), and with engine actors ``cluster_engines``/``cluster_engines_lost`` and
+    ``adapter_sync_s`` (the last adapter shipped to every engine, confirmed).
+    """
+
+    def __init__(
+        self, *args: Any, backend: RayBackend, engines: RayEnginePool | None = None, **kwargs: Any
+    ) -> None:
         super().__init__(*args, **kwargs)
         self.backend = backend
+        self.engines = engines
         self.on_workers_lost: Any = None
         self._lost_seen = 0
 
@@ -58,6 +67,12 @@ class ClusterRolloutSource(GatewayRolloutSource):
         out.metrics.update(self.backend.stats.metrics(self.backend.workers_alive))
         out.metrics["cluster_retries"] = float(self.backend.stats.retries - retries)
         lost = self.backend.stats.workers_lost
+        if self.engines is not None:
+            out.metrics["cluster_engines"] = float(self.engines.engines_alive)
+            out.metrics["cluster_engines_lost"] = float(self.engines.engines_lost)
+            if self.engines.sync_times_s:
+                out.metrics["adapter_sync_s"] = self.engines.sync_times_s[-1]
+            lost += self.engines.engines_lost
         if lost != self._lost_seen and self.on_workers_lost is not None:
             self._lost_seen = lost
             self.on_workers_lost(self.backend)

@@ -20,7 +20,6 @@ from osmosis_trainer.loop._data import plan_steps
 from osmosis_trainer.loop._run import RunDir, read_status
 from osmosis_trainer.loop._settings import resolve_settings
 from osmosis_trainer.loop._traces import TraceSampler, token_texts
-from osmosis_trainer.trackers import open_trackers
 from osmosis_trainer.loop._trainer import StepReport, Trainer, TrainResult
 
 if TYPE_CHECKING:
@@ -204,9 +203,18 @@ async def _run(
     loaded = load_model(config.experiment.model_path, device=plan.device)
     pad_id = int(loaded.tokenizer.pad_token_id)
     settings = resolve_settings(config, n_rows=len(plan.rows), pad_id=pad_id, device=plan.device)
+    # [cluster]: this process is the Ray driver; workflows (and engines) run on actors.
+    cluster = _ClusterJob(config, run) if config.cluster.address is not None else None
+    if cluster is not None:
+        phase(f"joining the Ray cluster at {config.cluster.address}")
+        cluster.connect()
     phase(f"starting the {plan.engine} engine")
     # The HF engine copies the base model before LoRA is attached.
-    engine = _engine(config, loaded, plan.device, run, settings.max_completion_length)
+    engine = (
+        await cluster.engine_pool(settings.max_completion_length)
+        if cluster is not None and config.cluster.engines
+        else _engine(config, loaded, plan.device, run, settings.max_completion_length)
+    )
     lora = config.lora
     model = attach_lora(
         loaded.model, r=lora.r, alpha=lora.alpha, dropout=lora.dropout,
@@ -215,9 +223,6 @@ async def _run(
     # [sampling] with its length resolved: enforced by the gateway, the runner's chat defaults.
     sampling = config.sampling.model_copy(update={"max_tokens": settings.max_completion_length})
     concurrency = t.concurrency or t.rollout_batch_size * t.n_samples_per_prompt
-
-    # [cluster]: this process is the Ray driver; workflows run on worker actors (distributed/).
-    cluster = _ClusterJob(config, run) if config.cluster.address is not None else None
 
     def make_runner(n: int) -> Any:
         return RolloutRunner(
@@ -229,9 +234,6 @@ async def _run(
 
     n_val = config.evaluation.limit or min(len(plan.rows), _MAX_VALIDATION_ROWS)
     try:
-        if cluster is not None:
-            phase(f"joining the Ray cluster at {config.cluster.address}")
-            cluster.connect()
         gateway_host = config.cluster.gateway_host if cluster is not None else "127.0.0.1"
         async with PolicyGateway(engine, sampling=sampling, host=gateway_host) as gateway:
             if config.remote is not None:
@@ -253,11 +255,6 @@ async def _run(
                     decode=token_texts(loaded.tokenizer),
                     max_tokens=config.logging.trace_max_tokens, temperature=settings.temperature,
                 ),
-                trackers=open_trackers(
-                    config.logging.report_to, run.path, run.run_id,
-                    project=config.logging.project or run.name,
-                    config=config.model_dump(mode="json", exclude={"env"}),
-                ),
             )
             try:
                 if resume:
@@ -270,9 +267,9 @@ async def _run(
             finally:
                 await source.aclose()
     finally:
+        await engine.close()
         if cluster is not None:
             cluster.close()
-        await engine.close()
 
 
 class _ClusterJob:
@@ -285,11 +282,29 @@ class _ClusterJob:
         self.run = run
         self._ctx = connect(config)
         self._backend: Any = None
+        self._pool: Any = None
         self._connected = False
 
     def connect(self) -> None:
         self._ctx.__enter__()
         self._connected = True
+
+    async def engine_pool(self, max_new_tokens: int) -> Any:
+        from osmosis_trainer.distributed import RayEnginePool
+
+        c, t = self.config.cluster, self.config.training
+        if t.engine != "hf":
+            raise ConfigError("[cluster] engines > 0 serves the hf engine; vLLM engines as Ray "
+                              "actors are not supported yet (set engines = 0 or engine = \"hf\")")
+        self._pool = RayEnginePool(
+            self.config.experiment.model_path, engines=c.engines, cpus=c.engine_cpus,
+            gpus=c.engine_gpus,
+            options={"max_new_tokens": max_new_tokens, "seed": t.seed,
+                     "lean_decoding": t.lean_forward,
+                     "max_batch_size": t.concurrency or t.rollout_batch_size * t.n_samples_per_prompt},
+        )
+        await self._pool.start()
+        return self._pool
 
     def backend(self, entry: Any, gateway: Any) -> Any:
         from osmosis_trainer.distributed import RayBackend
@@ -310,15 +325,22 @@ class _ClusterJob:
 
         if self._backend is None:
             return GatewayRolloutSource(*args, **kwargs)
-        src = ClusterRolloutSource(*args, backend=self._backend, **kwargs)
+        src = ClusterRolloutSource(*args, backend=self._backend, engines=self._pool, **kwargs)
+        c = self.config.cluster
+        self.run.update_status(cluster={"address": c.address, "workers": c.rollout_workers,
+                                        "workers_lost": 0, "engines": c.engines})
         src.on_workers_lost = self._report_lost
         return src
 
     def _report_lost(self, backend: Any) -> None:
         alive, lost = backend.workers_alive, backend.stats.workers_lost
         logger.warning("%d rollout worker(s) lost; going on with %d", lost, alive)
-        self.run.update_status(cluster={"workers": alive, "workers_lost": lost,
-                                        "lost": backend.stats.lost_messages[-5:]})
+        info: dict[str, Any] = {"address": self.config.cluster.address,
+                                "workers": alive, "workers_lost": lost,
+                                "lost": backend.stats.lost_messages[-5:]}
+        if self._pool is not None:
+            info.update(engines=self._pool.engines_alive, engines_lost=self._pool.engines_lost)
+        self.run.update_status(cluster=info)
 
     def close(self) -> None:
         if self._backend is not None:
