@@ -81,9 +81,14 @@ def test_deploy_with_vllm(tmp_path: Path) -> None:
     )
     try:
         assert proc.stdout is not None
-        line = proc.stdout.readline()  # blocks until vLLM answers /health (or exits)
-        m = re.match(r"Serving \S+ at (http://127\.0\.0\.1:\d+/v1) as model 'tiny-step1'", line)
-        assert m, line
+        # vLLM's own log lines come first; the ready line follows once it answers /health.
+        seen: list[str] = []
+        m = None
+        while m is None:
+            line = proc.stdout.readline()
+            assert line, "deploy exited before it was ready:\n" + "".join(seen[-40:])
+            seen.append(line)
+            m = re.match(r"Serving \S+ at (http://127\.0\.0\.1:\d+/v1) as model 'tiny-step1'", line)
         reply = httpx.post(
             f"{m.group(1)}/chat/completions",
             json={
