@@ -13,7 +13,7 @@ import httpx
 
 from osmosis_ai.serving import GenerationRequest
 from osmosis_ai.serving.gateway import PolicyGateway
-from osmosis_trainer.testing import FakeEngine
+from osmosis_ai.testing import FakeEngine
 from tests.benchmarks._report import write_section
 
 N_CALLS = 1000

@@ -20,7 +20,7 @@ import httpx
 
 from osmosis_ai._http import ClientPool
 from osmosis_ai.serving.gateway import PolicyGateway
-from osmosis_trainer.testing import FakeEngine
+from osmosis_ai.testing import FakeEngine
 from tests.benchmarks._report import write_section
 
 ROUNDS = 5

@@ -20,10 +20,13 @@ from osmosis_ai.config import SamplingConfig  # noqa: E402
 from osmosis_ai.rollout.running import RolloutOutcome  # noqa: E402
 from osmosis_ai.serving import GenerationRequest  # noqa: E402
 from osmosis_ai.serving.gateway import PolicyGateway  # noqa: E402
-from osmosis_ai.testing import FakeReply, FakeRequest  # noqa: E402
+from osmosis_ai.testing import (  # noqa: E402
+    FakeEngine,  # noqa: E402
+    FakeReply,
+    FakeRequest,
+)
+from osmosis_ai.testing import reply as engine_reply  # noqa: E402
 from osmosis_trainer.engines import HFEngine  # noqa: E402
-from osmosis_trainer.testing import FakeEngine  # noqa: E402
-from osmosis_trainer.testing import reply as engine_reply  # noqa: E402
 from osmosis_trainer.trajectory import build_sequences  # noqa: E402
 from tests.integrations._calc import calculator, question, rows  # noqa: E402
 from tests.integrations._helpers import run_rollouts, tool_call_ids  # noqa: E402

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from osmosis_ai.testing._endpoint import RecordingEndpoint
 from osmosis_ai.testing._engine import ScriptedEngine
+from osmosis_ai.testing._fake_engine import FakeEngine, FakeTokenizer
 from osmosis_ai.testing._fake_server import FakeOpenAIServer
 from osmosis_ai.testing._script import (
     FakeReply,
@@ -27,9 +28,11 @@ from osmosis_ai.testing._script import (
 )
 
 __all__ = [
+    "FakeEngine",
     "FakeOpenAIServer",
     "FakeReply",
     "FakeRequest",
+    "FakeTokenizer",
     "HTTPFailure",
     "RecordingEndpoint",
     "Script",

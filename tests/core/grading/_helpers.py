@@ -13,7 +13,7 @@ from osmosis_ai.grading import JudgeModel
 from osmosis_ai.rollout import GraderContext, RolloutSample
 from osmosis_ai.serving import GenerationRequest
 from osmosis_ai.serving.gateway import PolicyGateway
-from osmosis_trainer.testing import FakeEngine
+from osmosis_ai.testing import FakeEngine
 
 _RESPONSE = re.compile(r"RESPONSE (\d+):\n(.*?)(?=\n\nRESPONSE \d+:|\n\nScores:)", re.DOTALL)
 

@@ -11,7 +11,7 @@ import pytest
 from osmosis_ai.cli import main
 from osmosis_ai.serving import GenerationRequest
 from osmosis_ai.serving.gateway import PolicyGateway
-from osmosis_trainer.testing import FakeEngine
+from osmosis_ai.testing import FakeEngine
 
 RUBRIC = "Full marks for telling the user which button to press."
 ROWS = [

@@ -281,7 +281,7 @@ async def test_few_shot_examples_show_the_answer_format() -> None:
 
 async def test_an_engine_in_process_is_called_directly_and_left_open(tmp_path: Path) -> None:
     from osmosis_ai.errors import ConfigError
-    from osmosis_trainer.testing import FakeEngine
+    from osmosis_ai.testing import FakeEngine
 
     engine = FakeEngine(script=['{"score": 0.6, "reasons": "fine"}'])
     model = JudgeModel("my-local-judge", engine=engine)

@@ -19,7 +19,7 @@ from osmosis_ai.rollout.running import load_entrypoint
 from osmosis_ai.serving import GenerationRequest
 from osmosis_ai.serving.gateway import PolicyGateway
 from osmosis_ai.templates import create_from_template
-from osmosis_trainer.testing import FakeEngine
+from osmosis_ai.testing import FakeEngine
 from tests.core.grading._helpers import scripted_judge
 
 

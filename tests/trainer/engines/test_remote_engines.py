@@ -21,7 +21,7 @@ from osmosis_ai.serving import (
     create_engine,
 )
 from osmosis_ai.serving.gateway import PolicyGateway
-from osmosis_trainer.testing import FakeEngine, tool_call
+from osmosis_ai.testing import FakeEngine, tool_call
 
 TOOLS = [{"type": "function", "function": {"name": "add", "parameters": {"type": "object"}}}]
 REQ = GenerationRequest(messages=[{"role": "user", "content": "2+3?"}], tools=TOOLS, max_tokens=500)

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from osmosis_ai.serving import GenerationRequest, GenerationResult
-from osmosis_trainer.testing import FakeEngine
+from osmosis_ai.testing import FakeEngine
 
 __all__ = ["GatedEngine", "watch_admissions"]
 

@@ -8,7 +8,7 @@ import os
 import pytest
 
 from osmosis_ai.serving.gateway import PolicyGateway
-from osmosis_trainer.testing import FakeEngine, FakeReply, tool_call
+from osmosis_ai.testing import FakeEngine, FakeReply, tool_call
 
 openai = pytest.importorskip("openai")
 

@@ -11,7 +11,7 @@ from osmosis_ai.config import SamplingConfig
 from osmosis_ai.rollout.scope import PolicyEndpoint
 from osmosis_ai.serving import EngineError, GenerationRequest
 from osmosis_ai.serving.gateway import PolicyGateway
-from osmosis_trainer.testing import FakeEngine, FakeReply, tool_call
+from osmosis_ai.testing import FakeEngine, FakeReply, tool_call
 from tests.trainer.gateway._gated import GatedEngine, watch_admissions
 
 TOOLS = [{"type": "function", "function": {"name": "add", "parameters": {"type": "object"}}}]

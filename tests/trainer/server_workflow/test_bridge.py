@@ -25,8 +25,8 @@ from osmosis_ai.rollout.remote import (
 from osmosis_ai.rollout.remote.testing import serve_in_loop
 from osmosis_ai.rollout.running import RolloutRunner
 from osmosis_ai.serving.gateway import PolicyGateway
+from osmosis_ai.testing import FakeEngine, text, tool_call
 from osmosis_trainer.server_workflow import RemoteCallbacks, remote_entrypoint
-from osmosis_trainer.testing import FakeEngine, text, tool_call
 
 KEY = "server-key"
 ADD = {"type": "function", "function": {"name": "add", "description": "a+b", "parameters": {

@@ -14,8 +14,8 @@ from osmosis_ai.data import read_dataset
 from osmosis_ai.rollout.running import RolloutRunner
 from osmosis_ai.serving.gateway import PolicyGateway
 from osmosis_ai.templates import create_from_template
+from osmosis_ai.testing import FakeEngine, text, tool_call
 from osmosis_trainer.server_workflow import remote_entrypoint_for
-from osmosis_trainer.testing import FakeEngine, text, tool_call
 from osmosis_trainer.trajectory import build_sequences
 from tests.serve_process import osmosis_serve
 

@@ -5,7 +5,7 @@ from typing import Any
 import pytest
 
 from osmosis_ai.rollout import LLMCall
-from osmosis_trainer.testing import FakeTokenizer
+from osmosis_ai.testing import FakeTokenizer
 from osmosis_trainer.trajectory import build_sequences
 
 TOK = FakeTokenizer()

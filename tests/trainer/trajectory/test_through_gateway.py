@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from osmosis_ai.serving.gateway import PolicyGateway
-from osmosis_trainer.testing import FakeEngine, tool_call
+from osmosis_ai.testing import FakeEngine, tool_call
 from osmosis_trainer.trajectory import build_sequences
 
 openai = pytest.importorskip("openai")

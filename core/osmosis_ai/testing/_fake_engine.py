@@ -1,4 +1,8 @@
-"""Deterministic test doubles for the trainer side: a scripted inference engine.
+"""FakeEngine: a scripted inference engine in global order, with an invertible tokenizer.
+
+Where :class:`~osmosis_ai.testing.ScriptedEngine` scripts each sample of a rollout (what
+rollout tests need), this one serves one script in arrival order and tokenizes exactly
+invertibly, which trajectory, gateway and training tests need.
 
 ``FakeEngine`` answers from a script (text replies, tool calls, errors or a callable) and
 produces *fake but consistent* token data: prompts are rendered with a ChatML template and
@@ -32,9 +36,9 @@ from osmosis_ai.serving.toolcalls import (
     render_tool_call,
     tools_system_block,
 )
-from osmosis_ai.testing import FakeReply, reply, text, tool_call
+from osmosis_ai.testing._script import FakeReply
 
-__all__ = ["FakeEngine", "FakeReply", "FakeTokenizer", "reply", "text", "tool_call"]
+__all__ = ["FakeEngine", "FakeTokenizer"]
 
 
 def _render(item: FakeReply) -> str:
