@@ -39,7 +39,13 @@ def local_cluster(*, head_cpus: float = 1, side_cpus: float = 2) -> Iterator[str
     # A short temp dir: Ray's socket paths under it must stay below 108 bytes (AF_UNIX).
     temp_dir = Path(tempfile.mkdtemp(prefix="osmosis-ray-", dir="/tmp"))
     port = int(os.environ.get("OSMOSIS_RAY_PORT", "6391"))
-    env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0", RAY_DISABLE_DOCKER_CPU_WARNING="1")
+    # Token auth off (loopback only): otherwise a ~/.ray/auth_token left by any local
+    # ray.init() switches some nodes to token mode and the second node cannot join.
+    env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0", RAY_DISABLE_DOCKER_CPU_WARNING="1",
+               RAY_AUTH_MODE="disabled",
+               # No OOM killer: on a shared machine other jobs fill memory and Ray would kill
+               # these few-hundred-MB actors for it (a real death is the test's own kill).
+               RAY_memory_monitor_refresh_ms="0")
     common = ["--node-ip-address", "127.0.0.1", "--object-store-memory", _STORE, "--disable-usage-stats"]
     ray = _ray()
     address = f"127.0.0.1:{port}"

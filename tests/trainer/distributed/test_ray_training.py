@@ -14,6 +14,7 @@ sample's calls carry a seed derived from its row and sample index).
 from __future__ import annotations
 
 import json
+import os
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ from typing import Any
 import pytest
 
 from osmosis_ai.config import load_training_config
+from osmosis_ai.runs import describe_run, find_run
 from osmosis_trainer.loop import plan_job, run_training
 from osmosis_trainer.loop._metrics import read_metrics
 from osmosis_trainer.loop._run import create_run_dir, read_status
@@ -93,32 +95,53 @@ def _token_ids(run_path: Path, step: int) -> dict[str, list[list[int]]]:
     return out
 
 
-async def test_two_node_training_survives_a_killed_worker(
-    tiny_model_dir: Path, tmp_path: Path
-) -> None:
-    # The single-process path first: the reference trajectories.
-    single_cfg = _workspace(tmp_path / "single", tiny_model_dir, "")
+@pytest.fixture(scope="module")
+def cluster_address() -> Any:
+    saved = os.environ.get("RAY_AUTH_MODE")
+    os.environ["RAY_AUTH_MODE"] = "disabled"  # the driver joins like the nodes (loopback)
+    try:
+        with local_cluster() as address:
+            yield address
+    finally:
+        if saved is None:
+            os.environ.pop("RAY_AUTH_MODE", None)
+        else:
+            os.environ["RAY_AUTH_MODE"] = saved
+
+
+@pytest.fixture(scope="module")
+def single_run(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The single-process path: the reference trajectories."""
+    import asyncio
+
+    tmp = tmp_path_factory.mktemp("single")
+    single_cfg = _workspace(tmp / "ws", tiny_model_dir, "")
     config = load_training_config(single_cfg)
-    single = create_run_dir(tmp_path / "runs", "single", config_file=single_cfg)
-    result = await run_training(config, single, plan=plan_job(config))
+    single = create_run_dir(tmp / "runs", "single", config_file=single_cfg)
+    result = asyncio.run(run_training(config, single, plan=plan_job(config)))
     assert result.status == "finished" and result.steps_done == STEPS
+    return single.path
 
-    with local_cluster() as address:
-        ws = tmp_path / "cluster"
-        cfg_file = _workspace(
-            ws, tiny_model_dir,
-            f'\n[cluster]\naddress = "{address}"\nrollout_workers = 2\nworker_cpus = 0.5\n'
-            "max_retries = 2\n",
-        )
-        config = load_training_config(cfg_file)
-        run = create_run_dir(tmp_path / "runs", "cluster", config_file=cfg_file)
-        kill = ws / "rollouts" / "even" / "KILL"
 
-        def on_report(report: Any) -> None:
-            if getattr(report, "kind", "train") == "train" and report.step == 2:
-                kill.write_text("die")
+async def test_two_node_training_survives_a_killed_worker(
+    tiny_model_dir: Path, tmp_path: Path, cluster_address: str, single_run: Path
+) -> None:
+    address = cluster_address
+    ws = tmp_path / "cluster"
+    cfg_file = _workspace(
+        ws, tiny_model_dir,
+        f'\n[cluster]\naddress = "{address}"\nrollout_workers = 2\nworker_cpus = 0.5\n'
+        "max_retries = 2\n",
+    )
+    config = load_training_config(cfg_file)
+    run = create_run_dir(tmp_path / "runs", "cluster", config_file=cfg_file)
+    kill = ws / "rollouts" / "even" / "KILL"
 
-        result = await run_training(config, run, plan=plan_job(config), on_report=on_report)
+    def on_report(report: Any) -> None:
+        if getattr(report, "kind", "train") == "train" and report.step == 2:
+            kill.write_text("die")
+
+    result = await run_training(config, run, plan=plan_job(config), on_report=on_report)
 
     assert result.status == "finished" and result.steps_done == STEPS
     assert not kill.exists() and kill.with_name("KILL.taken").exists()
@@ -137,8 +160,37 @@ async def test_two_node_training_survives_a_killed_worker(
     status = read_status(run.path)
     assert status is not None and status["status"] == "finished"
     assert status["cluster"]["workers"] == 1 and status["cluster"]["workers_lost"] == 1
+    info = describe_run(find_run(tmp_path / "runs", run.run_id))  # osmosis train info
+    assert info["cluster"]["workers_lost"] == 1 and info["cluster"]["address"] == address
 
     for step in range(1, STEPS + 1):  # each (row, sample) traced exactly once
         assert len(_token_ids(run.path, step)) == ROLLOUTS
     for step in (1, 2):  # before the kill: the same trajectories as in one process
-        assert _token_ids(run.path, step) == _token_ids(single.path, step), f"step {step}"
+        assert _token_ids(run.path, step) == _token_ids(single_run, step), f"step {step}"
+
+
+async def test_engines_as_ray_actors_get_each_adapter_and_match_one_process(
+    tiny_model_dir: Path, tmp_path: Path, cluster_address: str, single_run: Path
+) -> None:
+    """Two HF engine actors behind the gateway: same trajectories, every adapter confirmed."""
+    ws = tmp_path / "engines"
+    cfg_file = _workspace(
+        ws, tiny_model_dir,
+        f'\n[cluster]\naddress = "{cluster_address}"\nrollout_workers = 2\nworker_cpus = 0.25\n'
+        "engines = 2\nengine_cpus = 0.25\n",
+    )
+    config = load_training_config(cfg_file)
+    run = create_run_dir(tmp_path / "runs", "engines", config_file=cfg_file)
+    result = await run_training(config, run, plan=plan_job(config))
+    assert result.status == "finished" and result.steps_done == STEPS
+    train = [r for r in read_metrics(run.path / "metrics.jsonl") if r["kind"] == "train"]
+    assert [r["cluster_engines"] for r in train] == [2, 2, 2]
+    assert [r["cluster_engines_lost"] for r in train] == [0, 0, 0]
+    # Step 1 is served by the base model; steps 2 and 3 by adapters v1 and v2, shipped to
+    # both engines and confirmed before the step's rollouts began.
+    assert "adapter_sync_s" not in train[0]
+    assert all(r["adapter_sync_s"] > 0 for r in train[1:])
+    for r in train:
+        assert r["rollouts"] == ROLLOUTS and r["failed_rollouts"] == 0
+    for step in range(1, STEPS + 1):  # sticky, seeded sampling: the one-process trajectories
+        assert _token_ids(run.path, step) == _token_ids(single_run, step), f"step {step}"
