@@ -106,6 +106,14 @@ async function runList() {
 
 const PALETTE = ["#4a7bd8", "#e07b39", "#2c9a55", "#8a5cd0", "#b3261e", "#1a9aa0"];
 
+// A y tick with as many decimals as the spacing of the ticks needs (ratios near 1 differ in
+// the 4th decimal; the sampler-vs-trainer KL can be 1e-10).
+function tick(t, ticks) {
+  const step = ticks.length > 1 ? Math.abs(ticks[1] - ticks[0]) : Math.abs(t) || 1;
+  if (step < 1e-4 && Math.abs(t) < 1e-3) return t === 0 ? "0" : t.toExponential(1);
+  return t.toFixed(Math.min(10, Math.max(0, -Math.floor(Math.log10(step)))));
+}
+
 // One chart: series = [{label, points: [[step, value], ...]}], aligned on the union of steps.
 function chart(title, series) {
   series = series.filter((s) => s.points.length);
@@ -122,7 +130,7 @@ function chart(title, series) {
     scales: { x: { time: false } },
     // Whole steps on x; 3 significant digits on y (uPlot's default rounds small ranges away).
     axes: [{ label: "step", incrs: [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000] },
-      { size: 60, values: (u, ticks) => ticks.map((t) => (Math.abs(t) >= 1000 ? t.toFixed(0) : Number(t.toPrecision(3)).toString())) }],
+      { size: 64, values: (u, ticks) => ticks.map((t) => tick(t, ticks)) }],
     series: [{ label: "step" }, ...series.map((s, i) => ({
       label: s.label, stroke: PALETTE[i % PALETTE.length], width: 1.5, spanGaps: true, points: { size: 5 },
     }))],
@@ -148,7 +156,7 @@ const CHARTS = [
   ["prefix mismatches", [["samples split", "prefix_mismatch"]]],
   ["zero-variance groups", [["groups", "zero_variance_groups"]]],
   ["failed rollouts", [["failed", "failed_rollouts"]]],
-  ["step time (s)", [["step", "step_time_s"], ["rollouts", "rollout_time_s"], ["update", "train_time_s"]]],
+  ["step time (s)", [["whole step", "step_time_s"], ["rollouts", "rollout_time_s"], ["update", "train_time_s"]]],
   ["tokens/s", [["tokens/s", "tokens_per_s"]]],
   ["loss", [["loss", "loss"]]],
 ];
