@@ -139,6 +139,9 @@ def test_eval_detail_and_comparison(client: TestClient) -> None:
     assert sorted(names) == ["base", "trained"]
     base = client.get("/api/evals/base").json()
     assert base["failures_by_reason"] == {"timeout": 1}
+    # The summary comes from the results (no summary.json yet): the failure counts as not passed.
+    assert base["summary"]["pass_rate"] == pytest.approx(1 / 3)
+    assert "pass_at_k" in base["summary"]
     assert len(base["results"]) == 3
     cmp = client.get("/api/compare", params={"a": "base", "b": "trained"}).json()
     # Rows 0 and 1 were scored by both (row 2 failed in base): +1.0 and 0.0.
