@@ -1,0 +1,174 @@
+"""Rollouts on Ray workers: throughput with 1, 2 and 4 workers, and the Ray path's overhead.
+
+Run: ``python -m tests.benchmarks ray`` (needs the ``ray`` extra). A local Ray instance (one
+node, 2 CPUs, 100 MB object store) is started in this process. The policy is a fake instant
+engine (``osmosis_ai.testing.FakeOpenAIServer``, in a thread); each rollout makes one policy
+call over HTTP and is graded by the driver's runner.
+
+- Scaling: each rollout also waits ``IO_S`` on blocking I/O (``time.sleep``, as a synchronous
+  tool or HTTP client would), which holds its worker. Target: >= 3x rollouts/s at 4 workers
+  against 1.
+- Overhead: an instant workflow (the policy call only), the same rollouts through the
+  in-process backend and through 4 Ray workers.
+- Adapter sync: a rank-8 adapter of a tiny model shipped to 2 engine actors
+  (``RayEnginePool.load_adapter``: object store, load, version confirmed), median of rounds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from osmosis_ai.data import DatasetRow
+from osmosis_ai.rollout.running import LocalBackend, RolloutRunner, load_entrypoint
+from osmosis_ai.testing import FakeOpenAIServer
+
+from ._report import write_section
+
+IO_S = 0.4
+N_SCALING = 32
+SYNC_ROUNDS = 5
+N_OVERHEAD = 200
+TARGET = 3.0
+
+WORKFLOW = '''
+import time
+
+from osmosis_ai.rollout import AgentWorkflow, Grader
+
+IO_S = {io_s}
+
+
+class Work(AgentWorkflow):
+    async def run(self, ctx):
+        if IO_S:
+            time.sleep(IO_S)  # blocking I/O: holds this worker
+        reply = await ctx.chat(ctx.prompt)
+        return [*ctx.prompt, reply.message]
+
+
+class Exact(Grader):
+    async def grade(self, ctx):
+        for sid, sample in ctx.samples.items():
+            ctx.set_sample_reward(sid, float(sample.messages[-1]["content"] == "4"))
+'''
+
+
+def _rows(n: int) -> list[DatasetRow]:
+    return [
+        DatasetRow(i, i, [{"role": "user", "content": "2+2?"}], "4", {}, None, "2+2?")
+        for i in range(n)
+    ]
+
+
+def _entry(folder: Path, io_s: float) -> Any:
+    path = folder / f"wf_{int(io_s * 1000)}.py"
+    path.write_text(WORKFLOW.format(io_s=io_s))
+    return load_entrypoint(str(path))
+
+
+async def _measure(entry: Any, server: Any, n: int, workers: int | None) -> tuple[float, int]:
+    """Rollouts/s and successful rollouts; ``workers=None`` is the in-process backend."""
+    from osmosis_trainer.distributed import RayBackend
+
+    backend: Any
+    if workers is None:
+        backend = LocalBackend(entry, server)
+    else:
+        backend = RayBackend(entry, server, workers=workers, worker_cpus=0.25)
+        await backend.start()  # actor start-up is a one-off, not per step
+    runner = RolloutRunner(entry, server, concurrency=64, backend=backend)
+    try:
+        start = time.perf_counter()
+        async with runner:
+            outcomes = [o async for o in runner.run(_rows(n))]
+        wall = time.perf_counter() - start
+    finally:
+        if workers is not None:
+            backend.shutdown()
+    ok = sum(1 for o in outcomes if o.ok and o.reward == 1.0)
+    return n / wall, ok
+
+
+def _adapter_sync(folder: Path) -> tuple[float, int]:
+    """Median seconds to ship and confirm one adapter on 2 engine actors; adapter bytes."""
+    from osmosis_trainer.distributed import RayEnginePool
+    from osmosis_trainer.loop._policy import attach_lora
+    from osmosis_trainer.models import build_tiny_model, load_model
+
+    model_dir = build_tiny_model(folder / "model")
+    peft_model = attach_lora(load_model(str(model_dir)).model, r=8, alpha=16, dropout=0.0,
+                             target_modules="all-linear", seed=0)
+    adapter = folder / "adapter"
+    peft_model.save_pretrained(str(adapter))
+    size = sum(p.stat().st_size for p in adapter.iterdir())
+
+    async def rounds() -> list[float]:
+        pool = RayEnginePool(str(model_dir), engines=2, cpus=0.25,
+                             options={"max_new_tokens": 8, "seed": 0})
+        try:
+            await pool.start()
+            for version in range(1, SYNC_ROUNDS + 1):
+                await pool.load_adapter(str(adapter), version)
+                assert pool.served_versions == [version, version]
+            return pool.sync_times_s
+        finally:
+            await pool.close()
+
+    return statistics.median(asyncio.run(rounds())), size
+
+
+def main() -> None:
+    import os
+
+    import ray
+
+    # A throwaway loopback instance: no token auth (else ray.init writes ~/.ray/auth_token).
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    ray.init(num_cpus=2, object_store_memory=100 * 1024 * 1024, include_dashboard=False,
+             logging_level=logging.ERROR)
+    rows: list[str] = []
+    try:
+        with tempfile.TemporaryDirectory() as tmp, FakeOpenAIServer(script=["4"]) as server:
+            folder = Path(tmp)
+            blocking, instant = _entry(folder, IO_S), _entry(folder, 0.0)
+            rates: dict[str, float] = {}
+            for label, workers in (("in-process", None), ("ray 1 worker", 1),
+                                   ("ray 2 workers", 2), ("ray 4 workers", 4)):
+                rate, ok = asyncio.run(_measure(blocking, server, N_SCALING, workers))
+                rates[label] = rate
+                rows.append(f"| {IO_S:g} s blocking I/O | {label} | {N_SCALING} | {ok} | {rate:.1f} |")
+            local, ok_l = asyncio.run(_measure(instant, server, N_OVERHEAD, None))
+            ray4, ok_r = asyncio.run(_measure(instant, server, N_OVERHEAD, 4))
+            rows.append(f"| instant | in-process | {N_OVERHEAD} | {ok_l} | {local:.1f} |")
+            rows.append(f"| instant | ray 4 workers | {N_OVERHEAD} | {ok_r} | {ray4:.1f} |")
+            sync_s, adapter_bytes = _adapter_sync(folder)
+    finally:
+        ray.shutdown()
+    speedup = rates["ray 4 workers"] / rates["ray 1 worker"]
+    verdict = "met" if speedup >= TARGET else "NOT met"
+    overhead_ms = (1 / ray4 - 1 / local) * 1000
+    body = "\n".join([
+        "| workflow | backend | rollouts | ok | rollouts/s |",
+        "|---|---|---|---|---|",
+        *rows,
+        "",
+        f"Scaling: 4 workers vs 1 = {speedup:.2f}x (target >= {TARGET:g}x: {verdict}); "
+        f"2 workers vs 1 = {rates['ray 2 workers'] / rates['ray 1 worker']:.2f}x. "
+        "A worker runs its workflows concurrently (an async actor), so I/O that awaits does not "
+        "need more workers; blocking work (sync tools, CPU) does, and that is what scales here.",
+        f"Ray overhead on an instant workflow: {overhead_ms:+.2f} ms per rollout "
+        f"({local:.0f} vs {ray4:.0f} rollouts/s in-process vs 4 Ray workers).",
+        f"Adapter sync per step (2 engine actors, {adapter_bytes / 1e6:.2f} MB adapter of a tiny "
+        f"model, object store, each engine confirms the version): median {sync_s * 1000:.0f} ms "
+        f"over {SYNC_ROUNDS} steps. Rollout workers never hold weights.",
+        "The machine was shared with other jobs (2 cores): compare rows of this run only.",
+    ])
+    write_section("ray", "Ray rollout workers: scaling and overhead", body,
+                  "python -m tests.benchmarks ray")
+    print(body)
