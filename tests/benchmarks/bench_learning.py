@@ -388,19 +388,30 @@ def render() -> None:
             f"{run.wall_s / 60:.1f} min | {_seconds(d['cpu_s_per_step'])} | {_fmt_eval(e)} |"
         )
     probes = json.loads(PROBES.read_text()) if PROBES.exists() else []
+    complete = len(runs) == len(SEEDS)
+
+    def verdict(met: bool) -> str:
+        if complete:
+            return "met" if met else "NOT met"
+        return f"pending ({len(runs)} of {len(SEEDS)} seeds measured)"
+
     measured_note = (
-        "" if len(runs) == len(SEEDS) else
+        "" if complete else
         f" Only {len(runs)} of the {len(SEEDS)} seeds is measured so far (`python -m "
-        "tests.benchmarks learning` continues with the missing ones), so neither target can "
-        "be called met yet."
+        "tests.benchmarks learning` continues with the missing ones)."
+    )
+    unrecorded = [str(r.seed) for r in runs if math.isnan(r.cpu_s)]
+    cpu_note = (
+        f" CPU time was not recorded for seed {', '.join(unrecorded)} (the process measuring "
+        "it was restarted after the run)." if unrecorded else ""
     )
     body = (
         f"Targets ({len(SEEDS)} seeds): the mean reward of the last 3 steps exceeds the first 3 "
-        f"by at least {TARGET_GAIN} — **{'met' if met_gain else 'NOT met'}** (gains "
+        f"by at least {TARGET_GAIN} — **{verdict(met_gain)}** (gains "
         f"{', '.join(f'{g:+.3f}' for g in gains)}); the trained adapter beats the base model on "
         f"the held-out rows (`data/calc_heldout.jsonl`, {EVAL_SAMPLES} sample(s) per row) "
         f"with the 95% CI of "
-        f"the difference above zero — **{'met' if met_eval else 'NOT met'}**.{measured_note} "
+        f"the difference above zero — **{verdict(met_eval)}**.{measured_note}{cpu_note} "
         "The machine's 2 cores were shared with other work while this ran, so wall times are "
         "upper bounds; CPU time per step counts the training process and its children.\n\n"
         "| seed | status | steps | reward first 3 → last 3 | zero-variance groups "
