@@ -34,7 +34,7 @@ def create_app(
     app = FastAPI(title="osmosis dashboard", docs_url=None, redoc_url=None, openapi_url=None)
     app.add_middleware(
         TrustedHostMiddleware,
-        allowed_hosts=allowed_hosts or ["127.0.0.1", "localhost", "[::1]", "testserver"],
+        allowed_hosts=allowed_hosts or ["127.0.0.1", "localhost", "[::1]"],
     )
 
     @app.exception_handler(_data.BadNameError)

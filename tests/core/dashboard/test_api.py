@@ -91,7 +91,7 @@ def ws(tmp_path: Path) -> tuple[Path, Path, dict[str, RunDir]]:
 
 @pytest.fixture
 def client(ws: tuple[Path, Path, dict[str, RunDir]]) -> TestClient:
-    return TestClient(create_app(ws[0], ws[1]))
+    return TestClient(create_app(ws[0], ws[1]), base_url="http://127.0.0.1")
 
 
 def test_run_list_newest_first_with_status_and_reward(client: TestClient, ws: Any) -> None:
@@ -217,7 +217,8 @@ def test_foreign_host_header_is_refused(ws: Any) -> None:
 
 
 def test_empty_workspace_and_page_assets(tmp_path: Path) -> None:
-    client = TestClient(create_app(tmp_path / "runs", tmp_path / "evals"))
+    client = TestClient(create_app(tmp_path / "runs", tmp_path / "evals"),
+                        base_url="http://localhost")
     assert client.get("/api/runs").json()["runs"] == []
     assert client.get("/api/evals").json()["evals"] == []
     page = client.get("/")
