@@ -20,6 +20,7 @@ from osmosis_trainer.loop._data import plan_steps
 from osmosis_trainer.loop._run import RunDir, read_status
 from osmosis_trainer.loop._settings import resolve_settings
 from osmosis_trainer.loop._traces import TraceSampler, token_texts
+from osmosis_trainer.trackers import open_trackers
 from osmosis_trainer.loop._trainer import StepReport, Trainer, TrainResult
 
 if TYPE_CHECKING:
@@ -254,6 +255,11 @@ async def _run(
                     run.path, config.logging.trace_samples_per_step,
                     decode=token_texts(loaded.tokenizer),
                     max_tokens=config.logging.trace_max_tokens, temperature=settings.temperature,
+                ),
+                trackers=open_trackers(
+                    config.logging.report_to, run.path, run.run_id,
+                    project=config.logging.project or run.name,
+                    config=config.model_dump(mode="json", exclude={"env"}),
                 ),
             )
             try:
