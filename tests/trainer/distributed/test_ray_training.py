@@ -14,7 +14,6 @@ sample's calls carry a seed derived from its row and sample index).
 from __future__ import annotations
 
 import json
-import os
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -28,7 +27,6 @@ from osmosis_trainer.loop._metrics import read_metrics
 from osmosis_trainer.loop._run import create_run_dir, read_status
 from osmosis_trainer.models import load_model
 from tests.e2e.toy_workspace import make_workspace
-from tests.trainer.distributed._ray_cluster import local_cluster
 
 pytestmark = pytest.mark.ray
 
@@ -93,20 +91,6 @@ def _token_ids(run_path: Path, step: int) -> dict[str, list[list[int]]]:
         assert key not in out, f"{key} traced twice in step {step}"
         out[key] = [s["token_ids"] for s in rec["sequences"]]
     return out
-
-
-@pytest.fixture(scope="module")
-def cluster_address() -> Any:
-    saved = os.environ.get("RAY_AUTH_MODE")
-    os.environ["RAY_AUTH_MODE"] = "disabled"  # the driver joins like the nodes (loopback)
-    try:
-        with local_cluster() as address:
-            yield address
-    finally:
-        if saved is None:
-            os.environ.pop("RAY_AUTH_MODE", None)
-        else:
-            os.environ["RAY_AUTH_MODE"] = saved
 
 
 @pytest.fixture(scope="module")
