@@ -87,3 +87,15 @@ async def test_failing_rollouts_stop_the_run(tiny_model_dir: Path, tmp_path: Pat
         and status["status"] == "failed"
         and "tool server down" in status["error"]
     )
+
+
+async def test_prompts_over_max_prompt_length_say_which_setting(
+    tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    config_file = make_workspace(
+        tmp_path / "ws", tiny_model_dir, eos_id=_eos(tiny_model_dir), max_prompt_length=4
+    )
+    config = load_training_config(config_file)
+    run = create_run_dir(tmp_path / "runs", "even")
+    with pytest.raises(TrainingError, match=r"longer than \[training\] max_prompt_length \(4 tokens"):
+        await run_training(config, run)

@@ -331,6 +331,15 @@ class Trainer:
                 "'osmosis eval run' on the eval config) or raise max_failure_rate."
             )
         if not ro.samples:
+            overlong = int(ro.metrics.get("overlong_prompts", 0))
+            if overlong:
+                limit = self.s.training.max_prompt_length
+                raise TrainingError(
+                    f"step {step}: no rollout produced a trainable sample: {overlong} of "
+                    f"{ro.n_rollouts} had a policy prompt longer than [training] "
+                    f"max_prompt_length ({limit} tokens; an agent's tool schemas count too). "
+                    "Raise max_prompt_length in the training config."
+                )
             raise TrainingError(
                 f"step {step}: no rollout produced a trainable sample ({ro.n_rollouts} rollouts, "
                 f"{ro.n_failed} failed, {ro.n_untrainable} without token data or removed). "
