@@ -397,7 +397,7 @@ def render() -> None:
 
     measured_note = (
         "" if complete else
-        f" Only {len(runs)} of the {len(SEEDS)} seeds is measured so far (`python -m "
+        f" Only {len(runs)} of the {len(SEEDS)} seeds measured so far (`python -m "
         "tests.benchmarks learning` continues with the missing ones)."
     )
     unrecorded = [str(r.seed) for r in runs if math.isnan(r.cpu_s)]
