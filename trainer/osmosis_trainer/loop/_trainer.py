@@ -15,6 +15,7 @@ import math
 import shutil
 import statistics
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -251,7 +252,11 @@ class Trainer:
             )
             update_metrics = stats.as_metrics()
         lr = float(self.scheduler.get_last_lr()[0])
-        self.scheduler.step()
+        with warnings.catch_warnings():
+            # A first step whose groups all had zero variance updates nothing; the schedule
+            # still follows the step count, so torch's "scheduler before optimizer" note is moot.
+            warnings.filterwarnings("ignore", message=r".*lr_scheduler\.step\(\)` before")
+            self.scheduler.step()
         t_train = time.perf_counter() - t0
         self.step = step
         # The checkpoint's data position: rows of steps run ahead are served again on resume.
