@@ -20,8 +20,8 @@ from osmosis_trainer.loop._data import plan_steps
 from osmosis_trainer.loop._run import RunDir, read_status
 from osmosis_trainer.loop._settings import resolve_settings
 from osmosis_trainer.loop._traces import TraceSampler, token_texts
-from osmosis_trainer.trackers import open_trackers
 from osmosis_trainer.loop._trainer import StepReport, Trainer, TrainResult
+from osmosis_trainer.trackers import open_trackers
 
 if TYPE_CHECKING:
     from osmosis_ai.config import TrainingConfig
