@@ -151,7 +151,9 @@ def test_command(
     max_turns: Annotated[int, typer.Option("--max-turns", help="LLM calls allowed per row.")] = 10,
     max_tokens_total: Annotated[int, typer.Option("--max-tokens-total", help="Token budget per row.")] = 8192,
     temperature: Annotated[float | None, typer.Option("--temperature")] = None,
-    max_tokens: Annotated[int | None, typer.Option("--max-tokens", help="Per-call completion limit.")] = None,
+    # Unbounded, a small local model can ramble to its context limit: minutes per call on a CPU.
+    max_tokens: Annotated[int | None, typer.Option("--max-tokens", help="Per-call completion limit "
+                                                   "(raise it for long answers).")] = 256,
     concurrency: Annotated[int, typer.Option("--concurrency", help="Rows run at once.")] = 4,
     interactive: Annotated[
         bool, typer.Option("--interactive", "-i", help="Step through LLM calls: n next, c continue, "
