@@ -37,7 +37,7 @@ def connect(config: TrainingConfig) -> Iterator[dict[str, Any]]:
             "the others), or remove [cluster] to train in one process."
         ) from exc
     try:
-        yield dict(ray.cluster_resources())  # type: ignore[no-untyped-call]
+        yield dict(ray.cluster_resources())  # type: ignore[no-untyped-call,unused-ignore]  # typed only where ray is installed
     finally:
         ray.shutdown()
 

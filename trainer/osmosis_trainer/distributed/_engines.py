@@ -148,7 +148,7 @@ class RayEnginePool:
                 self._lost(index)  # the sample moves to another engine (no prefix cache there)
                 last = exc
             except rex.RayTaskError as exc:
-                cause = exc.as_instanceof_cause()  # type: ignore[no-untyped-call]
+                cause = exc.as_instanceof_cause()  # type: ignore[no-untyped-call,unused-ignore]  # typed only where ray is installed
                 raise cause if isinstance(cause, EngineError) else EngineError(str(exc)) from exc
             finally:
                 self._in_flight[index] -= 1
