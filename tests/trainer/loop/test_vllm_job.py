@@ -40,4 +40,6 @@ async def test_training_with_the_vllm_engine(tmp_path: Path) -> None:
     # vLLM's sampler logprobs and the trainer's agree closely (fp32 on CPU).
     assert records[0]["mismatch_kl"] < 1e-3
     log = (run.path / "vllm.log").read_text()
-    assert "Loaded new LoRA adapter: name 'policy-v1'" in log  # step 1's adapter, from disk
+    # Step 1's adapter reached the server from disk. vLLM's own INFO line about it does not
+    # always make it to the log (seen missing on a clean CI clone), its HTTP answer always does.
+    assert '"POST /v1/load_lora_adapter HTTP/1.1" 200' in log
