@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["HeldOut", "LearningSummary", "format_summary", "summarize_learning"]
+__all__ = ["HeldOut", "LearningSummary", "format_summary", "held_out_of", "summarize_learning"]
 
 WINDOW = 3
 """Steps averaged at each end of the run."""
@@ -50,6 +50,18 @@ class LearningSummary:
     @property
     def change(self) -> float:
         return self.last - self.first
+
+
+def held_out_of(comparison: Any) -> HeldOut | None:
+    """The :class:`HeldOut` of an eval ``Comparison`` (``None`` without a paired result)."""
+    if comparison is None or None in (
+        comparison.baseline_mean, comparison.candidate_mean, comparison.ci_low, comparison.ci_high
+    ):
+        return None
+    return HeldOut(
+        base=comparison.baseline_mean, trained=comparison.candidate_mean,
+        ci_low=comparison.ci_low, ci_high=comparison.ci_high, rows=comparison.rows,
+    )
 
 
 def _reward(record: Mapping[str, Any]) -> float | None:

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from osmosis_ai.errors import OsmosisError
+from osmosis_ai.eval import HeldOutPlan, plan_heldout, run_heldout
 from osmosis_ai.runs import (
     RunDir,
     busy_runs,
@@ -85,6 +86,9 @@ def _train(run: RunDir, resume: bool) -> int:
 
     run.update_status(status="running", phase="setup", activity="checking the config")
     config.experiment.model_path = resolve_model_path(config.experiment.model_path)
+    # Resolved against the submitting workspace (before a pinned revision moves the root):
+    # the eval finds the run's checkpoints under that workspace's runs/.
+    heldout = plan_heldout(config)
     code = status.get("code")
     if code and code.get("pinned"):
         # The rollout code comes from the pinned revision (exported into the run), the
@@ -107,7 +111,47 @@ def _train(run: RunDir, resume: bool) -> int:
         )
     )
     state.console.print(f"{result.status}: {result.steps_done} steps", markup=False)
+    if heldout is not None and result.status == "finished":
+        _heldout_eval(run, heldout)
     return 0
+
+
+def _heldout_eval(run: RunDir, plan: HeldOutPlan) -> None:
+    """``[heldout]``: the final checkpoint against its base model. The run has finished and its
+    checkpoint is saved, so a failure here is recorded (``heldout_error``), not fatal."""
+    from osmosis_ai.cli._output import state
+    from osmosis_ai.eval import EvalEvents
+    from osmosis_ai.learning import held_out_of
+
+    def phase(model: str) -> EvalEvents:
+        def on_phase(name: str) -> None:
+            run.update_status(activity=f"held-out eval, {model}: {name}")
+
+        return EvalEvents(on_phase=on_phase)
+
+    dataset = plan.dataset or plan.eval_config
+    state.console.print(
+        f"held-out eval: trained vs base on {dataset.name} ({plan.n} sample(s) per row)",
+        markup=False,
+    )
+    try:
+        comparison = asyncio.run(
+            run_heldout(plan, run.path, run.run_id, events=phase("trained"),
+                        baseline_events=phase("base"))
+        )
+    except Exception as exc:  # the training result stands; say why the comparison is missing
+        message = str(exc) if isinstance(exc, OsmosisError) else f"{type(exc).__name__}: {exc}"
+        run.update_status(activity=None, heldout_error=message)
+        state.console.print(f"held-out eval failed: {message}", markup=False)
+        return
+    run.update_status(activity=None)
+    held = held_out_of(comparison)
+    state.console.print(
+        f"held-out: base {held.base:.3f} -> trained {held.trained:.3f} ({held.diff:+.3f}, 95% CI "
+        f"[{held.ci_low:+.3f}, {held.ci_high:+.3f}]: {comparison.verdict})"
+        if held is not None else f"held-out: {comparison.verdict}",
+        markup=False,
+    )
 
 
 @contextlib.contextmanager

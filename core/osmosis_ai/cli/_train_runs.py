@@ -149,6 +149,15 @@ def _print_info(d: dict[str, Any]) -> None:
             + (f" · {cluster['engines']} engines" if cluster.get("engines") else "")
             + (f" ({cluster['engines_lost']} lost)" if cluster.get("engines_lost") else "")
         )
+    held = d.get("heldout")
+    if isinstance(held, dict) and held.get("diff") is not None:
+        lines.append(
+            f"held-out   {held.get('rows')} rows: base {_num(held.get('baseline_mean'))} → trained "
+            f"{_num(held.get('candidate_mean'))} ({_num(held.get('diff'), '+.3f')}, 95% CI "
+            f"[{_num(held.get('ci_low'), '+.3f')}, {_num(held.get('ci_high'), '+.3f')}])"
+        )
+    elif d.get("heldout_error"):
+        lines.append(f"held-out   did not finish: {d['heldout_error']}")
     if d.get("duration_s") is not None:
         lines.append(f"duration   {d['duration_s'] / 60:.1f} min")
     for line in lines:

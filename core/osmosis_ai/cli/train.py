@@ -48,6 +48,9 @@ def _precheck(config: Any, pinned: bool) -> None:
     if config.remote is None:
         config.entrypoint_path(must_exist=not pinned)
     config.dataset_path()
+    from osmosis_ai.eval import plan_heldout
+
+    plan_heldout(config)
 
 
 class _Report:
@@ -228,7 +231,8 @@ def _follow(
 
 
 def _report(run: Any, elapsed: float, json_out: bool) -> None:
-    from osmosis_ai.learning import format_summary, summarize_learning
+    from osmosis_ai.eval import read_heldout
+    from osmosis_ai.learning import format_summary, held_out_of, summarize_learning
     from osmosis_ai.runs import load_run, read_metrics
 
     record = load_run(run.path)
@@ -239,7 +243,8 @@ def _report(run: Any, elapsed: float, json_out: bool) -> None:
         float(r["reward_mean"]) if isinstance(r.get("reward_mean"), int | float) else math.nan
         for r in records if r.get("kind", "train") == "train"
     ]
-    learning = summarize_learning(records)
+    comparison = read_heldout(run.path)
+    learning = summarize_learning(records, held_out=held_out_of(comparison))
     checkpoints = record.checkpoints() if record is not None else []
     last = checkpoints[-1].path if checkpoints else None
     payload = {
@@ -254,6 +259,8 @@ def _report(run: Any, elapsed: float, json_out: bool) -> None:
         "reward_first": learning.first if learning else None,
         "reward_last": learning.last if learning else None,
         "reward_window": learning.window if learning else None,
+        "heldout": comparison.model_dump(mode="json") if comparison is not None else None,
+        "heldout_error": raw.get("heldout_error"),
         "error": raw.get("error") if status not in ("finished", "stopped") else None,
         "log_file": str(run.log_file),
     }
@@ -270,6 +277,8 @@ def _report(run: Any, elapsed: float, json_out: bool) -> None:
         if learning is not None:
             for line in format_summary(learning):
                 con.print(line, highlight=False)
+    if payload["heldout_error"]:
+        state.warn(f"held-out eval did not finish: {payload['heldout_error']}")
     colour = "green" if ok else "red"
     con.print(
         f"[bold {colour}]{status}[/] {payload['steps']} steps in {elapsed / 60:.1f} min · "

@@ -24,6 +24,7 @@ from osmosis_ai.config._algorithm import (
     ScaleRewards,
 )
 from osmosis_ai.config._files import ConfigFile, EvalConfig, TrainingConfig, find_workspace_root
+from osmosis_ai.config._heldout import HeldOutConfig
 from osmosis_ai.config._load import load_config, load_eval_config, load_training_config
 from osmosis_ai.config._sections import (
     CheckpointsConfig,
@@ -42,6 +43,7 @@ __all__ = [
     "EvalConfig",
     "EvaluationConfig",
     "ExperimentConfig",
+    "HeldOutConfig",
     "ImportanceCorrection",
     "LRSchedule",
     "LoRAConfig",

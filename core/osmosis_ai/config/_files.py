@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator,
 
 from osmosis_ai.config._algorithm import AlgorithmConfig, LoRAConfig
 from osmosis_ai.config._cluster import ClusterConfig
+from osmosis_ai.config._heldout import HeldOutConfig
 from osmosis_ai.config._logging import LoggingConfig
 from osmosis_ai.config._sections import (
     CheckpointsConfig,
@@ -180,6 +181,8 @@ class TrainingConfig(ConfigFile):
     """``[logging]``: trackers (``report_to``) and the trajectories kept for the dashboard."""
     cluster: ClusterConfig = Field(default_factory=ClusterConfig)
     """``[cluster]``: run rollout workers on a Ray cluster (absent ``address``: one process)."""
+    heldout: HeldOutConfig | None = None
+    """``[heldout]``: at the end, the trained adapter against its base model on held-out rows."""
 
     def output_dir(self) -> Path | None:
         """``[checkpoints].output_dir`` resolved against the workspace root, if set."""

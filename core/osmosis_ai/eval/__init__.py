@@ -9,6 +9,12 @@ the run folder, and returns the summary. The metric functions are pure and reusa
 from __future__ import annotations
 
 from osmosis_ai.eval._compare import Comparison, compare_records, paired_bootstrap, row_rewards
+from osmosis_ai.eval._heldout import (
+    HeldOutPlan,
+    plan_heldout,
+    read_heldout,
+    run_heldout,
+)
 from osmosis_ai.eval._journal import Journal, hash_file, hash_rollout_dir, read_journal
 from osmosis_ai.eval._metrics import (
     EvalSummary,
@@ -41,6 +47,7 @@ __all__ = [
     "EvalRunInfo",
     "EvalRunView",
     "EvalSummary",
+    "HeldOutPlan",
     "Journal",
     "PairedResult",
     "RewardStats",
@@ -52,12 +59,15 @@ __all__ = [
     "hash_rollout_dir",
     "list_eval_runs",
     "paired_bootstrap",
+    "plan_heldout",
     "parse_rows",
     "pass_at_k",
     "pass_at_k_values",
     "plan_eval",
+    "read_heldout",
     "read_journal",
     "resolve_model",
+    "run_heldout",
     "row_rewards",
     "run_eval",
     "run_paired_eval",

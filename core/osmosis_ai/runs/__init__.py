@@ -9,7 +9,7 @@ worker that died silently shows as ``crashed``).
 from __future__ import annotations
 
 from osmosis_ai.runs._hub import hf_cache_dir, is_hub_id, resolve_model_path
-from osmosis_ai.runs._info import describe_run
+from osmosis_ai.runs._info import HELDOUT_FILE, describe_run
 from osmosis_ai.runs._launch import (
     RunBusyError,
     busy_runs,
@@ -43,6 +43,7 @@ from osmosis_ai.runs._store import (
 )
 
 __all__ = [
+    "HELDOUT_FILE",
     "PHASES",
     "STATUSES",
     "TERMINAL_STATUSES",

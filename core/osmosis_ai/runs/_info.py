@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import statistics
 import time
@@ -23,6 +24,18 @@ def _finite(values: list[Any]) -> list[float]:
         float(v) for v in values
         if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
     ]
+
+
+HELDOUT_FILE = "heldout.json"
+"""The ``[heldout]`` comparison a run wrote at its end (an eval ``Comparison`` as JSON)."""
+
+
+def _heldout(record: RunRecord) -> dict[str, Any] | None:
+    try:
+        data = json.loads((record.path / HELDOUT_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
 
 
 def describe_run(record: RunRecord) -> dict[str, Any]:
@@ -76,6 +89,8 @@ def describe_run(record: RunRecord) -> dict[str, Any]:
         "duration_s": round(end - created, 1) if isinstance(created, int | float) else None,
         "pid": raw.get("pid"),
         "cluster": raw.get("cluster"),
+        "heldout": _heldout(record),
+        "heldout_error": raw.get("heldout_error"),
         "heartbeat_age_s": round(record.heartbeat_age_s, 1)
         if record.heartbeat_age_s is not None else None,
         "log_file": str(record.log_file),

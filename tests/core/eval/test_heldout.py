@@ -1,0 +1,69 @@
+"""``[heldout]`` is checked when the config is read, before any training: one clear line each."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from osmosis_ai.config import load_training_config
+from osmosis_ai.errors import ConfigError
+from osmosis_ai.eval import plan_heldout
+from osmosis_ai.templates import create_from_template
+
+
+def _config(ws: Path, heldout: str, extra: str = "") -> Path:
+    path = ws / "configs" / "training" / "calc.toml"
+    path.write_text(path.read_text() + extra + "\n[heldout]\n" + heldout)
+    return path
+
+
+@pytest.fixture
+def ws(tmp_path: Path) -> Path:
+    create_from_template("strands", "calc", tmp_path)
+    return tmp_path
+
+
+def test_a_valid_section_resolves_against_the_workspace(ws: Path) -> None:
+    cfg = load_training_config(_config(
+        ws, 'eval_config = "configs/eval/calc.toml"\ndataset = "data/calc_heldout.jsonl"\nn = 4\n'
+    ))
+    plan = plan_heldout(cfg)
+    assert plan is not None and plan.n == 4
+    assert plan.eval_config == ws / "configs/eval/calc.toml"
+    assert plan.dataset == ws / "data/calc_heldout.jsonl"
+
+
+def test_no_section_means_no_heldout_eval(ws: Path) -> None:
+    assert plan_heldout(load_training_config(ws / "configs/training/calc.toml")) is None
+
+
+@pytest.mark.parametrize(
+    ("heldout", "extra", "message"),
+    [
+        ('eval_config = "configs/eval/nope.toml"\n', "",
+         r"\[heldout\]\.eval_config = 'configs/eval/nope.toml': no such file"),
+        ('eval_config = "configs/eval/calc.toml"\ndataset = "data/missing.jsonl"\n', "",
+         r"\[heldout\]\.dataset = 'data/missing.jsonl': no such file"),
+        ('eval_config = "configs/eval/calc.toml"\ndataset = "data/calc.jsonl"\n', "",
+         r"\[heldout\]\.dataset is the training dataset"),
+        ('eval_config = "configs/eval/calc.toml"\ndataset = "data/calc_heldout.jsonl"\n',
+         '\n[checkpoints]\noutput_dir = "elsewhere"\n', r"drop output_dir"),
+    ],
+)
+def test_mistakes_name_the_field_and_the_fix(
+    ws: Path, heldout: str, extra: str, message: str
+) -> None:
+    path = ws / "configs" / "training" / "calc.toml"
+    text = path.read_text()
+    if extra and "[checkpoints]" in text:
+        text = text.replace("[checkpoints]\n", '[checkpoints]\noutput_dir = "elsewhere"\n')
+        extra = ""
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=message):
+        plan_heldout(load_training_config(_config(ws, heldout, extra)))
+
+
+def test_unknown_keys_are_config_errors(ws: Path) -> None:
+    with pytest.raises(ConfigError, match="heldout"):
+        load_training_config(_config(ws, 'eval_config = "configs/eval/calc.toml"\nrows = 3\n'))

@@ -1,0 +1,71 @@
+"""``[heldout]``: a finished run compares its last checkpoint with the base model on held-out rows.
+
+A real worker trains a tiny model for 2 steps, then runs the paired eval (both models served by
+the HF engine); the end screen, ``heldout.json`` and ``train info`` carry the comparison.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from osmosis_ai.cli._app import main
+from osmosis_ai.runs import describe_run, find_run
+from tests.trainer.runs.workspace import make_workspace
+
+
+def _eos(model_dir: Path) -> int:
+    from osmosis_trainer.models import load_model
+
+    return int(load_model(str(model_dir)).tokenizer.eos_token_id)
+
+
+def test_a_finished_run_compares_its_checkpoint_with_the_base_on_heldout_rows(
+    tiny_model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    eos = _eos(tiny_model_dir)
+    ws = tmp_path / "ws"
+    config = make_workspace(ws, str(tiny_model_dir), eos_id=eos, rows=8)
+    with open(ws / "data" / "even_heldout.jsonl", "w") as fh:
+        for i in range(5):
+            fh.write(json.dumps({"user_prompt": f"What is {i} * 3?", "ground_truth": str(3 * i),
+                                 "eos_id": eos}) + "\n")
+    (ws / "configs" / "eval").mkdir()
+    (ws / "configs" / "eval" / "even.toml").write_text(
+        f'[experiment]\nrollout = "even"\nentrypoint = "main.py"\nmodel_path = "{tiny_model_dir}"\n'
+        'dataset = "data/even.jsonl"\n\n[sampling]\nmax_tokens = 8\n'
+    )
+    config.write_text(
+        config.read_text()
+        + '\n[heldout]\neval_config = "configs/eval/even.toml"\n'
+        'dataset = "data/even_heldout.jsonl"\nn = 2\n'
+    )
+    monkeypatch.chdir(ws)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["train", "submit", str(config)]) == 0
+    text = out.getvalue()
+    line = re.search(
+        r"^held-out \(5 rows\): base (\d\.\d{3}) → trained (\d\.\d{3}) \(([+-]\d\.\d{3}), 95% CI "
+        r"\[[+-]\d\.\d{3}, [+-]\d\.\d{3}\]: (better|worse|no clear change)\)$", text, re.M,
+    )
+    assert line is not None, text
+    run = find_run(ws / "runs", "even")
+    saved = json.loads((run.path / "heldout.json").read_text())
+    assert saved["rows"] == 5 and saved["candidate"] == f"{run.run_id}:2"
+    assert float(line.group(3)) == pytest.approx(saved["diff"], abs=1e-3)
+    # Both eval runs sit in the run folder: 5 rows x 2 samples each.
+    for half in (run.path / "heldout", run.path / "heldout" / "baseline"):
+        assert len((half / "results.jsonl").read_text().splitlines()) == 10
+    details = describe_run(run)
+    assert details["heldout"]["diff"] == saved["diff"] and details["heldout_error"] is None
+    capsys.readouterr()
+    assert main(["train", "info", run.run_id]) == 0
+    assert re.search(r"^held-out   5 rows: base \d\.\d{3} → trained", capsys.readouterr().out,
+                     re.M)
