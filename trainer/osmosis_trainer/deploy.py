@@ -75,7 +75,10 @@ async def _serve_hf(args: argparse.Namespace) -> None:
     engine = await asyncio.to_thread(create_engine, args.base, device=args.device)
     try:
         await engine.load_adapter(str(args.adapter), 1)
-        gateway = _gateway_class()(engine, host=args.host, port=args.port, policy_name=args.name)
+        gateway = _gateway_class()(
+            engine, host=args.host, port=args.port, policy_name=args.name,
+            max_body_bytes=args.max_body_bytes,
+        )
         gateway.store = _NoRecording()
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
@@ -176,6 +179,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, default=8000, help="0 picks a free port (hf engine).")
     p.add_argument("--engine", choices=("auto", "hf", "vllm"), default="auto")
     p.add_argument("--device", default="auto", help="hf engine: auto, cpu, cuda, ...")
+    p.add_argument("--max-body-bytes", type=int, default=None,
+                   help="hf engine: largest request body (default: [gateway] max_body_bytes).")
     return p
 
 

@@ -112,8 +112,15 @@ def deploy_command(
         typer.Option("--engine", help="auto (vLLM when installed, else transformers), vllm or hf."),
     ] = "auto",
     device: Annotated[str, typer.Option("--device", help="hf engine: auto, cpu, cuda.")] = "auto",
+    max_body_bytes: Annotated[
+        int | None,
+        typer.Option("--max-body-bytes", help="hf engine: largest request body in bytes; "
+                     "larger ones get 413 (default: [gateway] max_body_bytes, 32 MiB)."),
+    ] = None,
 ) -> None:
     """Serve a checkpoint on an OpenAI-compatible endpoint until Ctrl-C."""
+    if max_body_bytes is not None:
+        _check_body_limit(max_body_bytes)
     if engine not in ("auto", "vllm", "hf"):
         raise ConfigError(f"--engine {engine!r}: use auto, vllm or hf")
     if not 0 <= port <= 65535:
@@ -143,6 +150,7 @@ def deploy_command(
         engine,
         "--device",
         device,
+        *(["--max-body-bytes", str(max_body_bytes)] if max_body_bytes is not None else []),
     ]
     state.err_console.print(
         f"loading {ref.label} (base {ref.base_model}, adapter {ref.adapter_dir}) ..."
@@ -153,6 +161,19 @@ def deploy_command(
         code = 0
     if code not in (0, -2, 130):
         raise typer.Exit(code)
+
+
+def _check_body_limit(value: int) -> None:
+    from pydantic import ValidationError
+
+    from osmosis_ai.config import GatewayConfig
+
+    try:
+        GatewayConfig(max_body_bytes=value)
+    except ValidationError as exc:
+        raise ConfigError(
+            f"--max-body-bytes {value}: {exc.errors()[0]['msg']}"
+        ) from exc
 
 
 def _model_card(ref: CheckpointRef, base_id: str, merged: bool) -> str:

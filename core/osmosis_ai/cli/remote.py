@@ -55,10 +55,29 @@ def serve_command(
         bool, typer.Option("--no-validate", help="Skip the agent-loop checks at startup.")
     ] = False,
     log_level: Annotated[str, typer.Option("--log-level", help="uvicorn log level.")] = "info",
+    allowed_callback_host: Annotated[
+        list[str] | None,
+        typer.Option("--allowed-callback-host", help="A host, IP or CIDR range an init's "
+                     "server_url may name (repeatable; the address an init comes from is always "
+                     "allowed). Default: any host, or $OSMOSIS_ROLLOUT_SERVER_ALLOWED_CALLBACK_HOSTS."),
+    ] = None,
+    max_body_bytes: Annotated[
+        int | None,
+        typer.Option("--max-body-bytes", help="Largest request body; larger ones get 413 "
+                     "(default: $OSMOSIS_ROLLOUT_SERVER_MAX_BODY_BYTES, else 16 MiB)."),
+    ] = None,
 ) -> None:
     """Serve an agent loop over the remote-rollout protocol."""
     from osmosis_ai.rollout.remote import validate_agent_loop
     from osmosis_ai.rollout.remote._serve import ServeOptions, run_server
+    from osmosis_ai.rollout.remote._settings import ServerSettings
+
+    # Options win over OSMOSIS_ROLLOUT_SERVER_* variables; a bad value stops here, before loading.
+    settings = ServerSettings.from_env(
+        labels={"allowed_callback_hosts": "--allowed-callback-host",
+                "max_body_bytes": "--max-body-bytes"},
+        allowed_callback_hosts=allowed_callback_host or None, max_body_bytes=max_body_bytes,
+    )
 
     report = validate_agent_loop(module)
     if not report.ok and not (no_validate and report.name is not None):
@@ -73,6 +92,9 @@ def serve_command(
     out.print("Osmosis rollout server starting...")
     out.print(f"  Agent: {escape(report.name or '?')}")
     out.print(f"  Tools: {len(report.tools)}" + (f" ({escape(', '.join(report.tools))})" if report.tools else ""))
+    if settings.allowed_callback_hosts is not None:
+        hosts = ", ".join(settings.allowed_callback_hosts) or "none other"
+        out.print(f"  Callbacks to: the init's own address, {escape(hosts)}")
     if local:
         _warn_local(host)
     else:
@@ -91,7 +113,7 @@ def serve_command(
         sys.stdout.flush()
 
     opts = ServeOptions(spec=module, host=host, port=port, reload=reload, log_dir=log,
-                        auth=not local, api_key=key, log_level=log_level)
+                        auth=not local, api_key=key, log_level=log_level, settings=settings)
     run_server(opts, announce=announce)
 
 

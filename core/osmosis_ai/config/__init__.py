@@ -24,6 +24,7 @@ from osmosis_ai.config._algorithm import (
     ScaleRewards,
 )
 from osmosis_ai.config._files import ConfigFile, EvalConfig, TrainingConfig, find_workspace_root
+from osmosis_ai.config._gateway import GatewayConfig
 from osmosis_ai.config._heldout import HeldOutConfig
 from osmosis_ai.config._load import load_config, load_eval_config, load_training_config
 from osmosis_ai.config._sections import (
@@ -43,6 +44,7 @@ __all__ = [
     "EvalConfig",
     "EvaluationConfig",
     "ExperimentConfig",
+    "GatewayConfig",
     "HeldOutConfig",
     "ImportanceCorrection",
     "LRSchedule",

@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator,
 
 from osmosis_ai.config._algorithm import AlgorithmConfig, LoRAConfig
 from osmosis_ai.config._cluster import ClusterConfig
+from osmosis_ai.config._gateway import GatewayConfig
 from osmosis_ai.config._heldout import HeldOutConfig
 from osmosis_ai.config._logging import LoggingConfig
 from osmosis_ai.config._sections import (
@@ -43,7 +44,7 @@ def find_workspace_root(config_path: str | os.PathLike[str]) -> Path:
 
 class ConfigFile(BaseModel):
     """What eval and training configs share: ``[experiment]``, ``[env]``, ``[secrets]``,
-    ``[remote]``, and resolution of paths against the workspace root."""
+    ``[remote]``, ``[gateway]``, and resolution of paths against the workspace root."""
 
     model_config = ConfigDict(extra="forbid", strict=True, use_attribute_docstrings=True)
 
@@ -55,6 +56,8 @@ class ConfigFile(BaseModel):
     """``[secrets]``: environment variables that must be set, kept out of the file."""
     remote: RemoteConfig | None = None
     """``[remote]``: a remote rollout server to run rollouts on instead of the entrypoint."""
+    gateway: GatewayConfig = Field(default_factory=GatewayConfig)
+    """``[gateway]``: limits of the policy gateway the run starts (request body size)."""
 
     _source_path: Path | None = PrivateAttr(default=None)
     _workspace_root: Path | None = PrivateAttr(default=None)

@@ -22,11 +22,13 @@ __all__ = ["open_policy_endpoint"]
 
 @contextlib.asynccontextmanager
 async def open_policy_endpoint(
-    model: str, sampling: dict[str, Any], *, adapter: Path | None = None
+    model: str, sampling: dict[str, Any], *, adapter: Path | None = None,
+    max_body_bytes: int | None = None,
 ) -> AsyncIterator[PolicyEndpoint]:
     """Start a gateway for ``model`` on 127.0.0.1 and yield it; stop it and its engine after.
 
     ``adapter``: a PEFT LoRA folder (a trained checkpoint's) served on top of ``model``.
+    ``max_body_bytes``: the gateway's request-body limit (default ``[gateway]``'s default).
     """
     # Both raise MissingExtraError naming the pip command when an extra is missing.
     from osmosis_ai.config import SamplingConfig
@@ -38,7 +40,9 @@ async def open_policy_endpoint(
     try:
         if adapter is not None:
             await engine.load_adapter(str(adapter), 1)
-        async with PolicyGateway(engine, sampling=SamplingConfig.from_params(sampling)) as gateway:
+        async with PolicyGateway(
+            engine, sampling=SamplingConfig.from_params(sampling), max_body_bytes=max_body_bytes
+        ) as gateway:
             yield gateway
     finally:
         await engine.close()

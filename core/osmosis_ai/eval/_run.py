@@ -98,6 +98,8 @@ class EvalPlan:
     retry_failed: bool = False
     checkpoint: dict[str, Any] | None = None
     baseline: str | None = None
+    max_body_bytes: int | None = None
+    """The config's ``[gateway] max_body_bytes`` (the limit of the gateway the run starts)."""
 
     def __post_init__(self) -> None:
         if not self.engine_model:
@@ -208,6 +210,7 @@ def plan_eval(config_path: str | Path, options: EvalOptions) -> EvalPlan:
         sampling=_sampling(cfg),
         run_dir=run_dir,
         resume=resume,
+        max_body_bytes=cfg.gateway.max_body_bytes,
     )
 
 
@@ -437,14 +440,16 @@ def _write_info(run_dir: Path, info: EvalRunInfo) -> None:
 
 @contextlib.asynccontextmanager
 async def default_endpoint(
-    model: str, sampling: dict[str, Any], *, adapter: Path | None = None
+    model: str, sampling: dict[str, Any], *, adapter: Path | None = None,
+    max_body_bytes: int | None = None,
 ) -> AsyncIterator[PolicyEndpoint]:
     """The policy gateway in front of the engine ``model`` names (embedded, folder, URL, LiteLLM),
     serving the LoRA ``adapter`` on top of it when one is given."""
     from osmosis_ai.eval._endpoint import open_policy_endpoint
 
-    extra = {"adapter": adapter} if adapter is not None else {}
-    async with open_policy_endpoint(model, sampling, **extra) as endpoint:
+    async with open_policy_endpoint(
+        model, sampling, adapter=adapter, max_body_bytes=max_body_bytes
+    ) as endpoint:
         yield endpoint
 
 
@@ -520,7 +525,9 @@ async def run_eval(
         with Journal(plan.run_dir / "results.jsonl") as journal:
             if len(done) < info.work_items:
                 events.on_phase("loading model")
-                extra = {"adapter": plan.adapter} if plan.adapter is not None else {}
+                extra: dict[str, Any] = {"adapter": plan.adapter} if plan.adapter else {}
+                if endpoint_factory is None:  # test factories take no gateway limit
+                    extra["max_body_bytes"] = plan.max_body_bytes
                 async with factory(plan.engine_model, plan.sampling, **extra) as endpoint:
                     info.model_load_s = round(time.perf_counter() - started, 3)
                     started = time.perf_counter()

@@ -167,6 +167,8 @@ def test_deploy_serves_the_checkpoint_openai_style(workspace: Path) -> None:
         "hf",
         "--device",
         "cpu",
+        "--max-body-bytes",
+        "2048",
     ]
     proc = subprocess.Popen(
         cmd, cwd=workspace, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
@@ -192,10 +194,28 @@ def test_deploy_serves_the_checkpoint_openai_style(workspace: Path) -> None:
         assert reply["object"] == "chat.completion"
         assert reply["model"] == name
         assert reply["usage"]["completion_tokens"] >= 1
+        big = httpx.post(
+            f"{url}/chat/completions",
+            json={"model": name, "messages": [{"role": "user", "content": "x" * 3000}]},
+            timeout=60,
+        )
+        assert big.status_code == 413  # --max-body-bytes 2048
+        assert big.json()["error"] == {
+            "message": "request body is larger than 2048 bytes",
+            "type": "invalid_request_error",
+            "param": None,
+            "code": "request_too_large",
+        }
     finally:
         proc.send_signal(signal.SIGINT)
         proc.communicate(timeout=60)
     assert proc.returncode == 0
+
+
+def test_deploy_refuses_a_tiny_body_limit(run_cli: RunCli, workspace: Path) -> None:
+    res = run_cli("model", "deploy", "calc:2", "--max-body-bytes", "100")
+    assert res.code == 1
+    assert "--max-body-bytes 100: Input should be greater than or equal to 1024" in res.err
 
 
 def test_eval_checkpoint_against_its_base_with_a_confidence_interval(

@@ -126,6 +126,44 @@ async def test_serve_the_template_for_a_cluster(tmp_path: Path) -> None:
     assert events.count("tool_call") == 1
 
 
+async def test_serve_options_limit_bodies_and_callback_hosts() -> None:
+    # The options win over the environment (which allows 100,000 bytes and any host).
+    env = {"OSMOSIS_ROLLOUT_SERVER_MAX_BODY_BYTES": "100000"}
+    args = ("--local", "--max-body-bytes", "4096", "--allowed-callback-host", "LOCALHOST",
+            "--allowed-callback-host", "10.0.0.0/8")
+    async with FakeCluster(calculator) as cluster, serve(*args, env=env) as (url, lines, _proc):
+        assert "Callbacks to: the init's own address, localhost, 10.0.0.0/8" in "".join(lines)
+        port = httpx.URL(cluster.url).port
+        body = {"rollout_id": "opt-1", "server_url": f"http://localhost:{port}",
+                "messages": [{"role": "user", "content": "What is 6 * 7?"}],
+                "metadata": {"ground_truth": "42"}}
+        async with httpx.AsyncClient(base_url=url, timeout=30) as http:
+            refused = await http.post("/v1/rollout/init", json={
+                **body, "rollout_id": "opt-2", "server_url": "http://192.0.2.7:9"})
+            big = await http.post("/v1/rollout/init", json={**body, "metadata": {"x": "y" * 5000}})
+            # localhost is not the init's own address (127.0.0.1): only the option lets it in.
+            listed = await http.post("/v1/rollout/init", json=body)
+            assert listed.status_code == 202, listed.text
+            result = await cluster.wait_for("opt-1", timeout_s=30)
+    assert refused.status_code == 403
+    assert "server_url host '192.0.2.7' is not allowed" in refused.json()["error"]
+    assert "osmosis serve --allowed-callback-host 192.0.2.7" in refused.json()["error"]
+    assert big.status_code == 413
+    assert big.json() == {"error": "request body too large", "detail": (
+        "the limit is 4096 bytes (osmosis serve --max-body-bytes, or "
+        "OSMOSIS_ROLLOUT_SERVER_MAX_BODY_BYTES)")}
+    assert result["status"] == "COMPLETED" and result["reward"] == 1.0
+
+
+async def test_serve_refuses_bad_limit_options_before_starting() -> None:
+    rc, out = await run_cli("serve", "-m", "server:agent_loop", "--max-body-bytes", "10")
+    assert rc == 1 and "invalid ServerSettings value for --max-body-bytes" in out
+    assert "greater than or equal to 1024" in out and "Traceback" not in out
+    rc, out = await run_cli("serve", "-m", "server:agent_loop",
+                            "--allowed-callback-host", "http://trainer:8000")
+    assert rc == 1 and "'http://trainer:8000' is not a host name, an IP address or a CIDR range" in out
+
+
 async def test_serve_generates_a_key_and_local_turns_auth_off() -> None:
     async with serve() as (url, lines, _proc):
         key = re.search(r"API key \(generated\): (\S+)", "".join(lines))

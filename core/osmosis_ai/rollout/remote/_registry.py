@@ -280,8 +280,9 @@ class RolloutRegistry:
             return
         raise AdmissionError(
             403, f"server_url host {host!r} is not allowed: it must be the address the init "
-            "comes from or be listed in allowed_callback_hosts "
-            "(OSMOSIS_ROLLOUT_SERVER_ALLOWED_CALLBACK_HOSTS)",
+            "comes from or be listed in allowed_callback_hosts (start the server with "
+            f"'osmosis serve --allowed-callback-host {host}', or add it to "
+            "OSMOSIS_ROLLOUT_SERVER_ALLOWED_CALLBACK_HOSTS)",
         )
 
     def _new_record(self, request: RolloutRequest, fingerprint: str) -> _Record:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from osmosis_ai.errors import MissingExtraError
 from osmosis_ai.rollout.remote._loader import load_agent_loop
 from osmosis_ai.rollout.remote._server import create_app
+from osmosis_ai.rollout.remote._settings import ServerSettings
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -47,6 +48,9 @@ class ServeOptions:
     api_key: str | None = None
     log_level: str = "info"
     cwd: Path | None = None
+    settings: ServerSettings | None = None
+    """The server's limits (``--max-body-bytes``, ``--allowed-callback-host`` ...); default
+    from ``OSMOSIS_ROLLOUT_SERVER_*``."""
 
 
 def app_from_env() -> FastAPI:
@@ -70,7 +74,9 @@ def run_server(opts: ServeOptions, *, announce: Callable[[str, Any], None]) -> N
         _run_reload(opts, announce)
         return
     loop = load_agent_loop(opts.spec, cwd=opts.cwd)
-    app = create_app(loop, api_key=opts.api_key, auth=opts.auth, log_dir=opts.log_dir)
+    app = create_app(
+        loop, api_key=opts.api_key, auth=opts.auth, log_dir=opts.log_dir, settings=opts.settings
+    )
     if app.state.trace_folder is not None:
         announce("logs", app.state.trace_folder)
     config = uvicorn.Config(
@@ -145,6 +151,8 @@ def _run_reload(opts: ServeOptions, announce: Callable[[str, Any], None]) -> Non
     os.environ[_ENV_LOG_DIR] = str(opts.log_dir or "")
     if opts.api_key:
         os.environ[_ENV_KEY] = opts.api_key
+    if opts.settings is not None:  # each reload's app reads its limits from the environment
+        os.environ.update(opts.settings.to_env())
     announce("url", f"http://{opts.host}:{opts.port}")
     uvicorn.run(
         "osmosis_ai.rollout.remote._serve:app_from_env", factory=True, reload=True,

@@ -367,5 +367,6 @@ class _BodyLimit:
         await _send_json(
             send, 413,
             {"error": "request body too large",
-             "detail": f"the limit is {self.max_bytes} bytes (OSMOSIS_ROLLOUT_SERVER_MAX_BODY_BYTES)"},
+             "detail": f"the limit is {self.max_bytes} bytes (osmosis serve --max-body-bytes, "
+                       "or OSMOSIS_ROLLOUT_SERVER_MAX_BODY_BYTES)"},
         )

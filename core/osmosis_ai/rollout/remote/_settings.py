@@ -2,11 +2,15 @@
 
 Each field can be set from the environment: ``OSMOSIS_ROLLOUT_CLIENT_<FIELD>`` and
 ``OSMOSIS_ROLLOUT_SERVER_<FIELD>`` (upper case), e.g. ``OSMOSIS_ROLLOUT_SERVER_MAX_CONCURRENT_ROLLOUTS=20``.
+Precedence: an ``osmosis serve`` option (``--max-body-bytes``, ``--allowed-callback-host``) or a
+value passed in code, then the environment, then the default written here.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import os
+from collections.abc import Mapping
 from typing import Any, ClassVar, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -24,8 +28,16 @@ class _EnvSettings(BaseModel):
     env_prefix: ClassVar[str] = ""
 
     @classmethod
-    def from_env(cls: type[_T], environ: dict[str, str] | None = None, **overrides: Any) -> _T:
-        """Build from defaults, then ``OSMOSIS_ROLLOUT_*`` variables, then ``overrides``."""
+    def from_env(
+        cls: type[_T],
+        environ: Mapping[str, str] | None = None,
+        *,
+        labels: Mapping[str, str] | None = None,
+        **overrides: Any,
+    ) -> _T:
+        """Build from defaults, then ``OSMOSIS_ROLLOUT_*`` variables, then ``overrides``
+        (``None`` values are skipped). ``labels`` names where an override came from (e.g.
+        ``{"max_body_bytes": "--max-body-bytes"}``) for the error message."""
         env = os.environ if environ is None else environ
         values: dict[str, Any] = {}
         prefix = cls.env_prefix
@@ -33,15 +45,28 @@ class _EnvSettings(BaseModel):
             key = prefix + name.upper()
             if key in env:
                 values[name] = env[key]
-        values.update({k: v for k, v in overrides.items() if v is not None})
+        given = {k: v for k, v in overrides.items() if v is not None}
+        values.update(given)
         try:
             return cls(**values)
         except ValidationError as exc:
             first = exc.errors()[0]
-            field = ".".join(str(p) for p in first["loc"])
-            raise ConfigError(
-                f"invalid {cls.__name__} value for {prefix}{field.upper()}: {first['msg']}"
-            ) from exc
+            field = str(first["loc"][0]) if first["loc"] else ""
+            source = (labels or {}).get(field, field) if field in given else prefix + field.upper()
+            msg = str(first["msg"]).removeprefix("Value error, ")
+            raise ConfigError(f"invalid {cls.__name__} value for {source}: {msg}") from exc
+
+    def to_env(self) -> dict[str, str]:
+        """The variables :meth:`from_env` reads back into these values (``None`` fields left
+        out): how a settings object reaches a child process."""
+        env: dict[str, str] = {}
+        for name in type(self).model_fields:
+            value = getattr(self, name)
+            if value is not None:
+                env[self.env_prefix + name.upper()] = (
+                    ",".join(value) if isinstance(value, list) else str(value)
+                )
+        return env
 
 
 class ClientSettings(_EnvSettings):
@@ -83,7 +108,11 @@ class ServerSettings(_EnvSettings):
     request_timeout_seconds: float = Field(
         default=600.0, gt=0, description="Longest an agent loop may run before it is errored."
     )
-    max_body_bytes: int = Field(default=16 * 1024 * 1024, ge=1024)
+    max_body_bytes: int = Field(
+        default=16 * 1024 * 1024, ge=1024,
+        description="Largest request body in bytes; a larger one is answered 413 unread "
+        "(osmosis serve --max-body-bytes).",
+    )
     shutdown_grace_seconds: float = Field(
         default=30.0, ge=0, description="On shutdown, how long running loops may still finish."
     )
@@ -102,8 +131,9 @@ class ServerSettings(_EnvSettings):
     )
     allowed_callback_hosts: list[str] | None = Field(
         default=None,
-        description="Hosts, IPs or CIDR ranges that server_url may name (comma-separated in the "
-        "environment). The address an init comes from is always allowed. None: any host.",
+        description="Hosts, IPs or CIDR ranges that server_url may name (osmosis serve "
+        "--allowed-callback-host, repeatable; comma-separated in the environment). The address "
+        "an init comes from is always allowed. None: any host.",
     )
 
     @field_validator("allowed_callback_hosts", mode="before")
@@ -112,3 +142,26 @@ class ServerSettings(_EnvSettings):
         if isinstance(v, str):
             return [h.strip() for h in v.split(",") if h.strip()]
         return v
+
+    @field_validator("allowed_callback_hosts")
+    @classmethod
+    def _hosts(cls, v: list[str] | None) -> list[str] | None:
+        if v is None:
+            return None
+        hosts = [h.strip().lower().strip("[]") for h in v]
+        for host in hosts:
+            # A URL or host:port never equals a callback's host: it would refuse every callback.
+            if not host or (("/" in host or ":" in host) and not _is_ip_or_network(host)):
+                raise ValueError(
+                    f"{host!r} is not a host name, an IP address or a CIDR range "
+                    "(e.g. trainer.internal, 10.0.0.5, 10.0.0.0/8; no scheme or port)"
+                )
+        return hosts
+
+
+def _is_ip_or_network(text: str) -> bool:
+    try:
+        ipaddress.ip_network(text, strict=False)
+    except ValueError:
+        return False
+    return True

@@ -46,8 +46,6 @@ _SAMPLE_HEADER = "x-osmosis-sample-id"
 # Sample ids name trace files and samples downstream: checked here, where clients set them
 # (the same rule as RolloutScope.claim_sample_id).
 _SAMPLE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
-MAX_BODY_BYTES = 32 * 1024 * 1024
-"""Default limit of a chat request body (``PolicyGateway(max_body_bytes=...)``)."""
 
 
 class GatewayBusy(Exception):
@@ -62,6 +60,7 @@ class GatewayState(Protocol):
     api_key: str | None
     policy_name: str
     retry_after_s: int
+    max_body_bytes: int
     stats: Counter[str]
 
     @property
@@ -189,7 +188,7 @@ def _too_large(limit: int) -> Response:
                   code="request_too_large")
 
 
-async def _parse(request: Request, limit: int = MAX_BODY_BYTES) -> ChatCompletionRequest | Response:
+async def _parse(request: Request, limit: int) -> ChatCompletionRequest | Response:
     raw = await _read_body(request, limit)
     if isinstance(raw, Response):
         return raw
@@ -239,7 +238,7 @@ async def _chat(gw: GatewayState, request: Request, rollout_id: str, sample_id: 
             "letters, digits, '_', '.', '-' (starting with a letter or digit)",
             "invalid_request_error", param="sample_id",
         )
-    parsed = await _parse(request, getattr(gw, "max_body_bytes", MAX_BODY_BYTES))
+    parsed = await _parse(request, gw.max_body_bytes)
     if isinstance(parsed, Response):
         return parsed
     done = await _complete(gw, parsed, rollout_id, sample_id)

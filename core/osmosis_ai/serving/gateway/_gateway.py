@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 
 from fastapi import APIRouter
 
-from osmosis_ai.config import SamplingConfig
+from osmosis_ai.config import GatewayConfig, SamplingConfig
 from osmosis_ai.rollout import LLMCall, Message
 from osmosis_ai.rollout.scope import PolicyRoute
 from osmosis_ai.serving._engine import GenerationRequest, InferenceEngine
@@ -67,7 +67,8 @@ class PolicyGateway:
         extra_routers: more routers mounted on the app (e.g. remote-rollout callbacks).
         keep_client_body: hand the engine each request's JSON body as sent
             (``GenerationRequest.client_body``), for engines that script or forward on it.
-        max_body_bytes: larger request bodies are answered 413.
+        max_body_bytes: larger request bodies are answered 413 (an OpenAI-style error);
+            default the ``[gateway] max_body_bytes`` of :class:`~osmosis_ai.config.GatewayConfig`.
     """
 
     def __init__(
@@ -83,10 +84,12 @@ class PolicyGateway:
         retry_after_s: int = 1,
         extra_routers: Sequence[APIRouter] = (),
         keep_client_body: bool = False,
-        max_body_bytes: int = 32 * 1024 * 1024,
+        max_body_bytes: int | None = None,
     ) -> None:
         self.engine = engine
-        self.max_body_bytes = max_body_bytes
+        self.max_body_bytes = (
+            GatewayConfig().max_body_bytes if max_body_bytes is None else max_body_bytes
+        )
         self.sampling = sampling
         self.host = host
         self.port = port
