@@ -371,11 +371,14 @@ async def test_cancelling_the_run_cancels_in_flight_rollouts(endpoint: Recording
 async def test_breaking_out_early_stops_the_rest(endpoint: RecordingEndpoint) -> None:
     calls = 0
 
+    never = asyncio.Event()
+
     class Count(AgentWorkflow[Any]):
         async def run(self, ctx: AgentWorkflowContext[Any]) -> Any:
             nonlocal calls
             calls += 1
-            await asyncio.sleep(0.01 * ctx.row_index)
+            if ctx.row_index > 0:  # only row 0 finishes: how many start never depends on timing
+                await never.wait()
             return [{"role": "assistant", "content": "x"}]
 
     r = runner(endpoint, Count, None, concurrency=2)
@@ -446,9 +449,19 @@ async def test_outcome_is_json_serialisable(endpoint: RecordingEndpoint) -> None
 
 
 async def test_a_thousand_concurrent_rollouts_are_held(endpoint: RecordingEndpoint) -> None:
+    started = 0
+    all_in = asyncio.Event()
+
     class Wait(AgentWorkflow[Any]):
         async def run(self, ctx: AgentWorkflowContext[Any]) -> Any:
-            await asyncio.sleep(0.05)
+            nonlocal started
+            started += 1
+            if started == 1000:
+                all_in.set()
+            # Each holds until all are in flight (a slow machine cannot finish one early);
+            # the wait is a hang guard: a runner admitting fewer fails the peak assert.
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(all_in.wait(), 60)
             return [{"role": "assistant", "content": "A"}]
 
     r = runner(endpoint, Wait, Exact, concurrency=1000)

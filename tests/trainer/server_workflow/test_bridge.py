@@ -48,6 +48,8 @@ class AddLoop(RolloutAgentLoop):
 
     def __init__(self) -> None:
         self.requests: list[RolloutRequest] = []
+        self.release = asyncio.Event()
+        """Rows with ``hold`` wait for it (the test decides when they go on, not a clock)."""
 
     def get_tools(self, request: RolloutRequest) -> list[dict[str, Any]]:
         return [ADD]
@@ -57,8 +59,8 @@ class AddLoop(RolloutAgentLoop):
         meta = ctx.request.metadata
         if meta.get("fail"):
             return ctx.error("the sandbox is gone")
-        if meta.get("sleep"):
-            await asyncio.sleep(float(meta["sleep"]))
+        if meta.get("hold"):
+            await self.release.wait()
         messages = list(ctx.request.messages)
         while True:
             result = await ctx.chat(messages)
@@ -184,9 +186,10 @@ async def test_unreachable_server_and_wrong_key_fail_with_http_error() -> None:
 
 async def test_a_rollout_that_outlives_the_workflow_timeout() -> None:
     async with cluster() as (entrypoint, gw, loop, url):
-        [outcome] = await run_rows(entrypoint, gw, [Row(0, sleep=1.5)], workflow_timeout_s=0.5)
+        [outcome] = await run_rows(entrypoint, gw, [Row(0, hold=True)], workflow_timeout_s=0.5)
         assert outcome.error is not None and outcome.error.category is ErrorCategory.TIMEOUT
-        # the server finishes later; its callback finds nobody waiting and is refused (404)
+        # only now the server goes on; its callback finds nobody waiting and is refused (404)
+        loop.release.set()
         status = f"{url}/v1/rollout/{loop.requests[0].rollout_id}"
         async with httpx.AsyncClient(headers={"Authorization": f"Bearer {KEY}"}) as http:
             for _ in range(1200):  # a safety net against a hang (120 s), never the test

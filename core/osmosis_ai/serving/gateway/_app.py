@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import json
 import logging
@@ -62,6 +63,9 @@ class GatewayState(Protocol):
     retry_after_s: int
     max_body_bytes: int
     stats: Counter[str]
+
+    @property
+    def stopping(self) -> bool: ...
 
     @property
     def model_name(self) -> str: ...
@@ -286,6 +290,13 @@ async def _complete(
             kind = "rate_limit_error"
         headers = None if exc.retry_after_s is None else {"Retry-After": f"{exc.retry_after_s:g}"}
         return _reply(exc.status_code, str(exc), kind, code=exc.code, headers=headers)
+    except asyncio.CancelledError:
+        if not gw.stopping:
+            raise
+        # A call still running when the shutdown grace ends (Ctrl-C mid-call) is cancelled by
+        # uvicorn, which would log the cancellation as a traceback: answer it instead.
+        return _reply(503, "the policy gateway is shutting down", "server_error",
+                      code="shutting_down")
     except Exception as exc:  # the engine failed: answer 502, never 500
         gw.stats["engine_errors"] += 1
         logger.exception("policy engine %s failed", gw.engine.name)

@@ -27,9 +27,22 @@ logger = logging.getLogger("osmosis")
 T = TypeVar("T")
 
 
+class _NoCancelNotice(logging.Filter):
+    """Drops uvicorn's "Cancel N running task(s), timeout graceful shutdown exceeded": the
+    gateway answers those calls itself (503 shutting_down), so Ctrl-C prints no error."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "timeout graceful shutdown exceeded" not in record.getMessage()
+
+
+_CANCEL_NOTICE = _NoCancelNotice()
+
+
 def _quiet_server(config: Any) -> Any:
     """A uvicorn server that leaves the process's signal handlers alone."""
     import uvicorn
+
+    logging.getLogger("uvicorn.error").addFilter(_CANCEL_NOTICE)  # idempotent: same object
 
     class _Server(uvicorn.Server):
         @contextlib.contextmanager
@@ -121,6 +134,11 @@ class PolicyGateway:
         if self._server is None:
             raise RuntimeError("the gateway is not running; use 'async with PolicyGateway(...)'")
         return f"http://{self.host}:{self.port}"
+
+    @property
+    def stopping(self) -> bool:
+        """True once :meth:`stop` began (in-flight calls are then in their grace period)."""
+        return self._server is not None and bool(self._server.should_exit)
 
     @property
     def model_name(self) -> str:
