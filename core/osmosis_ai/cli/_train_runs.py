@@ -146,7 +146,8 @@ def _print_info(d: dict[str, Any]) -> None:
         lines.append(
             f"cluster    {cluster.get('address')} · {cluster.get('workers')} rollout workers"
             + (f" ({cluster['workers_lost']} lost)" if cluster.get("workers_lost") else "")
-            + (f" · {cluster['engines']} engines" if cluster.get("engines") else "")
+            + (f" · {cluster['engines']} engines"
+               if cluster.get("engines") or cluster.get("engines_lost") else "")
             + (f" ({cluster['engines_lost']} lost)" if cluster.get("engines_lost") else "")
         )
     held = d.get("heldout")

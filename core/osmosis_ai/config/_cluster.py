@@ -22,10 +22,12 @@ class ClusterConfig(Section):
     worker_cpus: float = Field(default=1.0, gt=0, le=1024)
     """CPUs Ray reserves for each rollout worker (fractions allowed, e.g. ``0.5``)."""
     engines: int = Field(default=0, ge=0, le=4096)
-    """Inference engines as Ray actors (``hf`` engine: each its own model copy), spread over
-    the nodes behind the driver's policy gateway, which sends all of a sample's calls to one
-    engine. After each step only the adapter is shipped to every engine, and each confirms
-    the version it serves. 0: the trainer's own engine serves every call (one machine's GPU)."""
+    """Inference engines as Ray actors (``hf`` engine: each its own model copy), behind the
+    driver's policy gateway. Each engine is placed with its share of the rollout workers on
+    one node (one placement-group bundle per engine), engines on different nodes; a sample's
+    calls go to the engine on its worker's node, to another one if that engine died. After
+    each step only the adapter is shipped to every engine, and each confirms the version it
+    serves. 0: the trainer's own engine serves every call (one machine's GPU)."""
     engine_gpus: float = Field(default=0.0, ge=0, le=64)
     """GPUs per engine actor (0: the engines decode on CPU)."""
     engine_cpus: float = Field(default=1.0, gt=0, le=1024)
@@ -33,6 +35,10 @@ class ClusterConfig(Section):
     max_retries: int = Field(default=2, ge=0, le=100)
     """How often a rollout whose worker died is started again on another worker before it
     counts as failed (category ``crashed``)."""
+    ship_rollout: bool = True
+    """Ship the rollout folder to every worker with Ray's ``runtime_env`` (``working_dir``),
+    so nodes need no copy of it. ``false``: workers import it from the driver's path (every
+    node must have the same path, e.g. a shared file system)."""
     gateway_host: str = "127.0.0.1"
     """The address workers use to reach the driver's policy gateway; on several machines
     set the driver's cluster-visible IP (the gateway then listens on it)."""

@@ -2,8 +2,9 @@
 
 The head and a second node are separate ``ray start`` processes on 127.0.0.1 with different
 resources. The run trains a tiny model for 3 steps with one rollout worker on each node. After
-step 2 is reported the test drops a file; the first workflow of step 3 that finds it takes it
-and ends its own worker process (``os._exit``), so the kill happens exactly once, mid-step.
+step 2 is reported the test drops an empty KILL file; the first workflow of step 3 that finds
+it takes it and ends its own worker process (``os._exit``), so the kill happens exactly once,
+mid-step (see ``_ray_workspace``).
 
 Checked: every rollout of every step is accounted for (16 per step, none failed, one policy
 call each, each (row, sample) once), the run went on with one worker and said so in its
@@ -13,7 +14,7 @@ sample's calls carry a seed derived from its row and sample index).
 
 from __future__ import annotations
 
-import json
+import logging
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -25,73 +26,15 @@ from osmosis_ai.runs import describe_run, find_run
 from osmosis_trainer.loop import plan_job, run_training
 from osmosis_trainer.loop._metrics import read_metrics
 from osmosis_trainer.loop._run import create_run_dir, read_status
-from osmosis_trainer.models import load_model
-from tests.e2e.toy_workspace import make_workspace
+from tests.trainer.distributed._ray_workspace import (
+    ROLLOUTS,
+    STEPS,
+    kill_file,
+    token_ids,
+    workspace,
+)
 
 pytestmark = pytest.mark.ray
-
-ROLLOUT = '''
-import os
-from pathlib import Path
-
-from osmosis_ai.rollout import AgentWorkflow, Grader
-
-HERE = Path(__file__).parent
-
-
-class EvenWorkflow(AgentWorkflow):
-    async def run(self, ctx):
-        kill = HERE / "KILL"
-        try:
-            os.rename(kill, HERE / "KILL.taken")  # atomic: exactly one workflow takes it
-        except FileNotFoundError:
-            pass
-        else:
-            os._exit(1)  # this rollout worker's process dies mid-step
-        import ray
-
-        if ray.is_initialized():
-            with open(HERE / "nodes.log", "a") as fh:
-                fh.write(ray.get_runtime_context().get_node_id() + "\\n")
-        seed = 1000 * ctx.row_index + ctx.sample_index
-        reply = await ctx.chat(ctx.prompt, seed=seed)
-        return [*ctx.prompt, reply.message]
-
-
-class EvenGrader(Grader):
-    async def grade(self, ctx):
-        for sample_id, sample in ctx.samples.items():
-            ids = list(sample.calls[-1].completion_token_ids or [])
-            eos = int(ctx.metadata["eos_id"])
-            body = [t for t in ids if t != eos]
-            reward = 0.0 if len(body) < 4 else sum(t % 2 == 0 for t in body) / len(body)
-            ctx.set_sample_reward(sample_id, reward)
-'''
-
-STEPS = 3
-ROLLOUTS = 16  # 4 rows x 4 samples per step
-
-
-def _workspace(root: Path, model_dir: Path, cluster: str) -> Path:
-    eos = int(load_model(str(model_dir)).tokenizer.eos_token_id)
-    config = make_workspace(
-        root, model_dir, eos_id=eos, rows=12, max_steps=STEPS,
-        extra_toml="\n[logging]\nreport_to = []\ntrace_samples_per_step = 16\n" + cluster,
-    )
-    (root / "rollouts" / "even" / "main.py").write_text(ROLLOUT)
-    return config
-
-
-def _token_ids(run_path: Path, step: int) -> dict[str, list[list[int]]]:
-    """(row, sample) -> the token ids of its sequences, from the step's trace file."""
-    out: dict[str, list[list[int]]] = {}
-    for line in (run_path / "traces" / f"step_{step:06d}.jsonl").read_text().splitlines():
-        rec = json.loads(line)
-        key = rec["rollout_id"].split("-")[0]  # r{row}s{sample}-{uuid}
-        assert key not in out, f"{key} traced twice in step {step}"
-        out[key] = [s["token_ids"] for s in rec["sequences"]]
-    return out
-
 
 @pytest.fixture(scope="module")
 def single_run(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
@@ -99,7 +42,7 @@ def single_run(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -
     import asyncio
 
     tmp = tmp_path_factory.mktemp("single")
-    single_cfg = _workspace(tmp / "ws", tiny_model_dir, "")
+    single_cfg = workspace(tmp / "ws", tiny_model_dir, "")
     config = load_training_config(single_cfg)
     single = create_run_dir(tmp / "runs", "single", config_file=single_cfg)
     result = asyncio.run(run_training(config, single, plan=plan_job(config)))
@@ -112,18 +55,18 @@ async def test_two_node_training_survives_a_killed_worker(
 ) -> None:
     address = cluster_address
     ws = tmp_path / "cluster"
-    cfg_file = _workspace(
+    cfg_file = workspace(
         ws, tiny_model_dir,
         f'\n[cluster]\naddress = "{address}"\nrollout_workers = 2\nworker_cpus = 0.5\n'
         "max_retries = 2\n",
     )
     config = load_training_config(cfg_file)
     run = create_run_dir(tmp_path / "runs", "cluster", config_file=cfg_file)
-    kill = ws / "rollouts" / "even" / "KILL"
+    kill = kill_file(cfg_file)
 
     def on_report(report: Any) -> None:
         if getattr(report, "kind", "train") == "train" and report.step == 2:
-            kill.write_text("die")
+            kill.write_text("")
 
     result = await run_training(config, run, plan=plan_job(config), on_report=on_report)
 
@@ -148,17 +91,18 @@ async def test_two_node_training_survives_a_killed_worker(
     assert info["cluster"]["workers_lost"] == 1 and info["cluster"]["address"] == address
 
     for step in range(1, STEPS + 1):  # each (row, sample) traced exactly once
-        assert len(_token_ids(run.path, step)) == ROLLOUTS
+        assert len(token_ids(run.path, step)) == ROLLOUTS
     for step in (1, 2):  # before the kill: the same trajectories as in one process
-        assert _token_ids(run.path, step) == _token_ids(single_run, step), f"step {step}"
+        assert token_ids(run.path, step) == token_ids(single_run, step), f"step {step}"
 
 
 async def test_engines_as_ray_actors_get_each_adapter_and_match_one_process(
     tiny_model_dir: Path, tmp_path: Path, cluster_address: str, single_run: Path
 ) -> None:
-    """Two HF engine actors behind the gateway: same trajectories, every adapter confirmed."""
+    """Two HF engine actors behind the gateway, each packed with its rollout worker on its own
+    node: same trajectories, every adapter confirmed, every call served on its worker's node."""
     ws = tmp_path / "engines"
-    cfg_file = _workspace(
+    cfg_file = workspace(
         ws, tiny_model_dir,
         f'\n[cluster]\naddress = "{cluster_address}"\nrollout_workers = 2\nworker_cpus = 0.25\n'
         "engines = 2\nengine_cpus = 0.25\n",
@@ -177,4 +121,25 @@ async def test_engines_as_ray_actors_get_each_adapter_and_match_one_process(
     for r in train:
         assert r["rollouts"] == ROLLOUTS and r["failed_rollouts"] == 0
     for step in range(1, STEPS + 1):  # sticky, seeded sampling: the one-process trajectories
-        assert _token_ids(run.path, step) == _token_ids(single_run, step), f"step {step}"
+        assert token_ids(run.path, step) == token_ids(single_run, step), f"step {step}"
+
+    # Placement (node ids from each actor's Ray runtime context): the engines on different
+    # nodes — the head and the second node — and each worker on its engine's node.
+    cluster = read_status(run.path)["cluster"]  # type: ignore[index]
+    engine_nodes, worker_nodes = cluster["engine_nodes"], cluster["worker_nodes"]
+    assert sorted(engine_nodes) == sorted(_node_ids(cluster_address))
+    assert cluster["worker_engines"] == [0, 1]
+    assert [engine_nodes[e] for e in cluster["worker_engines"]] == worker_nodes
+    # ... so every policy call was served by the engine on its worker's node.
+    assert [r["cluster_calls_off_node"] for r in train] == [0, 0, 0]
+
+
+def _node_ids(address: str) -> list[str]:
+    """The cluster's live node ids (asked from Ray)."""
+    import ray
+
+    ray.init(address=address, logging_level=logging.ERROR)
+    try:
+        return [n["NodeID"] for n in ray.nodes() if n["Alive"]]
+    finally:
+        ray.shutdown()

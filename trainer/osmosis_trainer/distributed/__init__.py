@@ -13,5 +13,9 @@ from __future__ import annotations
 from osmosis_trainer.distributed._backend import ClusterStats, RayBackend
 from osmosis_trainer.distributed._cluster import ClusterRolloutSource, connect
 from osmosis_trainer.distributed._engines import RayEnginePool
+from osmosis_trainer.distributed._placement import ClusterPlacement
 
-__all__ = ["ClusterRolloutSource", "ClusterStats", "RayBackend", "RayEnginePool", "connect"]
+__all__ = [
+    "ClusterPlacement", "ClusterRolloutSource", "ClusterStats", "RayBackend", "RayEnginePool",
+    "connect",
+]

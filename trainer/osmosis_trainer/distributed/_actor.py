@@ -10,6 +10,7 @@ import os
 import pickle
 import sys
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 from osmosis_ai.rollout.scope import PolicyRoute
@@ -44,20 +45,29 @@ class RouteTemplate:
 class RolloutWorker:
     """Loads the entrypoint once, then runs many workflows concurrently (an async actor)."""
 
-    def __init__(self, path: str, sys_path: list[str], config_blob: bytes | None) -> None:
+    def __init__(
+        self, path: str, sys_path: list[str], config_blob: bytes | None, driver_module: str = "",
+    ) -> None:
         sys.path[:0] = [p for p in sys_path if p not in sys.path]
         from osmosis_ai.rollout.running import load_entrypoint
 
-        entrypoint = load_entrypoint(path)
+        # A relative path: the rollout folder was shipped as this actor's working_dir (cwd).
+        entrypoint = load_entrypoint(Path(path) if Path(path).is_absolute() else Path.cwd() / path)
+        if driver_module and driver_module != entrypoint.module_name:
+            # The driver pickled the workflow config under its own module name for the file.
+            sys.modules.setdefault(driver_module, sys.modules[entrypoint.module_name])
         if config_blob is not None:
             entrypoint = replace(entrypoint, workflow_config=pickle.loads(config_blob))
         self.entrypoint = entrypoint
 
     def where(self) -> dict[str, Any]:
-        """The node and process this worker runs in (placement checks, reports)."""
+        """The node and process this worker runs in, and the file its workflow came from."""
+        import inspect
+
         import ray
 
-        return {"node_id": ray.get_runtime_context().get_node_id(), "pid": os.getpid()}
+        return {"node_id": ray.get_runtime_context().get_node_id(), "pid": os.getpid(),
+                "module_file": inspect.getfile(self.entrypoint.workflow_cls)}
 
     async def run(self, request: Any, route: dict[str, str]) -> dict[str, Any]:
         from osmosis_ai.rollout.running import execute_workflow

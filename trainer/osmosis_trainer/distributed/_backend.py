@@ -15,12 +15,15 @@ import asyncio
 import pickle
 import sys
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from osmosis_ai.rollout import ErrorCategory, SampleError
 from osmosis_ai.rollout.running import Entrypoint, WorkflowRequest, WorkflowRun
 from osmosis_ai.rollout.scope import PolicyEndpoint
 from osmosis_trainer.distributed._actor import SAMPLE_PLACEHOLDER, RolloutWorker
+from osmosis_trainer.distributed._engines import RayEnginePool
+from osmosis_trainer.distributed._placement import ClusterPlacement
 
 __all__ = ["ClusterStats", "RayBackend"]
 
@@ -51,6 +54,8 @@ class _Worker:
     pid: int = 0
     in_flight: int = 0
     alive: bool = True
+    module_file: str = ""
+    engine: int | None = None
 
 
 def _actor_died(exc: BaseException) -> bool:
@@ -63,14 +68,21 @@ class RayBackend:
     """Runs each workflow on one of ``workers`` Ray actors (least busy first).
 
     Args:
-        entrypoint: the loaded entrypoint (loaded from a file: workers load it by path, so the
-            rollout folder must be readable at the same path on every node — a shared or
-            identical checkout).
+        entrypoint: the loaded entrypoint (loaded from a file).
         endpoint: the driver's policy endpoint (the gateway) the routes come from.
-        workers: how many worker actors; they are spread over the nodes by a ``SPREAD``
-            placement group of one ``{"CPU": worker_cpus}`` bundle each.
+        workers: how many worker actors. Without ``placement`` they are spread over the nodes
+            by a ``SPREAD`` placement group of one ``{"CPU": worker_cpus}`` bundle each.
         worker_cpus: CPUs reserved per worker.
         max_retries: restarts of a rollout whose worker died before it counts as ``crashed``.
+        placement: engine sets (each engine packed with its workers on one node); each
+            rollout's calls then go to its worker's engine (``engines.prefer``).
+        engines: the engine pool the gateway serves from (with ``placement``).
+        ship_rollout: the job's Ray ``runtime_env`` ``working_dir`` is the rollout folder (the
+            entrypoint's folder; :func:`connect` ships it with ``ray.init``): workers load the
+            entrypoint from their node's unpacked copy, so a node without the folder imports
+            it. ``False``: workers load the file by the driver's path (a shared checkout).
+        env: environment variables for the workers (the config's ``[env]``: Ray workers
+            inherit their node's environment, not the driver's).
     """
 
     def __init__(
@@ -81,6 +93,10 @@ class RayBackend:
         workers: int = 2,
         worker_cpus: float = 1.0,
         max_retries: int = 2,
+        placement: ClusterPlacement | None = None,
+        engines: RayEnginePool | None = None,
+        ship_rollout: bool = False,
+        env: dict[str, str] | None = None,
     ) -> None:
         if entrypoint.path is None:
             raise ValueError("the ray backend needs an entrypoint loaded from a file")
@@ -91,6 +107,10 @@ class RayBackend:
         self.n_workers = workers
         self.worker_cpus = worker_cpus
         self.max_retries = max_retries
+        self.placement = placement
+        self.engines = engines
+        self.ship_rollout = ship_rollout
+        self.env = dict(env or {})
         self.stats = ClusterStats()
         self._workers: list[_Worker] = []
         self._pg: Any = None
@@ -104,7 +124,8 @@ class RayBackend:
     def workers(self) -> list[dict[str, Any]]:
         """Each worker's index, node id, pid and whether it is alive."""
         return [
-            {"index": w.index, "node_id": w.node_id, "pid": w.pid, "alive": w.alive}
+            {"index": w.index, "node_id": w.node_id, "pid": w.pid, "alive": w.alive,
+             "engine": w.engine, "module_file": w.module_file}
             for w in self._workers
         ]
 
@@ -127,22 +148,39 @@ class RayBackend:
                 config_blob: bytes | None = pickle.dumps(self.entrypoint.workflow_config)
             except Exception:  # an unpicklable config: each worker uses the module's own
                 config_blob = None
-            pg = placement_group([{"CPU": self.worker_cpus}] * self.n_workers, strategy="SPREAD")
-            await pg.ready()
-            self._pg = pg
+            if self.placement is not None:
+                await self.placement.ready()
+                strategies = [self.placement.for_worker(i) for i in range(self.n_workers)]
+            else:
+                pg = placement_group([{"CPU": self.worker_cpus}] * self.n_workers,
+                                     strategy="SPREAD")
+                await pg.ready()
+                self._pg = pg
+                strategies = [
+                    PlacementGroupSchedulingStrategy(placement_group=pg,
+                                                     placement_group_bundle_index=i)
+                    for i in range(self.n_workers)
+                ]
+            path = Path(str(self.entrypoint.path))
+            runtime_env: dict[str, Any] = {"env_vars": self.env} if self.env else {}
+            load = {"path": str(path), "sys_path": list(sys.path), "config_blob": config_blob,
+                    "driver_module": self.entrypoint.module_name}
+            if self.ship_rollout:
+                # Uploaded by ray.init to the cluster's store, unpacked on each node; a
+                # worker's cwd is its node's copy.
+                load["path"] = path.name
             actor_cls: Any = ray.remote(RolloutWorker)
             handles = [
                 actor_cls.options(
                     num_cpus=self.worker_cpus, max_restarts=0, max_concurrency=1000,
-                    scheduling_strategy=PlacementGroupSchedulingStrategy(
-                        placement_group=pg, placement_group_bundle_index=i,
-                    ),
-                ).remote(str(self.entrypoint.path), list(sys.path), config_blob)
+                    scheduling_strategy=strategies[i], runtime_env=runtime_env or None,
+                ).remote(**load)
                 for i in range(self.n_workers)
             ]
             places = await asyncio.gather(*(h.where.remote() for h in handles))
             self._workers = [
-                _Worker(i, h, node_id=p["node_id"], pid=p["pid"])
+                _Worker(i, h, node_id=p["node_id"], pid=p["pid"], module_file=p["module_file"],
+                        engine=self.placement.engine_of(i) if self.placement else None)
                 for i, (h, p) in enumerate(zip(handles, places, strict=True))
             ]
             self.stats.workers_started = len(self._workers)
@@ -171,6 +209,8 @@ class RayBackend:
             if worker is None:
                 break
             worker.in_flight += 1
+            if self.engines is not None and worker.engine is not None:
+                self.engines.prefer(request.rollout_id, worker.engine)
             try:
                 wire = await worker.handle.run.remote(request, route)
             except Exception as exc:

@@ -14,7 +14,7 @@ from osmosis_trainer.distributed._engines import RayEnginePool
 from osmosis_trainer.loop._rollouts import StepRollouts
 from osmosis_trainer.loop._source import GatewayRolloutSource
 
-__all__ = ["ClusterRolloutSource", "connect"]
+__all__ = ["ClusterRolloutSource", "connect", "job_runtime_env"]
 
 
 @contextlib.contextmanager
@@ -27,10 +27,17 @@ def connect(config: TrainingConfig) -> Iterator[dict[str, Any]]:
             "[cluster] address is set but Ray is not installed: pip install 'osmosis-ai[ray]'"
         ) from exc
     address = config.cluster.address
+    runtime_env = job_runtime_env(config)
     try:
         ray.init(address=address, logging_level=logging.WARNING, log_to_driver=True,
-                 ignore_reinit_error=True)
+                 ignore_reinit_error=True, runtime_env=runtime_env)
     except Exception as exc:
+        if runtime_env is not None and "working_dir" in str(exc):
+            raise TrainingError(
+                f"[cluster] ship_rollout: could not ship the rollout folder "
+                f"{runtime_env['working_dir']} to the cluster ({exc}). Move large files out of "
+                "it, or set ship_rollout = false when every node has the folder at the same path."
+            ) from exc
         raise TrainingError(
             f"[cluster] address = {address!r}: could not join the Ray cluster ({exc}). Start "
             "it first (`ray start --head` on the head node, `ray start --address HEAD:6379` on "
@@ -42,38 +49,68 @@ def connect(config: TrainingConfig) -> Iterator[dict[str, Any]]:
         ray.shutdown()
 
 
+SHIP_EXCLUDES = (".git", "__pycache__", "*.pyc", ".venv", "venv", ".nox", "runs", ".osmosis")
+"""Paths never shipped with the rollout folder (gitignore-style patterns)."""
+
+
+def job_runtime_env(config: TrainingConfig) -> dict[str, Any] | None:
+    """The Ray job's ``runtime_env``: the rollout folder as ``working_dir`` (``ship_rollout``).
+
+    ``ray.init`` zips and uploads it once to the cluster's object store; every node unpacks
+    it and starts the job's workers in it, so the user's workflow imports on nodes that have
+    no copy of the folder. None with ``[remote]`` (the workflows run in the user's server).
+    """
+    if not config.cluster.ship_rollout or config.remote is not None:
+        return None
+    folder = config.entrypoint_path(must_exist=True).parent
+    return {"working_dir": str(folder), "excludes": list(SHIP_EXCLUDES)}
+
+
 class ClusterRolloutSource(GatewayRolloutSource):
     """The gateway rollout source with the cluster's state in every step's metrics.
 
     ``cluster_workers``/``cluster_workers_lost``/``cluster_retries`` (rollouts restarted this
-    step), and with engine actors ``cluster_engines``/``cluster_engines_lost`` and
-    ``adapter_sync_s`` (the last adapter shipped to every engine, confirmed).
+    step) with rollout worker actors; with engine actors ``cluster_engines``/
+    ``cluster_engines_lost``, ``cluster_calls_off_node`` (calls this step not served by the
+    engine on their worker's node) and ``adapter_sync_s`` (the last adapter shipped to every
+    engine, confirmed). When the last engine has died the step raises a
+    :class:`TrainingError` naming the dead engines and the fix: the run ends ``failed`` and
+    keeps its last checkpoint.
     """
 
     def __init__(
-        self, *args: Any, backend: RayBackend, engines: RayEnginePool | None = None, **kwargs: Any
+        self, *args: Any, backend: RayBackend | None, engines: RayEnginePool | None = None,
+        **kwargs: Any,
     ) -> None:
         super().__init__(*args, **kwargs)
         self.backend = backend
         self.engines = engines
         self.on_workers_lost: Any = None
-        self._lost_seen = 0
+        """Called after the first step and whenever a worker or engine was lost."""
+        self._lost_seen = -1
 
     async def collect(
         self, rows: Sequence[Any], *, step: int, n_samples: int | None = None
     ) -> StepRollouts:
-        retries = self.backend.stats.retries
+        retries = self.backend.stats.retries if self.backend is not None else 0
+        away = self.engines.calls_away if self.engines is not None else 0
         out = await super().collect(rows, step=step, n_samples=n_samples)
-        out.metrics.update(self.backend.stats.metrics(self.backend.workers_alive))
-        out.metrics["cluster_retries"] = float(self.backend.stats.retries - retries)
-        lost = self.backend.stats.workers_lost
+        lost = 0
+        if self.backend is not None:
+            out.metrics.update(self.backend.stats.metrics(self.backend.workers_alive))
+            out.metrics["cluster_retries"] = float(self.backend.stats.retries - retries)
+            lost += self.backend.stats.workers_lost
         if self.engines is not None:
+            if not self.engines.engines_alive:
+                raise TrainingError(f"step {step}: {self.engines.dead_message()}")
             out.metrics["cluster_engines"] = float(self.engines.engines_alive)
             out.metrics["cluster_engines_lost"] = float(self.engines.engines_lost)
+            if self.backend is not None and self.backend.placement is not None:
+                out.metrics["cluster_calls_off_node"] = float(self.engines.calls_away - away)
             if self.engines.sync_times_s:
                 out.metrics["adapter_sync_s"] = self.engines.sync_times_s[-1]
             lost += self.engines.engines_lost
         if lost != self._lost_seen and self.on_workers_lost is not None:
             self._lost_seen = lost
-            self.on_workers_lost(self.backend)
+            self.on_workers_lost()
         return out

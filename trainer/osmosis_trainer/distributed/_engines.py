@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from osmosis_ai.serving import EngineError, GenerationRequest, GenerationResult
+from osmosis_trainer.distributed._placement import ClusterPlacement
 
 __all__ = ["EngineActor", "RayEnginePool"]
 
@@ -77,32 +78,78 @@ class RayEnginePool:
 
     def __init__(
         self, model_path: str, *, engines: int, cpus: float = 1.0, gpus: float = 0.0,
-        options: dict[str, Any] | None = None,
+        options: dict[str, Any] | None = None, placement: ClusterPlacement | None = None,
+        name_prefix: str | None = None,
     ) -> None:
-        import ray
-
-        actor_cls: Any = ray.remote(EngineActor)
-        opts = dict(options or {})
-        opts.setdefault("device", "cuda" if gpus > 0 else "cpu")
-        self._actors = [
-            actor_cls.options(num_cpus=cpus, num_gpus=gpus, max_restarts=0,
-                              max_concurrency=1000, scheduling_strategy="SPREAD")
-            .remote(model_path, dict(opts))
-            for _ in range(engines)
-        ]
+        self.model_path = model_path
+        self.n_engines = engines
+        self.cpus, self.gpus = cpus, gpus
+        self.options = dict(options or {})
+        self.options.setdefault("device", "cuda" if gpus > 0 else "cpu")
+        self.placement = placement
+        self.name_prefix = name_prefix
+        self._actors: list[Any] = []
         self._alive = [True] * engines
         self._in_flight = [0] * engines
         self._sticky: OrderedDict[str, int] = OrderedDict()
+        self._home: OrderedDict[str, int] = OrderedDict()
         self._version = 0
+        self._start_lock: asyncio.Lock | None = None
         self.served_versions: list[int] = [0] * engines
         self.sync_times_s: list[float] = []
         self.engines_lost = 0
+        self.lost_messages: list[str] = []
+        self.calls_home = 0
+        """Calls served by the engine of the sample's rollout worker (its node's engine)."""
+        self.calls_away = 0
+        """Calls served elsewhere (their home engine had died, or no home was set)."""
         self.places: list[dict[str, Any]] = []
 
+    def names(self) -> list[str]:
+        """The engine actors' Ray names (``ray.get_actor(name)``), when a prefix was given."""
+        return [f"{self.name_prefix}-{i}" for i in range(self.n_engines)] if self.name_prefix else []
+
+    def _actor_options(self, index: int) -> dict[str, Any]:
+        opts: dict[str, Any] = {
+            "num_cpus": self.cpus, "num_gpus": self.gpus, "max_restarts": 0,
+            "max_concurrency": 1000,
+            "scheduling_strategy": (self.placement.for_engine(index)
+                                    if self.placement is not None else "SPREAD"),
+        }
+        if self.name_prefix:
+            opts["name"] = f"{self.name_prefix}-{index}"
+        return opts
+
     async def start(self) -> None:
-        """Wait until every engine loaded its model (the first call does it otherwise)."""
-        if not self.places:
+        """Place the engines and wait until each loaded its model (the first call does it
+        otherwise)."""
+        if self._start_lock is None:
+            self._start_lock = asyncio.Lock()
+        async with self._start_lock:
+            if self._actors:
+                return
+            import ray
+
+            if self.placement is not None:
+                await self.placement.ready()
+            actor_cls: Any = ray.remote(self.actor_class())
+            self._actors = [
+                actor_cls.options(**self._actor_options(i)).remote(
+                    self.model_path, dict(self.options))
+                for i in range(self.n_engines)
+            ]
             self.places = list(await asyncio.gather(*(a.where.remote() for a in self._actors)))
+
+    def actor_class(self) -> type:
+        """The class each engine actor runs (a vLLM pool overrides it)."""
+        return EngineActor
+
+    def prefer(self, rollout_id: str, engine: int) -> None:
+        """Route ``rollout_id``'s calls to ``engine`` (its worker's node) while it is alive."""
+        self._home[rollout_id] = engine
+        self._home.move_to_end(rollout_id)
+        while len(self._home) > _STICKY_MAX:
+            self._home.popitem(last=False)
 
     @property
     def policy_version(self) -> int:
@@ -112,47 +159,68 @@ class RayEnginePool:
     def engines_alive(self) -> int:
         return sum(self._alive)
 
-    def _pick(self, key: str) -> int:
+    def dead_message(self) -> str:
+        """One line naming the dead engines and what to do about it."""
+        died = "; ".join(self.lost_messages) or f"{self.engines_lost} lost"
+        return (f"every inference engine died ({died}). Fix: bring the engines' nodes back "
+                "(or lower [cluster] engines / engine_gpus to what the cluster still has), then "
+                "'osmosis train resume' continues from the last checkpoint")
+
+    def _pick(self, key: str, rollout_id: str) -> tuple[int, bool]:
+        """The engine for a call and whether it is the rollout's home engine."""
+        home = self._home.get(rollout_id)
+        if home is not None and self._alive[home]:
+            return home, True
         index = self._sticky.get(key)
         if index is not None and self._alive[index]:
             self._sticky.move_to_end(key)
-            return index
+            return index, False
         live = [i for i, ok in enumerate(self._alive) if ok]
         if not live:
-            raise EngineError(
-                f"every inference engine died ({self.engines_lost} lost); the run cannot go on",
-                status_code=503, code="engines_lost",
-            )
+            raise EngineError(self.dead_message(), status_code=503, code="engines_lost")
         index = min(live, key=lambda i: (self._in_flight[i], i))
         self._sticky[key] = index
         while len(self._sticky) > _STICKY_MAX:
             self._sticky.popitem(last=False)
-        return index
+        return index, False
 
-    def _lost(self, index: int) -> None:
+    def _lost(self, index: int, exc: BaseException) -> None:
         if self._alive[index]:
             self._alive[index] = False
             self.engines_lost += 1
+            place = self.places[index] if index < len(self.places) else {}
+            self.lost_messages.append(
+                f"engine {index} (node {str(place.get('node_id', '?'))[:12]}, pid "
+                f"{place.get('pid', '?')}) died: {type(exc).__name__}"
+            )
 
     async def generate(self, req: GenerationRequest) -> GenerationResult:
         import ray.exceptions as rex
 
+        if not self._actors:
+            await self.start()
         key = f"{req.rollout_id}/{req.sample_id}"
+        last: BaseException | None = None
         for _ in range(len(self._actors)):
-            index = self._pick(key)
+            index, home = self._pick(key, req.rollout_id or "")
             self._in_flight[index] += 1
             try:
                 result: GenerationResult = await self._actors[index].generate.remote(req)
-                return result
             except (rex.RayActorError, rex.ActorUnavailableError) as exc:
-                self._lost(index)  # the sample moves to another engine (no prefix cache there)
+                self._lost(index, exc)  # the sample moves to another engine (no prefix cache)
                 last = exc
+                continue
             except rex.RayTaskError as exc:
                 cause = exc.as_instanceof_cause()  # type: ignore[no-untyped-call,unused-ignore]  # typed only where ray is installed
                 raise cause if isinstance(cause, EngineError) else EngineError(str(exc)) from exc
             finally:
                 self._in_flight[index] -= 1
-        raise EngineError(f"every inference engine died: {last}", status_code=503,
+            if home:
+                self.calls_home += 1
+            else:
+                self.calls_away += 1
+            return result
+        raise EngineError(f"{self.dead_message()} (last: {last})", status_code=503,
                           code="engines_lost")
 
     async def load_adapter(self, path: str, version: int) -> None:
@@ -160,6 +228,8 @@ class RayEnginePool:
         import ray
         import ray.exceptions as rex
 
+        if not self._actors:
+            await self.start()
         start = time.perf_counter()
         ref = ray.put(_adapter_files(path))
         live = [i for i, ok in enumerate(self._alive) if ok]
@@ -169,7 +239,7 @@ class RayEnginePool:
         )
         for i, reply in zip(live, replies, strict=True):
             if isinstance(reply, rex.RayActorError | rex.ActorUnavailableError):
-                self._lost(i)
+                self._lost(i, reply)
             elif isinstance(reply, BaseException):
                 raise EngineError(f"engine {i} could not load adapter v{version}: {reply}")
             elif reply != version:
@@ -177,8 +247,7 @@ class RayEnginePool:
             else:
                 self.served_versions[i] = int(reply)
         if not self.engines_alive:
-            raise EngineError("every inference engine died while loading the adapter",
-                              status_code=503, code="engines_lost")
+            raise EngineError(self.dead_message(), status_code=503, code="engines_lost")
         self._version = version
         self.sync_times_s.append(time.perf_counter() - start)
 

@@ -292,6 +292,7 @@ class _ClusterJob:
         self._ctx = connect(config)
         self._backend: Any = None
         self._pool: Any = None
+        self._placement: Any = None
         self._connected = False
 
     def connect(self) -> None:
@@ -299,15 +300,21 @@ class _ClusterJob:
         self._connected = True
 
     async def engine_pool(self, max_new_tokens: int) -> Any:
-        from osmosis_trainer.distributed import RayEnginePool
+        from osmosis_trainer.distributed import ClusterPlacement, RayEnginePool
 
         c, t = self.config.cluster, self.config.training
         if t.engine != "hf":
             raise ConfigError("[cluster] engines > 0 serves the hf engine; vLLM engines as Ray "
                               "actors are not supported yet (set engines = 0 or engine = \"hf\")")
+        # Each engine packed with its rollout workers on one node; engines spread over nodes.
+        self._placement = ClusterPlacement(
+            engines=c.engines, workers=0 if self.config.remote is not None else c.rollout_workers,
+            engine_cpus=c.engine_cpus, engine_gpus=c.engine_gpus, worker_cpus=c.worker_cpus,
+        )
         self._pool = RayEnginePool(
             self.config.experiment.model_path, engines=c.engines, cpus=c.engine_cpus,
-            gpus=c.engine_gpus,
+            gpus=c.engine_gpus, placement=self._placement,
+            name_prefix=f"osmosis-engine-{self.run.run_id}",
             options={"max_new_tokens": max_new_tokens, "seed": t.seed,
                      "lean_decoding": t.lean_forward,
                      "max_batch_size": t.concurrency or t.rollout_batch_size * t.n_samples_per_prompt},
@@ -324,7 +331,8 @@ class _ClusterJob:
             c = self.config.cluster
             self._backend = RayBackend(
                 entry, gateway, workers=c.rollout_workers, worker_cpus=c.worker_cpus,
-                max_retries=c.max_retries,
+                max_retries=c.max_retries, placement=self._placement, engines=self._pool,
+                ship_rollout=c.ship_rollout, env=dict(self.config.env),
             )
         return self._backend
 
@@ -332,27 +340,43 @@ class _ClusterJob:
         from osmosis_trainer.distributed import ClusterRolloutSource
         from osmosis_trainer.loop._source import GatewayRolloutSource
 
-        if self._backend is None:
+        if self._backend is None and self._pool is None:
             return GatewayRolloutSource(*args, **kwargs)
         src = ClusterRolloutSource(*args, backend=self._backend, engines=self._pool, **kwargs)
         c = self.config.cluster
-        self.run.update_status(cluster={"address": c.address, "workers": c.rollout_workers,
-                                        "workers_lost": 0, "engines": c.engines})
-        src.on_workers_lost = self._report_lost
+        self.run.update_status(cluster={
+            "address": c.address, "workers": c.rollout_workers if self._backend else 0,
+            "workers_lost": 0, "engines": c.engines, "engines_lost": 0,
+        })
+        src.on_workers_lost = self.report
         return src
 
-    def _report_lost(self, backend: Any) -> None:
-        alive, lost = backend.workers_alive, backend.stats.workers_lost
-        logger.warning("%d rollout worker(s) lost; going on with %d", lost, alive)
-        info: dict[str, Any] = {"address": self.config.cluster.address,
-                                "workers": alive, "workers_lost": lost,
-                                "lost": backend.stats.lost_messages[-5:]}
-        if self._pool is not None:
-            info.update(engines=self._pool.engines_alive, engines_lost=self._pool.engines_lost)
+    def report(self) -> None:
+        """Write the cluster's state (live/lost actors, where each runs) into status.json."""
+        backend, pool = self._backend, self._pool
+        info: dict[str, Any] = {"address": self.config.cluster.address, "workers": 0,
+                                "workers_lost": 0}
+        if backend is not None:
+            info.update(workers=backend.workers_alive, workers_lost=backend.stats.workers_lost,
+                        lost=backend.stats.lost_messages[-5:],
+                        worker_nodes=[w["node_id"] for w in backend.workers],
+                        worker_engines=[w["engine"] for w in backend.workers])
+            if backend.stats.workers_lost:
+                logger.warning("%d rollout worker(s) lost; going on with %d",
+                               backend.stats.workers_lost, backend.workers_alive)
+        if pool is not None:
+            info.update(engines=pool.engines_alive, engines_lost=pool.engines_lost,
+                        engine_nodes=[p["node_id"] for p in pool.places])
+            info["lost"] = [*info.get("lost", []), *pool.lost_messages[-5:]]
+            if pool.engines_lost:
+                logger.warning("%d inference engine(s) lost; going on with %d",
+                               pool.engines_lost, pool.engines_alive)
         self.run.update_status(cluster=info)
 
     def close(self) -> None:
         if self._backend is not None:
             self._backend.shutdown()
+        if self._placement is not None:
+            self._placement.remove()
         if self._connected:
             self._ctx.__exit__(None, None, None)

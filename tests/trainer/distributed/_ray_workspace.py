@@ -1,0 +1,97 @@
+"""The tiny training workspace the Ray tests share: one policy call per rollout, and a KILL file.
+
+The first workflow that takes ``rollouts/even/KILL`` (an atomic rename, so exactly one does)
+kills something: an empty file ends its own rollout worker process (``os._exit``), a file
+holding an actor name kills that named Ray actor (an inference engine) before its own call.
+Tests drop the file from a step report hook, so the kill happens exactly once, mid-step.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from osmosis_trainer.models import load_model
+from tests.e2e.toy_workspace import make_workspace
+
+__all__ = ["ROLLOUTS", "STEPS", "kill_file", "token_ids", "workspace"]
+
+ROLLOUT = '''
+import os
+from pathlib import Path
+
+from osmosis_ai.rollout import AgentWorkflow, Grader
+
+HERE = Path(os.environ.get("OSMOSIS_TEST_ROLLOUT_DIR", Path(__file__).parent))
+
+
+class EvenWorkflow(AgentWorkflow):
+    async def run(self, ctx):
+        kill = HERE / "KILL"
+        taken = HERE / "KILL.taken"
+        try:
+            os.rename(kill, taken)  # atomic: exactly one workflow takes it
+        except FileNotFoundError:
+            pass
+        else:
+            import ray
+
+            target = taken.read_text().strip()
+            if not target:
+                os._exit(1)  # this rollout worker's process dies mid-step
+            ray.kill(ray.get_actor(target))  # an inference engine dies mid-step
+        import ray
+
+        if ray.is_initialized():
+            with open(HERE / "nodes.log", "a") as fh:
+                fh.write(ray.get_runtime_context().get_node_id() + "\\n")
+        seed = 1000 * ctx.row_index + ctx.sample_index
+        reply = await ctx.chat(ctx.prompt, seed=seed)
+        return [*ctx.prompt, reply.message]
+
+
+class EvenGrader(Grader):
+    async def grade(self, ctx):
+        for sample_id, sample in ctx.samples.items():
+            ids = list(sample.calls[-1].completion_token_ids or [])
+            eos = int(ctx.metadata["eos_id"])
+            body = [t for t in ids if t != eos]
+            reward = 0.0 if len(body) < 4 else sum(t % 2 == 0 for t in body) / len(body)
+            ctx.set_sample_reward(sample_id, reward)
+'''
+
+STEPS = 3
+ROLLOUTS = 16  # 4 rows x 4 samples per step
+
+
+def workspace(root: Path, model_dir: Path, cluster: str, **training: object) -> Path:
+    """A workspace training for ``STEPS`` steps; ``cluster`` is appended to its TOML.
+
+    The rollout folder is shipped to the workers (``runtime_env``), so the workflow finds the
+    driver's folder (KILL file, nodes.log) through ``OSMOSIS_TEST_ROLLOUT_DIR`` in ``[env]``.
+    """
+    eos = int(load_model(str(model_dir)).tokenizer.eos_token_id)
+    rollout_dir = root / "rollouts" / "even"
+    config = make_workspace(
+        root, model_dir, eos_id=eos, rows=12, max_steps=STEPS, **training,
+        extra_toml="\n[logging]\nreport_to = []\ntrace_samples_per_step = 16\n"
+        f'\n[env]\nOSMOSIS_TEST_ROLLOUT_DIR = "{rollout_dir}"\n' + cluster,
+    )
+    (rollout_dir / "main.py").write_text(ROLLOUT)
+    return config
+
+
+def kill_file(config: Path) -> Path:
+    """The KILL file of the workspace whose training config is ``config``."""
+    return config.parents[2] / "rollouts" / "even" / "KILL"
+
+
+def token_ids(run_path: Path, step: int) -> dict[str, list[list[int]]]:
+    """(row, sample) -> the token ids of its sequences, from the step's trace file."""
+    out: dict[str, list[list[int]]] = {}
+    for line in (run_path / "traces" / f"step_{step:06d}.jsonl").read_text().splitlines():
+        rec = json.loads(line)
+        key = rec["rollout_id"].split("-")[0]  # r{row}s{sample}-{uuid}
+        assert key not in out, f"{key} traced twice in step {step}"
+        out[key] = [s["token_ids"] for s in rec["sequences"]]
+    return out
