@@ -1,4 +1,4 @@
-"""Gateway overhead per call: the same FakeEngine called directly vs through the HTTP gateway.
+"""Gateway overhead per call: the same ScriptedEngine called directly vs through the HTTP gateway.
 
 Run: ``python -m tests.benchmarks gateway``. Target: median overhead under 2 ms.
 """
@@ -13,7 +13,7 @@ import httpx
 
 from osmosis_ai.serving import GenerationRequest
 from osmosis_ai.serving.gateway import PolicyGateway
-from osmosis_ai.testing import FakeEngine
+from osmosis_ai.testing import ScriptedEngine
 from tests.benchmarks._report import write_section
 
 N_CALLS = 1000
@@ -28,7 +28,7 @@ def _pct(xs: list[float], q: float) -> float:
     return sorted(xs)[min(len(xs) - 1, int(q * len(xs)))]
 
 
-async def _direct(engine: FakeEngine) -> list[float]:
+async def _direct(engine: ScriptedEngine) -> list[float]:
     req = GenerationRequest(messages=MESSAGES, max_tokens=64)
     out = []
     for _ in range(N_CALLS):
@@ -71,7 +71,7 @@ async def _throughput(gw: PolicyGateway) -> float:
 
 
 async def _run() -> dict[str, float]:
-    engine = FakeEngine(script=lambda req: "The answer is 42.")
+    engine = ScriptedEngine(per_sample=False, script=lambda req: "The answer is 42.")
     direct = await _direct(engine)
     async with PolicyGateway(engine) as gw:
         via = await _through_gateway(gw)
@@ -90,7 +90,7 @@ def main() -> None:
     r = asyncio.run(_run())
     ok = "met" if r["overhead_median"] < 2.0 else "NOT met"
     body = f"""
-Sequential calls with a `FakeEngine` that answers at once (so the difference is the gateway:
+Sequential calls with a `ScriptedEngine` that answers at once (so the difference is the gateway:
 HTTP, JSON, validation, recording the call with its token ids). {N_CALLS} calls each way,
 one keep-alive `httpx.AsyncClient` on the same machine.
 

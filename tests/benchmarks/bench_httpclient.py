@@ -1,6 +1,6 @@
 """HTTP client strategies for policy calls, against the gateway.
 
-Run: ``python -m tests.benchmarks httpclient``. The same gateway (a ``FakeEngine`` that answers
+Run: ``python -m tests.benchmarks httpclient``. The same gateway (a ``ScriptedEngine`` that answers
 at once) is called with three strategies in rotating order, sequentially and with 16
 concurrent callers, so all see the same machine load: a new ``httpx.AsyncClient`` per request,
 one shared pooled client per target, and ``osmosis_ai._http.ClientPool`` (single-connection
@@ -20,7 +20,7 @@ import httpx
 
 from osmosis_ai._http import ClientPool
 from osmosis_ai.serving.gateway import PolicyGateway
-from osmosis_ai.testing import FakeEngine
+from osmosis_ai.testing import ScriptedEngine
 from tests.benchmarks._report import write_section
 
 ROUNDS = 5
@@ -82,7 +82,7 @@ STRATEGIES = ("new", "shared", "checkout")
 
 
 async def _run() -> dict[str, list[float]]:
-    engine = FakeEngine(script=lambda req: "42")
+    engine = ScriptedEngine(per_sample=False, script=lambda req: "42")
     out: dict[str, list[float]] = {f"{m}_{k}": [] for m in ("seq", "rate", "cpu") for k in STRATEGIES}
     async with PolicyGateway(engine) as gw:
         url = gw.route("bench", "main").base_url + "/chat/completions"
@@ -118,7 +118,7 @@ def main() -> None:
         for k in STRATEGIES
     )
     body = f"""
-The policy gateway in front of a `FakeEngine` that answers at once, called over loopback HTTP
+The policy gateway in front of a `ScriptedEngine` that answers at once, called over loopback HTTP
 by three client strategies in rotating order: a new `httpx.AsyncClient` per request (CA bundle
 loaded once, as `ctx.chat` did before), one shared keep-alive client for the target (one
 httpcore pool for all callers), and `osmosis_ai._http.ClientPool` (single-connection keep-alive

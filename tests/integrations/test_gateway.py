@@ -1,6 +1,6 @@
 """Both adapters through the real policy gateway: token-level samples the trainer can use.
 
-- ``FakeEngine`` behind the gateway forces correct tool calls, so whole calculator rollouts run
+- ``ScriptedEngine`` behind the gateway forces correct tool calls, so whole calculator rollouts run
   (16 concurrent, two adapters) and must merge into training sequences with no cross-talk.
 - ``HFEngine`` on a tiny random model: the model emits garbage, so only robustness is asserted:
   every rollout ends, and every recorded call is token-exact and trainable.
@@ -18,14 +18,8 @@ pytest.importorskip("torch")
 
 from osmosis_ai.config import SamplingConfig  # noqa: E402
 from osmosis_ai.rollout.running import RolloutOutcome  # noqa: E402
-from osmosis_ai.serving import GenerationRequest  # noqa: E402
 from osmosis_ai.serving.gateway import PolicyGateway  # noqa: E402
-from osmosis_ai.testing import (  # noqa: E402
-    FakeEngine,  # noqa: E402
-    FakeReply,
-    FakeRequest,
-)
-from osmosis_ai.testing import reply as engine_reply  # noqa: E402
+from osmosis_ai.testing import ScriptedEngine  # noqa: E402
 from osmosis_trainer.engines import HFEngine  # noqa: E402
 from osmosis_trainer.trajectory import build_sequences  # noqa: E402
 from tests.integrations._calc import calculator, question, rows  # noqa: E402
@@ -35,14 +29,6 @@ ROLLOUTS = {
     "strands": ("strands_calc.py", "main"),
     "openai-agents": ("agents_calc.py", "calculator"),
 }
-
-
-def engine_calculator(req: GenerationRequest) -> Any:
-    """The calculator policy of the unit tests, as a FakeEngine script."""
-    item = calculator(FakeRequest("", "", 0, {"messages": req.messages, "tools": req.tools or []}))
-    if isinstance(item, FakeReply):
-        return engine_reply(item.content, item.tool_calls)
-    return item
 
 
 def _assert_trainable(outcome: RolloutOutcome, sample_id: str) -> list[Any]:
@@ -62,7 +48,7 @@ def _assert_trainable(outcome: RolloutOutcome, sample_id: str) -> list[Any]:
 @pytest.mark.parametrize("framework", ["strands", "openai-agents"])
 async def test_sixteen_concurrent_calculator_rollouts_through_the_gateway(framework: str) -> None:
     entrypoint, sample_id = ROLLOUTS[framework]
-    engine = FakeEngine(script=engine_calculator)
+    engine = ScriptedEngine(per_sample=False, script=calculator)
     async with PolicyGateway(
         engine, sampling=SamplingConfig(max_tokens=256)
     ) as gw:
@@ -89,7 +75,7 @@ async def test_sixteen_concurrent_calculator_rollouts_through_the_gateway(framew
 )
 async def test_streaming_policy_calls_through_the_gateway(framework: str, mode: str) -> None:
     entrypoint, sample_id = ROLLOUTS[framework]
-    engine = FakeEngine(script=engine_calculator)
+    engine = ScriptedEngine(per_sample=False, script=calculator)
     async with PolicyGateway(engine, sampling=SamplingConfig(max_tokens=256)) as gw:
         outcomes, _ = await run_rollouts(entrypoint, gw, rows(2, mode=mode), n_samples=2)
     for outcome in outcomes:

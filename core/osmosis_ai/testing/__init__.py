@@ -1,5 +1,8 @@
 """Test doubles for rollouts: the policy gateway in front of a scripted engine.
 
+``ScriptedEngine`` is the one scripted engine (``FakeOpenAIServer`` serves it; gateway and
+training tests put it behind their own ``PolicyGateway``).
+
 Use them to unit-test a workflow and grader without a model or network::
 
     from osmosis_ai.testing import FakeOpenAIServer, tool_call
@@ -12,7 +15,6 @@ from __future__ import annotations
 
 from osmosis_ai.testing._endpoint import RecordingEndpoint
 from osmosis_ai.testing._engine import ScriptedEngine
-from osmosis_ai.testing._fake_engine import FakeEngine, FakeTokenizer
 from osmosis_ai.testing._fake_server import FakeOpenAIServer
 from osmosis_ai.testing._script import (
     FakeReply,
@@ -26,9 +28,9 @@ from osmosis_ai.testing._script import (
     text,
     tool_call,
 )
+from osmosis_ai.testing._tokenizer import FakeTokenizer
 
 __all__ = [
-    "FakeEngine",
     "FakeOpenAIServer",
     "FakeReply",
     "FakeRequest",

@@ -1,20 +1,14 @@
-"""What the fake OpenAI-compatible server answers, and the fake token data it records.
-
-Replies are scripted per sample: every ``(rollout_id, sample_id)`` walks the script on its own,
-so concurrent rollouts get deterministic answers. Token ids come from a tiny deterministic
-tokenizer over a ChatML rendering of the conversation, so a turn's prompt ids extend the
-previous turn's prompt + completion whenever the client replays the history verbatim (as a
-prefix-stable real model would).
-"""
+"""What a scripted engine answers: replies, tool calls and HTTP failures, and the request a
+script callable sees (see :class:`~osmosis_ai.testing.ScriptedEngine`)."""
 
 from __future__ import annotations
 
-import json
-import re
-import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from osmosis_ai.serving import GenerationRequest
 
 __all__ = [
     "FakeReply",
@@ -22,13 +16,10 @@ __all__ = [
     "HTTPFailure",
     "Script",
     "ScriptItem",
-    "fake_logprob",
     "http_error",
     "rate_limited",
-    "render_prompt",
     "reply",
     "text",
-    "tokenize",
     "tool_call",
 ]
 
@@ -67,7 +58,8 @@ class FakeRequest:
     Attributes:
         rollout_id: from the scoped URL (``""`` for the unscoped ``/v1`` route).
         sample_id: from the scoped URL (``"main"`` for the unscoped route).
-        index: how many requests this ``(rollout_id, sample_id)`` made before this one.
+        index: how many requests this ``(rollout_id, sample_id)`` (with ``per_sample=False``:
+            the engine) received before this one.
         body: the JSON body as sent.
     """
 
@@ -75,6 +67,8 @@ class FakeRequest:
     sample_id: str
     index: int
     body: dict[str, Any] = field(repr=False)
+    generation: GenerationRequest | None = field(default=None, repr=False, compare=False)
+    """The engine request itself (sampling parameters, ids, ...)."""
 
     @property
     def messages(self) -> list[dict[str, Any]]:
@@ -108,7 +102,8 @@ class FakeRequest:
         return ""
 
 
-ScriptItem = str | FakeReply | HTTPFailure
+ScriptItem = str | FakeReply | HTTPFailure | BaseException
+"""A reply, an HTTP failure answered with its status, or an exception the engine raises."""
 Script = Sequence[ScriptItem] | Callable[[FakeRequest], ScriptItem]
 
 
@@ -144,57 +139,3 @@ def content_text(content: Any) -> str:
     if isinstance(content, list):
         return "".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
     return ""
-
-
-# --- fake tokens ------------------------------------------------------------------------
-
-_SPECIAL = {"<|im_start|>": 1, "<|im_end|>": 2}
-EOS_ID = _SPECIAL["<|im_end|>"]
-_PIECE_RE = re.compile(r"<\|im_start\|>|<\|im_end\|>|\w+|\s+|[^\w\s]")
-_VOCAB = 32000
-
-
-def tokenize(rendered: str) -> list[int]:
-    """Deterministic fake token ids: special tokens, words, spaces and punctuation."""
-    ids: list[int] = []
-    for piece in _PIECE_RE.findall(rendered):
-        special = _SPECIAL.get(piece)
-        ids.append(special if special is not None else 100 + zlib.crc32(piece.encode()) % _VOCAB)
-    return ids
-
-
-def fake_logprob(token_id: int) -> float:
-    """A deterministic, plausible sampler logprob for a token id."""
-    return -0.01 - (token_id % 97) / 40.0
-
-
-def _render_message(message: dict[str, Any]) -> str:
-    role = str(message.get("role", "user"))
-    body = content_text(message.get("content"))
-    for call in message.get("tool_calls") or []:
-        fn = call.get("function") or {}
-        body += render_tool_call(str(fn.get("name", "")), str(fn.get("arguments", "")))
-    return f"<|im_start|>{role}\n{body}<|im_end|>\n"
-
-
-def render_tool_call(name: str, arguments_json: str) -> str:
-    """Hermes-style tool-call text, as a real chat template would render it."""
-    return f'<tool_call>\n{{"name": "{name}", "arguments": {arguments_json}}}\n</tool_call>'
-
-
-def render_prompt(messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]]) -> str:
-    """ChatML rendering of a request (tools in a leading system block), ending in the
-    assistant header the completion continues."""
-    head = ""
-    if tools:
-        head = (
-            "<|im_start|>system\n# Tools\n"
-            + json.dumps(list(tools), sort_keys=True)
-            + "<|im_end|>\n"
-        )
-    return head + "".join(_render_message(m) for m in messages) + "<|im_start|>assistant\n"
-
-
-def render_completion(content: str, calls: Sequence[tuple[str, str, str]]) -> str:
-    """The completion text: content then tool calls (``(id, name, arguments_json)``)."""
-    return content + "".join(render_tool_call(name, args) for _id, name, args in calls)

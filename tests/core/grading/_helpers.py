@@ -1,4 +1,4 @@
-"""A scripted judge: the real policy gateway in front of a scripted engine (FakeEngine)."""
+"""A scripted judge: the real policy gateway in front of a scripted engine (ScriptedEngine)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from osmosis_ai.grading import JudgeModel
 from osmosis_ai.rollout import GraderContext, RolloutSample
 from osmosis_ai.serving import GenerationRequest
 from osmosis_ai.serving.gateway import PolicyGateway
-from osmosis_ai.testing import FakeEngine
+from osmosis_ai.testing import ScriptedEngine
 
 _RESPONSE = re.compile(r"RESPONSE (\d+):\n(.*?)(?=\n\nRESPONSE \d+:|\n\nScores:)", re.DOTALL)
 
@@ -41,12 +41,12 @@ def prefer_shorter(req: GenerationRequest) -> str:
 
 @dataclass
 class ScriptedJudge:
-    engine: FakeEngine
+    engine: ScriptedEngine
     model: JudgeModel
 
     @property
     def requests(self) -> list[GenerationRequest]:
-        return self.engine.requests
+        return [r.generation for r in self.engine.requests if r.generation is not None]
 
 
 @asynccontextmanager
@@ -54,7 +54,7 @@ async def scripted_judge(
     script: list[str] | Callable[[GenerationRequest], str], **model_kwargs: Any
 ) -> AsyncIterator[ScriptedJudge]:
     """A JudgeModel whose calls go through the real gateway to a scripted engine."""
-    engine = FakeEngine(script=script)
+    engine = ScriptedEngine(per_sample=False, script=script)
     async with PolicyGateway(engine, sampling=None) as gw:
         yield ScriptedJudge(engine, JudgeModel(f"{gw.url}/v1", **model_kwargs))
 

@@ -9,9 +9,8 @@ from pathlib import Path
 import pytest
 
 from osmosis_ai.cli import main
-from osmosis_ai.serving import GenerationRequest
 from osmosis_ai.serving.gateway import PolicyGateway
-from osmosis_ai.testing import FakeEngine
+from osmosis_ai.testing import FakeRequest, ScriptedEngine
 
 RUBRIC = "Full marks for telling the user which button to press."
 ROWS = [
@@ -21,7 +20,7 @@ ROWS = [
 ]
 
 
-def _judge(req: GenerationRequest) -> str:
+def _judge(req: FakeRequest) -> str:
     response = str(req.messages[1]["content"]).split("RESPONSE:\n")[1]
     if "No idea" in response:
         return "I cannot say."  # never valid JSON: a judge failure, not a zero
@@ -30,7 +29,7 @@ def _judge(req: GenerationRequest) -> str:
 
 @pytest.fixture
 def judge_url() -> Iterator[str]:
-    with PolicyGateway(FakeEngine(script=_judge), sampling=None) as gw:
+    with PolicyGateway(ScriptedEngine(per_sample=False, script=_judge), sampling=None) as gw:
         yield f"{gw.url}/v1"
 
 

@@ -169,9 +169,10 @@ async def test_cost_from_litellm_cost_map_and_unpriced_calls() -> None:
 
 
 async def test_model_errors_are_failures_with_the_reason() -> None:
-    async with scripted_judge([]) as sj:  # an exhausted script: the gateway answers 503
+    async with scripted_judge([]) as sj:  # an exhausted script: the gateway answers 400
         verdict = await RubricJudge(RUBRIC, model=sj.model).score("x")
-        assert not verdict.ok and verdict.error is not None and "HTTP 503" in verdict.error
+        assert not verdict.ok and verdict.error is not None and "HTTP 400" in verdict.error
+        assert "script exhausted" in verdict.error
 
 
 class _CountingModel(JudgeModel):
@@ -281,14 +282,14 @@ async def test_few_shot_examples_show_the_answer_format() -> None:
 
 async def test_an_engine_in_process_is_called_directly_and_left_open(tmp_path: Path) -> None:
     from osmosis_ai.errors import ConfigError
-    from osmosis_ai.testing import FakeEngine
+    from osmosis_ai.testing import ScriptedEngine
 
-    engine = FakeEngine(script=['{"score": 0.6, "reasons": "fine"}'])
+    engine = ScriptedEngine(per_sample=False, script=['{"score": 0.6, "reasons": "fine"}'])
     model = JudgeModel("my-local-judge", engine=engine)
     verdict = await RubricJudge(RUBRIC, model=model).score("x")
     assert verdict.ok and verdict.score == 0.6 and verdict.usage.cost_usd == 0.0
     assert verdict.usage.unpriced_calls == 0  # a local engine is free, not unpriced
-    assert engine.requests[0].tool_choice == "none"
+    assert engine.requests[0].body["tool_choice"] == "none"
     await model.aclose()
     assert not engine.closed
     assert JudgeModel("embedded").kind == "engine" and JudgeModel(str(tmp_path)).kind == "engine"

@@ -1,6 +1,6 @@
 """The ``support-judge`` template: scaffolded, its configs load, and an eval scores every reply
 with the judge (scripted policy and scripted judge, each the real gateway in front of a
-FakeEngine); an unreadable judge fails the sample with its raw reply instead of scoring 0."""
+ScriptedEngine); an unreadable judge fails the sample with its raw reply instead of scoring 0."""
 
 from __future__ import annotations
 
@@ -16,28 +16,27 @@ import pytest
 from osmosis_ai.config import load_eval_config, load_training_config
 from osmosis_ai.eval import EvalOptions, run_eval
 from osmosis_ai.rollout.running import load_entrypoint
-from osmosis_ai.serving import GenerationRequest
 from osmosis_ai.serving.gateway import PolicyGateway
 from osmosis_ai.templates import create_from_template
-from osmosis_ai.testing import FakeEngine
+from osmosis_ai.testing import FakeRequest, ScriptedEngine
 from tests.core.grading._helpers import scripted_judge
 
 
-def _policy(req: GenerationRequest) -> str:
+def _policy(req: FakeRequest) -> str:
     question = str(req.messages[-1]["content"])
     if "password" in question:
         return "Tap 'Forgot password' on the sign-in screen."
     return "Please read the manual."
 
 
-def _level_judge(req: GenerationRequest) -> str:
+def _level_judge(req: FakeRequest) -> str:
     response = str(req.messages[-1]["content"]).split("RESPONSE:\n")[1]
     return "5 - names the button." if "Tap" in response else "2 - no concrete step."
 
 
 @contextlib.asynccontextmanager
 async def _policy_endpoint(model: str, sampling: dict[str, Any], **_: Any) -> AsyncIterator[Any]:
-    async with PolicyGateway(FakeEngine(script=_policy)) as gw:
+    async with PolicyGateway(ScriptedEngine(per_sample=False, script=_policy)) as gw:
         yield gw
 
 

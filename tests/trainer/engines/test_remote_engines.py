@@ -21,14 +21,14 @@ from osmosis_ai.serving import (
     create_engine,
 )
 from osmosis_ai.serving.gateway import PolicyGateway
-from osmosis_ai.testing import FakeEngine, tool_call
+from osmosis_ai.testing import ScriptedEngine, tool_call
 
 TOOLS = [{"type": "function", "function": {"name": "add", "parameters": {"type": "object"}}}]
 REQ = GenerationRequest(messages=[{"role": "user", "content": "2+3?"}], tools=TOOLS, max_tokens=500)
 
 
 async def test_litellm_engine_gives_untrainable_results() -> None:
-    upstream = FakeEngine(script=[tool_call("add", a=2, b=3), "5"])
+    upstream = ScriptedEngine(per_sample=False, script=[tool_call("add", a=2, b=3), "5"])
     async with PolicyGateway(upstream) as up:
         engine = LiteLLMEngine("openai/osmosis-policy", api_base=f"{up.url}/v1", api_key="x")
         assert engine.provides_token_ids is False
@@ -48,13 +48,14 @@ async def test_litellm_engine_gives_untrainable_results() -> None:
                     gw.url + "/v1/chat/completions",
                     json={"messages": [{"role": "user", "content": "x"}]},
                 )
-            assert r.status_code == 502  # upstream script exhausted -> wrapped, not 500
+            # upstream script exhausted (its 400) -> passed on as the client's error, not 500
+            assert r.status_code == 400 and "script exhausted" in r.text
         with pytest.raises(EngineError, match="cannot load adapters"):
             await engine.load_adapter("/a", 1)
 
 
 async def test_vllm_engine_attach_mode_reads_token_ids() -> None:
-    upstream = FakeEngine(script=[tool_call("add", a=1, b=1), "two"])
+    upstream = ScriptedEngine(per_sample=False, script=[tool_call("add", a=1, b=1), "two"])
     async with PolicyGateway(upstream, policy_name="served") as up:
         engine = OpenAIServerEngine(f"{up.url}/v1")
         res = await engine.generate(REQ)

@@ -1,4 +1,4 @@
-"""A FakeEngine whose generations and adapter loads wait for the test (events, not sleeps).
+"""A ScriptedEngine whose generations and adapter loads wait for the test (events, not sleeps).
 
 Tests of the gateway's swap and late-call handling need a call to be *in flight* or a load
 to be *running* at a known moment; a sleep only makes that likely. The waits below are
@@ -8,29 +8,28 @@ generous safety nets against a hang and never decide a pass.
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, field
 from typing import Any
 
 from osmosis_ai.serving import GenerationRequest, GenerationResult
-from osmosis_ai.testing import FakeEngine
+from osmosis_ai.testing import Script, ScriptedEngine
 
 __all__ = ["GatedEngine", "watch_admissions"]
 
 HANG_S = 120.0
 
 
-@dataclass
-class GatedEngine(FakeEngine):
+class GatedEngine(ScriptedEngine):
     """``generating`` is set once a generation entered the engine; it then waits for
     ``release_generation``. ``loading`` / ``release_load`` do the same for adapter loads.
-    Gates left open (the default for loads) let calls through at once."""
+    Gates left open (the default for loads) let calls through at once. The script is walked
+    in arrival order (``per_sample=False``)."""
 
-    generating: asyncio.Event = field(default_factory=asyncio.Event)
-    release_generation: asyncio.Event = field(default_factory=asyncio.Event)
-    loading: asyncio.Event = field(default_factory=asyncio.Event)
-    release_load: asyncio.Event = field(default_factory=asyncio.Event)
-
-    def __post_init__(self) -> None:
+    def __init__(self, script: Script = (), **kwargs: Any) -> None:
+        super().__init__(script, per_sample=False, **kwargs)
+        self.generating = asyncio.Event()
+        self.release_generation = asyncio.Event()
+        self.loading = asyncio.Event()
+        self.release_load = asyncio.Event()
         self.release_load.set()
 
     async def generate(self, req: GenerationRequest) -> GenerationResult:

@@ -8,7 +8,7 @@ import os
 import pytest
 
 from osmosis_ai.serving.gateway import PolicyGateway
-from osmosis_ai.testing import FakeEngine, FakeReply, tool_call
+from osmosis_ai.testing import FakeReply, ScriptedEngine, tool_call
 
 openai = pytest.importorskip("openai")
 
@@ -34,7 +34,7 @@ def _script() -> list[FakeReply | str]:
 
 
 async def test_openai_client_tools_and_streaming() -> None:
-    engine = FakeEngine(script=_script())
+    engine = ScriptedEngine(per_sample=False, script=_script())
     async with PolicyGateway(engine) as gw:
         route = gw.route("r1", "main")
         async with openai.AsyncOpenAI(base_url=route.base_url, api_key=route.api_key) as client:
@@ -94,7 +94,7 @@ async def test_openai_client_tools_and_streaming() -> None:
 
 
 def test_openai_sync_client_against_thread_hosted_gateway() -> None:
-    engine = FakeEngine(script=["hello"])
+    engine = ScriptedEngine(per_sample=False, script=["hello"])
     with PolicyGateway(engine) as gw:
         route = gw.route("r", "main")
         with openai.OpenAI(base_url=route.base_url, api_key=route.api_key) as client:
@@ -105,7 +105,7 @@ def test_openai_sync_client_against_thread_hosted_gateway() -> None:
 async def test_litellm_tools_and_streaming() -> None:
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     litellm = pytest.importorskip("litellm")
-    engine = FakeEngine(script=_script())
+    engine = ScriptedEngine(per_sample=False, script=_script())
     async with PolicyGateway(engine) as gw:
         route = gw.route("r2", "main")
         for model in ("openai/osmosis-policy", "hosted_vllm/osmosis-policy"):

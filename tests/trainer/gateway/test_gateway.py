@@ -9,15 +9,15 @@ import pytest
 
 from osmosis_ai.config import SamplingConfig
 from osmosis_ai.rollout.scope import PolicyEndpoint
-from osmosis_ai.serving import EngineError, GenerationRequest
+from osmosis_ai.serving import EngineError
 from osmosis_ai.serving.gateway import PolicyGateway
-from osmosis_ai.testing import FakeEngine, FakeReply, tool_call
+from osmosis_ai.testing import FakeReply, FakeRequest, ScriptedEngine, tool_call
 from tests.trainer.gateway._gated import GatedEngine, watch_admissions
 
 TOOLS = [{"type": "function", "function": {"name": "add", "parameters": {"type": "object"}}}]
 
 
-def _echo(req: GenerationRequest) -> str:
+def _echo(req: FakeRequest) -> str:
     return "echo: " + str(req.messages[-1]["content"])
 
 
@@ -26,7 +26,7 @@ def _body(content: str = "hi", **kw: Any) -> dict[str, Any]:
 
 
 async def test_records_per_sample_and_collect_pops() -> None:
-    engine = FakeEngine(script=_echo)
+    engine = ScriptedEngine(per_sample=False, script=_echo)
     async with PolicyGateway(engine) as gw:
         assert isinstance(gw, PolicyEndpoint)
 
@@ -59,7 +59,7 @@ async def test_records_per_sample_and_collect_pops() -> None:
 
 
 async def test_reply_shape_logprobs_token_ids_and_model_name() -> None:
-    engine = FakeEngine(script=[tool_call("add", a=1, b=2), "five"])
+    engine = ScriptedEngine(per_sample=False, script=[tool_call("add", a=1, b=2), "five"])
     async with PolicyGateway(engine, policy_name="pol") as gw:
         async with httpx.AsyncClient(base_url=gw.route("r", "main").base_url) as c:
             r = await c.post(
@@ -90,7 +90,7 @@ async def test_reply_shape_logprobs_token_ids_and_model_name() -> None:
 
 
 async def test_streaming_sse_chunks() -> None:
-    engine = FakeEngine(script=[FakeReply("thinking", (("add", {"a": 1}), ("add", {"a": 2})))])
+    engine = ScriptedEngine(per_sample=False, script=[FakeReply("thinking", (("add", {"a": 1}), ("add", {"a": 2})))])
     async with PolicyGateway(engine) as gw:
         url = gw.route("r", "s").base_url + "/chat/completions"
         async with httpx.AsyncClient() as c:
@@ -120,14 +120,14 @@ async def test_streaming_sse_chunks() -> None:
 
 
 async def test_sampling_is_enforced() -> None:
-    engine = FakeEngine(script=_echo, cycle=True)
+    engine = ScriptedEngine(per_sample=False, script=_echo, cycle=True)
     sampling = SamplingConfig(rollout_temperature=0.6, rollout_top_p=0.8, max_tokens=16)
     async with PolicyGateway(engine, sampling=sampling) as gw, httpx.AsyncClient() as c:
         url = gw.url + "/v1/chat/completions"
         await c.post(url, json=_body(temperature=0.0, top_p=0.1, max_tokens=4000))
         await c.post(url, json=_body(max_completion_tokens=5))
         await c.post(url, json=_body())
-    reqs = engine.requests
+    reqs = [r.generation for r in engine.requests]
     assert [(r.temperature, r.top_p, r.max_tokens) for r in reqs] == [
         (0.6, 0.8, 16),
         (0.6, 0.8, 5),
@@ -136,14 +136,14 @@ async def test_sampling_is_enforced() -> None:
 
 
 async def test_passthrough_without_enforcement() -> None:
-    engine = FakeEngine(script=_echo, cycle=True)
+    engine = ScriptedEngine(per_sample=False, script=_echo, cycle=True)
     async with PolicyGateway(engine) as gw, httpx.AsyncClient() as c:
         await c.post(
             gw.url + "/v1/chat/completions",
             json=_body(temperature=0.3, top_p=0.5, max_tokens=7, stop="x", seed=3),
         )
-    r = engine.requests[0]
-    assert (r.temperature, r.top_p, r.max_tokens, r.stop, r.seed) == (0.3, 0.5, 7, ["x"], 3)
+    r = engine.requests[0].generation
+    assert r is not None and (r.temperature, r.top_p, r.max_tokens, r.stop, r.seed) == (0.3, 0.5, 7, ["x"], 3)
 
 
 @pytest.mark.parametrize(
@@ -163,7 +163,7 @@ async def test_passthrough_without_enforcement() -> None:
     ],
 )
 async def test_bad_requests_get_openai_style_400(body: bytes, param: str | None) -> None:
-    engine = FakeEngine(script=_echo, cycle=True)
+    engine = ScriptedEngine(per_sample=False, script=_echo, cycle=True)
     async with PolicyGateway(engine) as gw, httpx.AsyncClient() as c:
         r = await c.post(
             gw.url + "/v1/chat/completions",
@@ -178,7 +178,7 @@ async def test_bad_requests_get_openai_style_400(body: bytes, param: str | None)
 
 
 async def test_unknown_route_method_and_auth() -> None:
-    engine = FakeEngine(script=_echo, cycle=True)
+    engine = ScriptedEngine(per_sample=False, script=_echo, cycle=True)
     async with PolicyGateway(engine, api_key="sekret") as gw, httpx.AsyncClient() as c:
         r = await c.get(gw.url + "/v2/whatever")
         assert r.status_code == 404 and r.json()["error"]["type"] == "not_found_error"
@@ -203,7 +203,7 @@ async def test_engine_failures_become_502_503_or_400_never_500() -> None:
         EngineError("prompt too long", status_code=400, code="context_length_exceeded"),
         "fine",
     ]
-    engine = FakeEngine(script=script)
+    engine = ScriptedEngine(per_sample=False, script=script)
     async with PolicyGateway(engine) as gw, httpx.AsyncClient() as c:
         url = gw.url + "/v1/chat/completions"
         statuses = []
@@ -219,7 +219,7 @@ async def test_engine_failures_become_502_503_or_400_never_500() -> None:
 
 
 async def test_unscoped_calls_use_headers_or_the_unscoped_rollout() -> None:
-    engine = FakeEngine(script=_echo, cycle=True)
+    engine = ScriptedEngine(per_sample=False, script=_echo, cycle=True)
     async with PolicyGateway(engine) as gw, httpx.AsyncClient() as c:
         url = gw.url + "/v1/chat/completions"
         await c.post(url, json=_body("a"))
@@ -248,7 +248,7 @@ async def test_late_calls_of_a_collected_rollout_are_dropped() -> None:
 
 
 async def test_swap_holds_new_calls_and_drains_in_flight_ones() -> None:
-    def versioned(req: GenerationRequest) -> str:
+    def versioned(req: FakeRequest) -> str:
         return f"v{engine.policy_version}"
 
     engine = GatedEngine(script=versioned)
@@ -293,7 +293,7 @@ async def test_calls_get_429_when_the_swap_takes_too_long() -> None:
 
 
 def test_thread_hosted_gateway_for_sync_callers() -> None:
-    engine = FakeEngine(script=_echo, cycle=True)
+    engine = ScriptedEngine(per_sample=False, script=_echo, cycle=True)
     with PolicyGateway(engine) as gw:
         r = httpx.post(gw.route("r", "main").base_url + "/chat/completions", json=_body("sync"))
         assert r.json()["choices"][0]["message"]["content"] == "echo: sync"
@@ -312,6 +312,6 @@ async def test_extra_routers_are_mounted() -> None:
     async def completed(rollout_id: str, sample_id: str) -> dict[str, str]:
         return {"ok": f"{rollout_id}/{sample_id}"}
 
-    async with PolicyGateway(FakeEngine(), extra_routers=[router]) as gw, httpx.AsyncClient() as c:
+    async with PolicyGateway(ScriptedEngine(per_sample=False), extra_routers=[router]) as gw, httpx.AsyncClient() as c:
         r = await c.post(gw.route("r1", "main").base_url + "/rollout/completed")
         assert r.json() == {"ok": "r1/main"}

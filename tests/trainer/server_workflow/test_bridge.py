@@ -1,4 +1,4 @@
-"""The trainer plays the training cluster: RolloutRunner + gateway (FakeEngine) driving a remote
+"""The trainer plays the training cluster: RolloutRunner + gateway (ScriptedEngine) driving a remote
 rollout server (create_app on 127.0.0.1) through RemoteRolloutWorkflow."""
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from osmosis_ai.rollout.remote import (
 from osmosis_ai.rollout.remote.testing import serve_in_loop
 from osmosis_ai.rollout.running import RolloutRunner
 from osmosis_ai.serving.gateway import PolicyGateway
-from osmosis_ai.testing import FakeEngine, text, tool_call
+from osmosis_ai.testing import ScriptedEngine, text, tool_call
 from osmosis_trainer.server_workflow import RemoteCallbacks, remote_entrypoint
 
 KEY = "server-key"
@@ -91,7 +91,7 @@ async def cluster(loop: RolloutAgentLoop | None = None, *, attach: bool = True,
     loop = loop or AddLoop()
     app = create_app(loop, api_key=KEY, client_settings=FAST,
                      settings=ServerSettings(shutdown_grace_seconds=1))
-    async with serve_in_loop(app) as url, PolicyGateway(FakeEngine(script=script), api_key="gw-key") as gw:
+    async with serve_in_loop(app) as url, PolicyGateway(ScriptedEngine(per_sample=False, script=script), api_key="gw-key") as gw:
         callbacks = RemoteCallbacks.attach(gw) if attach else RemoteCallbacks(api_key="gw-key")
         entry.setdefault("api_key", KEY)
         yield remote_entrypoint(url, callbacks, **entry), gw, loop, url
@@ -175,7 +175,7 @@ async def test_unreachable_server_and_wrong_key_fail_with_http_error() -> None:
     assert outcome.error is not None and outcome.error.category is ErrorCategory.HTTP_ERROR
     assert "HTTP 403" in outcome.error.message
     assert loop.requests == []
-    async with PolicyGateway(FakeEngine(script=script)) as gw:
+    async with PolicyGateway(ScriptedEngine(per_sample=False, script=script)) as gw:
         callbacks = RemoteCallbacks.attach(gw)
         entrypoint = remote_entrypoint("http://127.0.0.1:9", callbacks)
         entrypoint.workflow_config.init_retries = 1
@@ -202,7 +202,7 @@ async def test_a_rollout_that_outlives_the_workflow_timeout() -> None:
 
 
 async def test_callback_router_checks_key_body_and_rollout() -> None:
-    async with PolicyGateway(FakeEngine(script=script), api_key="gw") as gw:
+    async with PolicyGateway(ScriptedEngine(per_sample=False, script=script), api_key="gw") as gw:
         callbacks = RemoteCallbacks.attach(gw)
         future = callbacks.expect("r1")
         body = {"rollout_id": "r1", "status": "COMPLETED", "final_messages": [], "reward": 0.25}
@@ -231,7 +231,7 @@ async def test_remote_entrypoint_for_reads_the_training_config(monkeypatch: pyte
     monkeypatch.setenv("OSMOSIS_ROLLOUT_API_KEY", "from-env")
     config = SimpleNamespace(remote=SimpleNamespace(server_url="http://h:9000/", api_key=None),
                              training=SimpleNamespace(max_prompt_length=100, max_response_length=28))
-    async with PolicyGateway(FakeEngine(script=script)) as gw:
+    async with PolicyGateway(ScriptedEngine(per_sample=False, script=script)) as gw:
         entry = remote_entrypoint_for(config, gw)
     cfg = entry.workflow_config
     assert (cfg.server_url, cfg.api_key, cfg.max_tokens_total) == ("http://h:9000", "from-env", 128)

@@ -1,6 +1,6 @@
 """Done-when test: the calculator ``remote-server`` template, scaffolded into a workspace and
 served by ``osmosis serve`` (a real subprocess on 127.0.0.1), driven by a test training cluster
-(policy gateway + FakeEngine + RolloutRunner) through the workspace's training config."""
+(policy gateway + ScriptedEngine + RolloutRunner) through the workspace's training config."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from osmosis_ai.data import read_dataset
 from osmosis_ai.rollout.running import RolloutRunner
 from osmosis_ai.serving.gateway import PolicyGateway
 from osmosis_ai.templates import create_from_template
-from osmosis_ai.testing import FakeEngine, text, tool_call
+from osmosis_ai.testing import ScriptedEngine, text, tool_call
 from osmosis_trainer.server_workflow import remote_entrypoint_for
 from osmosis_trainer.trajectory import build_sequences
 from tests.serve_process import osmosis_serve
@@ -41,9 +41,9 @@ async def test_template_served_by_osmosis_serve_trains_through_the_gateway(tmp_p
         assert "API key (given): … (10 characters)" in served.output
         assert "shared-key" not in served.output
         config.remote.server_url = served.url
-        # FakeEngine counts bytes as tokens: give the rollouts a budget that fits the tool block
+        # ScriptedEngine counts bytes as tokens: give the rollouts a budget that fits the tool block
         config.training.max_prompt_length = 8192
-        async with PolicyGateway(FakeEngine(script=calculator_policy), api_key="gw") as gw:
+        async with PolicyGateway(ScriptedEngine(per_sample=False, script=calculator_policy), api_key="gw") as gw:
             entrypoint = remote_entrypoint_for(config, gw)
             rows = list(read_dataset(config.dataset_path(), limit=4))
             async with RolloutRunner(entrypoint, gw, n_samples=2, workflow_timeout_s=60) as runner:

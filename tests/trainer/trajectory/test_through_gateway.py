@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from osmosis_ai.serving.gateway import PolicyGateway
-from osmosis_ai.testing import FakeEngine, tool_call
+from osmosis_ai.testing import ScriptedEngine, tool_call
 from osmosis_trainer.trajectory import build_sequences
 
 openai = pytest.importorskip("openai")
@@ -35,7 +35,7 @@ async def _agent_loop(
 
 
 async def test_multi_turn_tool_conversation_merges_into_one_sequence() -> None:
-    engine = FakeEngine(script=[tool_call("add", a=2, b=3), tool_call("add", a=5, b=10), "15"])
+    engine = ScriptedEngine(per_sample=False, script=[tool_call("add", a=2, b=3), tool_call("add", a=5, b=10), "15"])
     async with PolicyGateway(engine) as gw:
         route = gw.route("r", "main")
         async with openai.AsyncOpenAI(base_url=route.base_url, api_key="k") as client:
@@ -70,7 +70,7 @@ async def test_multi_turn_tool_conversation_merges_into_one_sequence() -> None:
 
 
 async def test_altered_history_splits_and_is_counted() -> None:
-    engine = FakeEngine(script=[tool_call("add", a=2, b=3), "5"])
+    engine = ScriptedEngine(per_sample=False, script=[tool_call("add", a=2, b=3), "5"])
     async with PolicyGateway(engine) as gw:
         route = gw.route("r", "main")
         async with openai.AsyncOpenAI(base_url=route.base_url, api_key="k") as client:
