@@ -34,11 +34,13 @@ def _run(args: list[str], env: dict[str, str]) -> None:
 
 
 @contextlib.contextmanager
-def local_cluster(*, head_cpus: float = 1, side_cpus: float = 2) -> Iterator[str]:
-    """Start the two nodes; yield the head's address (``127.0.0.1:PORT``); stop both."""
+def local_cluster(
+    *, head_cpus: float = 1, side_cpus: float = 2, second_node: bool = True, port: int | None = None
+) -> Iterator[str]:
+    """Start the two nodes (or only the head); yield its address (``127.0.0.1:PORT``); stop."""
     # A short temp dir: Ray's socket paths under it must stay below 108 bytes (AF_UNIX).
     temp_dir = Path(tempfile.mkdtemp(prefix="osmosis-ray-", dir="/tmp"))
-    port = int(os.environ.get("OSMOSIS_RAY_PORT", "6391"))
+    port = port or int(os.environ.get("OSMOSIS_RAY_PORT", "6391"))
     # Token auth off (loopback only): otherwise a ~/.ray/auth_token left by any local
     # ray.init() switches some nodes to token mode and the second node cannot join.
     env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0", RAY_DISABLE_DOCKER_CPU_WARNING="1",
@@ -55,10 +57,11 @@ def local_cluster(*, head_cpus: float = 1, side_cpus: float = 2) -> Iterator[str
               "--temp-dir", str(temp_dir), "--ray-client-server-port", str(port + 1),
               "--min-worker-port", str(port + 100), "--max-worker-port", str(port + 300),
               *common], env)
-        _run([ray, "start", "--address", address, "--num-cpus", str(side_cpus),
-              "--resources", json.dumps({"side": 1}),
-              "--min-worker-port", str(port + 400), "--max-worker-port", str(port + 600),
-              *common], env)
+        if second_node:
+            _run([ray, "start", "--address", address, "--num-cpus", str(side_cpus),
+                  "--resources", json.dumps({"side": 1}),
+                  "--min-worker-port", str(port + 400), "--max-worker-port", str(port + 600),
+                  *common], env)
         yield address
     finally:
         subprocess.run([ray, "stop", "--force"], env=env, capture_output=True, timeout=120)

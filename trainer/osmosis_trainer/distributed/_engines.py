@@ -22,7 +22,7 @@ from typing import Any
 from osmosis_ai.serving import EngineError, GenerationRequest, GenerationResult
 from osmosis_trainer.distributed._placement import ClusterPlacement
 
-__all__ = ["EngineActor", "RayEnginePool"]
+__all__ = ["EngineActor", "RayEnginePool", "VLLMEngineActor"]
 
 _STICKY_MAX = 100_000
 
@@ -33,7 +33,7 @@ class EngineActor:
     def __init__(self, model_path: str, options: dict[str, Any]) -> None:
         from osmosis_trainer.engines import HFEngine
 
-        self.engine = HFEngine(model_path, device=options.pop("device", "cpu"), **options)
+        self.engine: Any = HFEngine(model_path, device=options.pop("device", "cpu"), **options)
         self._dir = Path(tempfile.mkdtemp(prefix="osmosis-adapter-"))
 
     def where(self) -> dict[str, Any]:
@@ -42,7 +42,8 @@ class EngineActor:
         return {"node_id": ray.get_runtime_context().get_node_id(), "pid": os.getpid()}
 
     async def generate(self, req: GenerationRequest) -> GenerationResult:
-        return await self.engine.generate(req)
+        result: GenerationResult = await self.engine.generate(req)
+        return result
 
     async def load_adapter(self, files: dict[str, bytes], version: int) -> int:
         """Write the shipped adapter files locally, load them; the version now served."""
@@ -51,10 +52,49 @@ class EngineActor:
         for name, data in files.items():
             (folder / name).write_bytes(data)
         await self.engine.load_adapter(str(folder), version)
-        return self.engine.policy_version
+        return int(self.engine.policy_version)
 
     async def close(self) -> None:
         await self.engine.close()
+
+
+class VLLMEngineActor(EngineActor):
+    """One vLLM OpenAI server (a child process of the actor) on the GPUs Ray assigned to it.
+
+    The server is launched by :class:`~osmosis_trainer.engines.VLLMEngine` (the same launcher
+    as one-machine training) with ``CUDA_VISIBLE_DEVICES`` set from ``ray.get_gpu_ids()``;
+    each step's adapter reaches it through vLLM's own ``/v1/load_lora_adapter`` endpoint.
+    ``options`` are ``VLLMEngine`` keyword arguments plus ``index`` (names the log file).
+    """
+
+    def __init__(self, model_path: str, options: dict[str, Any]) -> None:
+        import ray
+
+        from osmosis_trainer.engines import VLLMEngine
+
+        gpus = [str(g) for g in ray.get_gpu_ids()]
+        if gpus:  # the child server sees exactly the GPUs Ray reserved for this actor
+            os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
+            if len(gpus) > 1:
+                options["extra_args"] = [*options.get("extra_args", []),
+                                         "--tensor-parallel-size", str(len(gpus))]
+        index = options.pop("index", 0)
+        self._dir = Path(tempfile.mkdtemp(prefix="osmosis-adapter-"))
+        log_dir = Path(options.pop("log_dir", "") or self._dir)
+        if not log_dir.is_dir():  # the driver's run folder is not on this node
+            log_dir = self._dir
+        options.pop("device", None)
+        self.gpus = gpus
+        self.engine = VLLMEngine(model_path=model_path, log_file=log_dir / f"vllm-engine-{index}.log",
+                                 **options)
+
+    async def where(self) -> dict[str, Any]:  # type: ignore[override]
+        """Start the server (minutes on CPU), then say where it runs."""
+        import ray
+
+        await self.engine.start()
+        return {"node_id": ray.get_runtime_context().get_node_id(), "pid": os.getpid(),
+                "gpus": self.gpus, "url": self.engine.base_url}
 
 
 def _adapter_files(path: str) -> dict[str, bytes]:
@@ -63,14 +103,19 @@ def _adapter_files(path: str) -> dict[str, bytes]:
 
 
 class RayEnginePool:
-    """``engines`` HF engine actors spread over the cluster, served as one engine.
+    """``engines`` engine actors (HF model copies or vLLM servers) served as one engine.
 
     Args:
         model_path: the base model (a local folder readable on every node, or a hub id in
             each node's cache).
         engines: how many engine actors.
-        cpus / gpus: resources reserved per engine actor.
-        options: ``HFEngine`` keyword arguments (``max_new_tokens``, ``seed`` ...).
+        cpus / gpus: resources reserved per engine actor (a vLLM engine: one server on
+            its ``gpus`` GPUs; more than one runs it tensor-parallel).
+        options: ``HFEngine`` keyword arguments (``max_new_tokens``, ``seed`` ...), or with
+            ``kind="vllm"`` ``VLLMEngine`` launch arguments plus ``log_dir``.
+        placement: engine sets (see :class:`ClusterPlacement`); else engines ``SPREAD``.
+        name_prefix: names the actors ``{prefix}-{index}`` (``ray.get_actor``).
+        kind: ``"hf"`` or ``"vllm"``.
     """
 
     name = "ray-hf"
@@ -79,13 +124,18 @@ class RayEnginePool:
     def __init__(
         self, model_path: str, *, engines: int, cpus: float = 1.0, gpus: float = 0.0,
         options: dict[str, Any] | None = None, placement: ClusterPlacement | None = None,
-        name_prefix: str | None = None,
+        name_prefix: str | None = None, kind: str = "hf",
     ) -> None:
+        if kind not in ("hf", "vllm"):
+            raise ValueError(f"engine kind must be 'hf' or 'vllm', got {kind!r}")
+        self.kind = kind
+        self.name = f"ray-{kind}"
         self.model_path = model_path
         self.n_engines = engines
         self.cpus, self.gpus = cpus, gpus
         self.options = dict(options or {})
-        self.options.setdefault("device", "cuda" if gpus > 0 else "cpu")
+        if kind == "hf":
+            self.options.setdefault("device", "cuda" if gpus > 0 else "cpu")
         self.placement = placement
         self.name_prefix = name_prefix
         self._actors: list[Any] = []
@@ -135,14 +185,14 @@ class RayEnginePool:
             actor_cls: Any = ray.remote(self.actor_class())
             self._actors = [
                 actor_cls.options(**self._actor_options(i)).remote(
-                    self.model_path, dict(self.options))
+                    self.model_path, {**self.options, **({"index": i} if self.kind == "vllm" else {})})
                 for i in range(self.n_engines)
             ]
             self.places = list(await asyncio.gather(*(a.where.remote() for a in self._actors)))
 
     def actor_class(self) -> type:
-        """The class each engine actor runs (a vLLM pool overrides it)."""
-        return EngineActor
+        """The class each engine actor runs: ``hf`` (a model copy) or ``vllm`` (a server)."""
+        return VLLMEngineActor if self.kind == "vllm" else EngineActor
 
     def prefer(self, rollout_id: str, engine: int) -> None:
         """Route ``rollout_id``'s calls to ``engine`` (its worker's node) while it is alive."""

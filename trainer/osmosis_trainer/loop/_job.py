@@ -102,7 +102,8 @@ def _engine(
         return HFProcessEngine(
             config.experiment.model_path, device=device, torch_threads=threads, **options
         )
-    return HFEngine(loaded, device=device, copy_model=True, **options)
+    # Its own modules over the base weights, which LoRA training leaves as they are.
+    return HFEngine(loaded, device=device, copy_model=True, share_weights=True, **options)
 
 
 _VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
@@ -118,6 +119,12 @@ def _vllm_engine(config: TrainingConfig, loaded: Any, device: str, run: RunDir) 
     the experiment, so it stays out of the config file.
     """
     from osmosis_trainer.engines import VLLMEngine
+
+    return VLLMEngine(**vllm_options(config, loaded, device, run), log_file=run.path / "vllm.log")
+
+
+def vllm_options(config: TrainingConfig, loaded: Any, device: str, run: RunDir) -> dict[str, Any]:
+    """``VLLMEngine`` launch arguments for this config (also used by vLLM engine actors)."""
     from osmosis_trainer.models import is_embedded
 
     model_path = config.experiment.model_path
@@ -132,15 +139,14 @@ def _vllm_engine(config: TrainingConfig, loaded: Any, device: str, run: RunDir) 
         util = config.training.vllm_gpu_memory_utilization
         extra = ["--gpu-memory-utilization", str(util)]
     rank = next((r for r in _VLLM_LORA_RANKS if r >= config.lora.r), config.lora.r)
-    return VLLMEngine(
-        model_path=model_path,
-        python=os.environ.get("OSMOSIS_VLLM_PYTHON") or None,
-        max_lora_rank=rank,
-        max_model_len=config.training.max_prompt_length + config.training.max_response_length,
-        dtype="auto" if device.startswith("cuda") else "float32",
-        extra_args=extra,
-        log_file=run.path / "vllm.log",
-    )
+    return {
+        "model_path": model_path,
+        "python": os.environ.get("OSMOSIS_VLLM_PYTHON") or None,
+        "max_lora_rank": rank,
+        "max_model_len": config.training.max_prompt_length + config.training.max_response_length,
+        "dtype": "auto" if device.startswith("cuda") else "float32",
+        "extra_args": extra,
+    }
 
 
 async def run_training(
@@ -212,7 +218,7 @@ async def _run(
     phase(f"starting the {plan.engine} engine")
     # The HF engine copies the base model before LoRA is attached.
     engine = (
-        await cluster.engine_pool(settings.max_completion_length)
+        await cluster.engine_pool(settings.max_completion_length, loaded)
         if cluster is not None and config.cluster.engines
         else _engine(config, loaded, plan.device, run, settings.max_completion_length)
     )
@@ -299,25 +305,30 @@ class _ClusterJob:
         self._ctx.__enter__()
         self._connected = True
 
-    async def engine_pool(self, max_new_tokens: int) -> Any:
+    async def engine_pool(self, max_new_tokens: int, loaded: Any) -> Any:
         from osmosis_trainer.distributed import ClusterPlacement, RayEnginePool
 
         c, t = self.config.cluster, self.config.training
-        if t.engine != "hf":
-            raise ConfigError("[cluster] engines > 0 serves the hf engine; vLLM engines as Ray "
-                              "actors are not supported yet (set engines = 0 or engine = \"hf\")")
         # Each engine packed with its rollout workers on one node; engines spread over nodes.
         self._placement = ClusterPlacement(
             engines=c.engines, workers=0 if self.config.remote is not None else c.rollout_workers,
             engine_cpus=c.engine_cpus, engine_gpus=c.engine_gpus, worker_cpus=c.worker_cpus,
         )
+        options: dict[str, Any]
+        model_path = self.config.experiment.model_path
+        if t.engine == "vllm":  # one vLLM server per engine actor, on the GPUs Ray gave it
+            device = "cuda" if c.engine_gpus > 0 else "cpu"
+            options = vllm_options(self.config, loaded, device, self.run)
+            model_path = options.pop("model_path")
+            options["log_dir"] = str(self.run.path)
+        else:
+            options = {"max_new_tokens": max_new_tokens, "seed": t.seed,
+                       "lean_decoding": t.lean_forward,
+                       "max_batch_size": t.concurrency or t.rollout_batch_size * t.n_samples_per_prompt}
         self._pool = RayEnginePool(
-            self.config.experiment.model_path, engines=c.engines, cpus=c.engine_cpus,
-            gpus=c.engine_gpus, placement=self._placement,
-            name_prefix=f"osmosis-engine-{self.run.run_id}",
-            options={"max_new_tokens": max_new_tokens, "seed": t.seed,
-                     "lean_decoding": t.lean_forward,
-                     "max_batch_size": t.concurrency or t.rollout_batch_size * t.n_samples_per_prompt},
+            model_path, engines=c.engines, cpus=c.engine_cpus, gpus=c.engine_gpus,
+            placement=self._placement, name_prefix=f"osmosis-engine-{self.run.run_id}",
+            options=options, kind=t.engine,
         )
         await self._pool.start()
         return self._pool
