@@ -5,8 +5,7 @@ x 4 samples per step, temperature 1, loss ``dapo`` (set explicitly on both sides
 1e-4, and the same reward (fraction of even token ids, EOS excluded, at least 4 tokens). TRL is
 pinned (``trl==1.16.0`` in the dev extra) and runs in fp32 (``bf16=False``) without gradient
 checkpointing. Ours runs its production path: rollout runner -> ``ctx.chat`` -> policy gateway
-(called in process by default: no HTTP) -> HF engine (its own model copy, adapter pushed every
-step) -> token-exact trajectories -> update.
+(loopback HTTP) -> HF engine (adapter pushed every step) -> token-exact trajectories -> update.
 
 Cases: ``tiny`` and ``small`` (random Qwen2 built offline, 32 new tokens) and ``real`` (the
 embedded SmolLM2-135M-Instruct with its real weights, 64 new tokens). Every run is a fresh
@@ -85,11 +84,12 @@ class Setup:
     process: bool = False
     lean: bool = True
     merge: bool = True
-    local_gateway: bool = True
     gc_tricks: bool = True
     engine: str = "hf"
     micro_batch_tokens: int | None = None
     """``[algorithm] micro_batch_tokens``; None: the device's default."""
+    profile: bool = False
+    """Record where the step's CPU time and memory go (see ``_trainer_phases``)."""
 
 
 @dataclass
@@ -99,6 +99,9 @@ class Result:
     peak_rss_gb: float
     rollout_s: float | None = None
     update_s: float | None = None
+    cpu_s: float | None = None
+    """CPU seconds per timed step, all threads (and the engine child process, if any)."""
+    phases: list[dict[str, Any]] | None = None
 
 
 @dataclass
@@ -138,8 +141,6 @@ def _model_path(case: Case, root: Path) -> str:
 
 def _ablate(setup: Setup) -> None:
     """Switch off, in this worker process only, the speed paths that have no setting."""
-    if not setup.local_gateway:
-        os.environ["OSMOSIS_LOCAL_GATEWAY"] = "0"
     if not setup.merge:
         from osmosis_trainer.engines import _hf
 
@@ -168,7 +169,14 @@ def run_ours(case: Case, model: str, root: Path, setup: Setup) -> Result:
     from osmosis_trainer.models import load_model
     from tests.e2e.toy_workspace import make_workspace
 
+    prof = None
+    if setup.profile:
+        from tests.benchmarks import _trainer_phases
+
+        prof = _trainer_phases.PhaseProfiler(_trainer_phases.SETUP)
     _ablate(setup)
+    if prof is not None:
+        _trainer_phases.install(prof)
     torch.set_num_threads(setup.threads)
     eos = int(load_model(model).tokenizer.eos_token_id)
     ws = Path(tempfile.mkdtemp(dir=root))
@@ -189,10 +197,16 @@ def run_ours(case: Case, model: str, root: Path, setup: Setup) -> Result:
         ),
     )
     reports: list[dict[str, float]] = []
+    cpu_at_warmup = 0.0
 
     def record(report: StepReport) -> None:
+        nonlocal cpu_at_warmup
         if report.kind == "train":
             reports.append(report.metrics)
+            if len(reports) == case.warmup:
+                cpu_at_warmup = _cpu_seconds()
+                if prof is not None:
+                    prof.mark_steady()
 
     run = create_run_dir(ws / "runs", "bench")
     asyncio.run(run_training(load_training_config(config_file), run, on_report=record))
@@ -203,7 +217,23 @@ def run_ours(case: Case, model: str, root: Path, setup: Setup) -> Result:
         peak_rss_gb=_peak_rss_gb(),
         rollout_s=statistics.median(r["rollout_time_s"] for r in steady),
         update_s=statistics.median(r["train_time_s"] for r in steady),
+        cpu_s=(_cpu_seconds() - cpu_at_warmup) / len(steady),
+        phases=prof.report(len(steady)) if prof is not None else None,
     )
+
+
+def _cpu_seconds() -> float:
+    """CPU time of this process and its live children (the engine process), all threads."""
+    import psutil
+
+    me = psutil.Process()
+    total = sum(me.cpu_times()[:2])
+    for child in me.children(recursive=True):
+        try:
+            total += sum(child.cpu_times()[:2])
+        except psutil.Error:
+            pass
+    return float(total)
 
 
 def run_trl(case: Case, model: str, root: Path, setup: Setup) -> Result:
@@ -241,6 +271,14 @@ def run_trl(case: Case, model: str, root: Path, setup: Setup) -> Result:
                 self.tokens.append(float(logs["completions/mean_length"]) * PROMPTS * GROUP)
 
     timer = Timer()
+    cpu_at_warmup = 0.0
+
+    class CPU(TrainerCallback):
+        def on_step_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+            nonlocal cpu_at_warmup
+            if len(timer.times) == case.warmup:
+                cpu_at_warmup = _cpu_seconds()
+
     gpu = case.device.startswith("cuda")
     config = GRPOConfig(
         output_dir=str(Path(tempfile.mkdtemp(dir=root)) / "trl"),
@@ -269,7 +307,7 @@ def run_trl(case: Case, model: str, root: Path, setup: Setup) -> Result:
         args=config,
         train_dataset=Dataset.from_list(rows),
         peft_config=LoraConfig(r=8, lora_alpha=16, target_modules="all-linear", task_type="CAUSAL_LM"),
-        callbacks=[timer],
+        callbacks=[timer, CPU()],
     )
     trainer.train()
     tokens = statistics.fmean(timer.tokens[case.warmup :]) if timer.tokens else 0.0
@@ -277,6 +315,7 @@ def run_trl(case: Case, model: str, root: Path, setup: Setup) -> Result:
         step_s=statistics.median(timer.times[case.warmup :]),
         tokens_per_step=tokens,
         peak_rss_gb=_peak_rss_gb(),
+        cpu_s=(_cpu_seconds() - cpu_at_warmup) / max(len(timer.times) - case.warmup, 1),
     )
 
 
@@ -321,11 +360,11 @@ def _measure(case: Case, setups: list[Setup], root: Path, runs: int) -> list[Row
 
 def _table(case: Case, rows: list[Row], reference: Row) -> str:
     lines = [
-        f"**{case.name}** ({case.describe()}; median of {len(reference.runs)} run(s) per row)",
+        f"**{case.name}** ({case.describe()}; median of {len(rows[0].runs)} run(s) per row)",
         "",
-        "| trainer | step time | rollouts / update | generated tokens/step | tokens/s "
-        "| step vs TRL | peak RSS | RSS vs TRL | step times of the runs |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| trainer | step time | CPU s/step | rollouts / update | generated tokens/step "
+        "| tokens/s | step vs TRL | peak RSS | RSS vs TRL | step times of the runs |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     ref_step, ref_rss = reference.median("step_s"), reference.median("peak_rss_gb")
     for row in rows:
@@ -338,8 +377,9 @@ def _table(case: Case, rows: list[Row], reference: Row) -> str:
         tokens = row.median("tokens_per_step")
         each = ", ".join(f"{r.step_s:.2f}" for r in row.runs)
         lines.append(
-            f"| {row.setup.label} | {step:.3f} s | {split} | {tokens:.0f} | {tokens / step:.0f} "
-            f"| {step / ref_step:.2f}x | {rss:.2f} GB | {rss / ref_rss:.2f}x | {each} |"
+            f"| {row.setup.label} | {step:.3f} s | {row.median('cpu_s'):.1f} | {split} "
+            f"| {tokens:.0f} | {tokens / step:.0f} | {step / ref_step:.2f}x | {rss:.2f} GB "
+            f"| {rss / ref_rss:.2f}x | {each} |"
         )
     return "\n".join(lines)
 
@@ -347,9 +387,11 @@ def _table(case: Case, rows: list[Row], reference: Row) -> str:
 def _verdict(name: str, ours: Row, trl: Row, *, memory: bool) -> str:
     ratio = ours.median("step_s") / trl.median("step_s")
     met = "met" if ratio <= TARGET_STEP else "NOT met"
+    cpu = ours.median("cpu_s") / trl.median("cpu_s")
     text = (
-        f"- {name}: on-policy step = **{ratio:.2f}x** TRL's (target <= {TARGET_STEP:.2f}x: "
-        f"{met})"
+        f"- {name}: on-policy step = **{ratio:.2f}x** TRL's (median of "
+        f"{len(ours.runs)} vs {len(trl.runs)} runs; target <= {TARGET_STEP:.2f}x: {met}; "
+        f"CPU seconds per step {cpu:.2f}x)"
     )
     if memory:
         mem = ours.median("peak_rss_gb") / trl.median("peak_rss_gb")
@@ -361,20 +403,59 @@ def _verdict(name: str, ours: Row, trl: Row, *, memory: bool) -> str:
     return text
 
 
-def _gains(rows: list[Row], default: Row) -> list[str]:
-    """What each speed path gains on this case: its row (path off) against the default."""
-    base = default.median("step_s")
-    out = []
-    for row in rows:
-        if row is default or not row.setup.label.startswith("without "):
-            continue
-        gain = row.median("step_s") / base - 1.0
-        keep = "pays (>= 10 %)" if gain >= 0.10 else "gains < 10 %"
-        out.append(
-            f"- {row.setup.label.removeprefix('without ')}: step {row.median('step_s'):.2f} s "
-            f"without it vs {base:.2f} s with it ({gain:+.0%} without): {keep}"
+@dataclass
+class PathCheck:
+    """One speed path: the row with it and the row without it (one change apart)."""
+
+    name: str
+    with_it: Row
+    without: Row
+    overlap: bool = False
+    """A path that overlaps work (same CPU, less wall): judged on wall time alone."""
+
+    def line(self) -> str:
+        wall = self.without.median("step_s") / self.with_it.median("step_s") - 1.0
+        cpu = self.without.median("cpu_s") / self.with_it.median("cpu_s") - 1.0
+        pays = wall >= 0.10 and (self.overlap or cpu >= 0.10)
+        rule = "wall" if self.overlap else "wall and CPU"
+        return (
+            f"- {self.name}: step {self.without.median('step_s'):.2f} s / "
+            f"{self.without.median('cpu_s'):.1f} CPU s without it ({self.without.setup.label}) "
+            f"vs {self.with_it.median('step_s'):.2f} s / {self.with_it.median('cpu_s'):.1f} "
+            f"CPU s with it ({self.with_it.setup.label}): {wall:+.0%} wall, {cpu:+.0%} CPU "
+            f"without it -> {'pays (>= 10 % on ' + rule + ')' if pays else 'gains < 10 %'}"
         )
-    return out
+
+
+def _phase_table(row: Row) -> str:
+    """Where the default on-policy step's CPU time and memory go (median over its runs)."""
+    by_phase: dict[str, list[dict[str, Any]]] = {}
+    for run in row.runs:
+        for ph in run.phases or []:
+            by_phase.setdefault(ph["phase"], []).append(ph)
+    if not by_phase:
+        return ""
+    lines = [
+        f"Where the on-policy step goes ({row.setup.label}; per timed step, median of "
+        f"{len(row.runs)} run(s); CPU seconds of all threads; peak RSS is the highest "
+        "resident memory sampled while the phase ran, the first step included):",
+        "",
+        "| phase | CPU s/step | wall s/step | calls/step | peak RSS in phase |",
+        "|---|---|---|---|---|",
+    ]
+    for name, phs in by_phase.items():
+        med = {k: statistics.median(p[k] for p in phs) for k in phs[0] if k != "phase"}
+        per_step = name != _SETUP_PHASE
+        lines.append(
+            f"| {name} | {med['cpu_s']:.2f} | {med['wall_s']:.2f} | "
+            f"{med['calls_per_step']:.1f} | {med['peak_rss_gb']:.2f} GB |"
+            if per_step
+            else f"| {name} | - | - | - | {med['peak_rss_gb']:.2f} GB |"
+        )
+    return "\n".join(lines)
+
+
+_SETUP_PHASE = "setup: model load, engine copy, gateway (once)"
 
 
 def _load_note() -> str:
@@ -383,23 +464,27 @@ def _load_note() -> str:
         f"The machine was shared with other work while this ran (1-minute load average "
         f"{load[0]:.1f} on {os.cpu_count()} cores at the end); the runs of all rows are "
         "interleaved so slow minutes spread over them, and each row is the median over its "
-        "runs (counted in its table's heading)."
+        "runs (counted in its table's heading). CPU seconds per step (all threads of the "
+        "process, and of its engine child when it has one) depend far less on the load than "
+        "wall time."
     )
 
 
-_PROSE = (
-    "'on-policy' trains each step on rollouts of the current adapter, as TRL does; "
-    "'rollouts ahead' (`[algorithm] rollouts_ahead = 1`) generates the next step's rollouts "
-    "while this one trains (one step off-policy), so its rollout and update times overlap. "
-    "'own process' runs the HF engine in a child process (`[training] engine_process = true`), "
-    "the cores split between decoding and the update. Ours calls the gateway in process by "
-    "default (no HTTP). Peak RSS is the run's own process plus, for 'own process', its "
-    "engine child."
-)
-_HTTP_ROW = (
-    "The 'without in-process gateway calls' row sends every policy call over loopback HTTP "
-    "instead."
-)
+def _prose() -> str:
+    import importlib.metadata
+
+    trl = importlib.metadata.version("trl")
+    return (
+        f"TRL {trl} (`GRPOTrainer`, `loss_type=\"dapo\"` set explicitly, `beta=0`, fp32, no "
+        "gradient checkpointing) and ours train the same LoRA with the same loss and reward. "
+        "'on-policy' trains each step on rollouts of the current adapter, as TRL does; "
+        "'rollouts ahead' (`[algorithm] rollouts_ahead = 1`) generates the next step's rollouts "
+        "while this one trains (one step off-policy), so its rollout and update times overlap. "
+        "'own process' runs the HF engine in a child process (`[training] engine_process = "
+        "true`), the cores split between decoding and the update. Our policy calls go from the "
+        "rollout runner to the policy gateway over loopback HTTP. Peak RSS is the run's own "
+        "process plus, for 'own process', its engine child."
+    )
 
 
 def _cpu_section(case: Case, root: Path, runs: int) -> tuple[str, str]:
@@ -414,60 +499,85 @@ def _cpu_section(case: Case, root: Path, runs: int) -> tuple[str, str]:
     return _table(case, rows, trl), _verdict(case.name, rows[0], trl, memory=False)
 
 
+REAL = Case("real", new_tokens=64, measured=3, warmup=1, embedded=True)
+_ABLATIONS = {
+    # key (for OSMOSIS_BENCH_ABLATIONS): the row, and what it is compared with
+    "lean": Setup("without lean forward", lean=False),
+    "merge": Setup("without merged-LoRA serving", merge=False),
+    "process": Setup("rollouts ahead, engine in own process", ahead=1, process=True),
+    "micro": Setup("micro-batches of 1024 tokens (the CPU default before 512)",
+                   micro_batch_tokens=1024),
+}
+
+
 def _real_section(root: Path, runs: int) -> str:
-    case = Case("real", new_tokens=64, measured=3, warmup=1, embedded=True)
+    case = REAL
     setups = [
-        Setup("osmosis, on-policy (defaults)"),
+        Setup("osmosis, on-policy (defaults)", profile=True),
         Setup("osmosis, rollouts ahead", ahead=1),
         Setup("TRL GRPOTrainer", who="trl"),
     ]
-    only = os.environ.get("OSMOSIS_BENCH_ABLATIONS")
-    ablations = [
-        Setup("without lean forward", lean=False),
-        Setup("without merged-LoRA serving", merge=False),
-        Setup("without in-process gateway calls", local_gateway=False),
-        Setup("without gc freeze/young collections", gc_tricks=False),
-        Setup("micro-batches of 2048 tokens (the CPU default before 1024)", micro_batch_tokens=2048),
-        Setup("with the engine in its own process", process=True),
-    ]
-    if only is not None:  # e.g. "lean,process": the rows whose label names one of them
-        keys = [k.strip() for k in only.split(",") if k.strip()]
-        ablations = [a for a in ablations if any(k in a.label for k in keys)]
+    only = os.environ.get("OSMOSIS_BENCH_ABLATIONS")  # e.g. "lean,process"
+    keys = list(_ABLATIONS) if only is None else [k.strip() for k in only.split(",") if k.strip()]
+    ablations = [_ABLATIONS[k] for k in keys if k in _ABLATIONS]
     rows = _measure(case, setups, root, runs)
+    default, ahead, trl = rows
+    head = [
+        _verdict("real model (SmolLM2-135M)", default, trl, memory=True),
+        _table(case, rows, trl),
+        _phase_table(default),
+    ]
     if ablations:  # record the main comparison now: the ablations take as long again
         _write_real(
             "\n\n".join(
-                [
-                    _verdict("real model (SmolLM2-135M)", rows[0], rows[2], memory=True),
-                    _table(case, rows, rows[2]),
-                    "_The ablation rows were still running when this was written._",
-                    _PROSE,
-                    _load_note(),
-                ]
+                [*head, "_The ablation rows were still running when this was written._",
+                 _prose(), _load_note()]
             )
         )
     ablation_runs = max(1, int(os.environ.get("OSMOSIS_BENCH_ABLATION_RUNS", str(runs))))
-    rows += _measure(case, ablations, root, ablation_runs)
-    default, trl = rows[0], rows[2]
-    others = [
-        f"- {r.setup.label}: step {r.median('step_s'):.2f} s, peak RSS "
-        f"{r.median('peak_rss_gb'):.2f} GB (defaults: {default.median('step_s'):.2f} s, "
-        f"{default.median('peak_rss_gb'):.2f} GB)"
-        for r in rows[3:]
-        if not r.setup.label.startswith("without ")
-    ]
+    extra = _measure(case, ablations, root, ablation_runs)
+    by_label = {r.setup.label: r for r in extra}
+    checks = [PathCheck("update thread (lets rollouts ahead overlap the update)", ahead, default,
+                        overlap=True)]
+    for key, label, overlap in (
+        ("lean", "lean forward (decoding and training)", False),
+        ("merge", "merged-LoRA serving", False),
+        ("process", "engine in its own process (with rollouts ahead)", True),
+    ):
+        row = by_label.get(_ABLATIONS[key].label)
+        if row is None:
+            continue
+        checks.append(
+            PathCheck(label, row, ahead, overlap=True)
+            if key == "process"
+            else PathCheck(label, default, row, overlap=overlap)
+        )
+    micro = by_label.get(_ABLATIONS["micro"].label)
+    others = (
+        [
+            f"- {micro.setup.label}: step {micro.median('step_s'):.2f} s / "
+            f"{micro.median('cpu_s'):.1f} CPU s, peak RSS {micro.median('peak_rss_gb'):.2f} GB "
+            f"(defaults: {default.median('step_s'):.2f} s / {default.median('cpu_s'):.1f} CPU s, "
+            f"{default.median('peak_rss_gb'):.2f} GB)"
+        ]
+        if micro is not None
+        else []
+    )
     lines = [
-        _verdict("real model (SmolLM2-135M)", default, trl, memory=True),
+        *head[:2],
         "",
-        _table(case, rows, trl),
+        _table(case, extra, trl) if extra else "",
         "",
-        "What each speed path gains on this case (rows 'without ...' switch one path off; "
-        f"ablation rows are the median of {ablation_runs} run(s)):",
+        head[2],
         "",
-        *_gains(rows, default),
+        "What each speed path gains on this case (one change between the two rows; ablation "
+        f"rows are the median of {ablation_runs} run(s); a path pays when it saves >= 10 % of "
+        "the step's wall time, and of its CPU time unless it only overlaps work):",
+        "",
+        *(c.line() for c in checks),
         *others,
         "",
-        _PROSE + (" " + _HTTP_ROW if any("gateway" in r.setup.label for r in rows) else ""),
+        _prose(),
         "",
         _load_note(),
     ]
@@ -516,7 +626,7 @@ def main() -> None:
             "",
             "\n\n".join(sections),
             "",
-            _PROSE,
+            _prose(),
             "",
             _load_note(),
         ]

@@ -161,3 +161,34 @@ async def test_a_failed_peft_load_keeps_the_merged_adapter(
         assert after.logprobs == pytest.approx(before.logprobs, abs=1e-6)
     finally:
         await engine.close()
+
+
+async def test_shared_weights_serve_merged_adapters_without_writing_them(
+    tiny_loaded: Any, tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    owner = dict(tiny_loaded.model.named_parameters())
+    before = {name: p.detach().clone() for name, p in owner.items()}
+    engine = HFEngine(tiny_loaded, device="cpu", seed=0, share_weights=True)
+    req = GenerationRequest(
+        messages=[{"role": "user", "content": "What is 2 + 3?"}], temperature=0.0, max_tokens=6
+    )
+    try:
+        # The copy costs no weight memory: its parameters are the owner's tensors.
+        assert all(p is owner[n] for n, p in engine.model.named_parameters())
+        for version, seed in ((1, 1), (2, 2)):  # the second re-fills the merged buffers
+            folder = _adapter(tiny_model_dir, tmp_path / f"m{seed}", seed)
+            await engine.load_adapter(str(folder), version)
+            res = await engine.generate(req)
+            prompt, completion = res.prompt_token_ids or [], res.completion_token_ids or []
+            ids = torch.tensor([prompt + completion])
+            logits = _peft_logits(tiny_model_dir, folder, ids)[0].float()
+            steps = logits[len(prompt) - 1 : len(prompt) - 1 + len(completion)].log_softmax(-1)
+            fresh = steps.gather(1, torch.tensor(completion)[:, None])[:, 0]
+            assert torch.allclose(fresh, torch.tensor(res.logprobs), atol=1e-4), version
+        served = dict(engine.model.named_parameters())
+        adapted = "model.layers.0.self_attn.q_proj.weight"
+        assert served[adapted] is not owner[adapted]  # a merged buffer of the engine's own
+        assert served["model.embed_tokens.weight"] is owner["model.embed_tokens.weight"]
+        assert all(torch.equal(p, before[n]) for n, p in owner.items())
+    finally:
+        await engine.close()

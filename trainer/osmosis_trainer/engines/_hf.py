@@ -88,6 +88,10 @@ class HFEngine:
         copy_model: when given a ``LoadedModel``, generate with a private copy, so a trainer
             wrapping or updating the same model object never changes what is served between
             adapter versions. Pass ``False`` to share it (saves memory; you own the consequences).
+        share_weights: with ``copy_model``, copy the modules but share the weight tensors that
+            already sit on ``device`` (a trainer's frozen LoRA base): the copy costs no weight
+            memory, and a merged adapter gets buffers of its own (``_hf_merge`` never writes
+            into the originals). The owner must never change those tensors in place.
         dtype: model dtype when loading from a path (``"auto"``: fp32 on CPU, bf16 on CUDA).
         merge_adapters: serve plain LoRA adapters merged into fp32 base weights (faster
             decoding; see ``_hf_merge``). Other adapters, and all with ``False``, are served
@@ -113,6 +117,7 @@ class HFEngine:
         seed: int | None = None,
         merge_adapters: bool = True,
         lean_decoding: bool = True,
+        share_weights: bool = False,
     ) -> None:
         import torch
 
@@ -120,7 +125,11 @@ class HFEngine:
         model: Any
         if isinstance(loaded_or_model_path, LoadedModel):
             loaded = loaded_or_model_path
-            model = copy.deepcopy(loaded.model) if copy_model else loaded.model
+            model = (
+                _module_copy(loaded.model, self.device, share_weights)
+                if copy_model
+                else loaded.model
+            )
             model.to(self.device)
         else:
             loaded = load_model(str(loaded_or_model_path), device=self.device, dtype=dtype)
@@ -376,6 +385,22 @@ class HFEngine:
         return (
             self.model_name if self._version == 0 else f"{self.model_name}+policy-v{self._version}"
         )
+
+
+def _module_copy(model: Any, device: str, share_weights: bool) -> Any:
+    """A deep copy of ``model``; with ``share_weights`` its parameters already on ``device``
+    stay the owner's tensors (``.to(device)`` then leaves them where they are)."""
+    import torch
+
+    if not share_weights:
+        return copy.deepcopy(model)
+    target = torch.device(device)
+    memo: dict[int, Any] = {
+        id(p): p
+        for p in model.parameters()
+        if p.device.type == target.type and (target.index is None or p.device == target)
+    }
+    return copy.deepcopy(model, memo)
 
 
 def _eos_ids(model: Any, tokenizer: Any) -> list[int]:

@@ -100,10 +100,17 @@ def lora_deltas(model: Any, state: AdapterState) -> dict[str, torch.Tensor]:
 
 
 class MergedLoRA:
-    """Merges adapters into a plain model's weights, keeping the originals it replaced."""
+    """Merges adapters into a plain model's weights without writing into the originals.
+
+    An adapted layer's weight is swapped for a merged parameter of its own (``W0 + delta``,
+    re-filled in place by later adapters); the original parameter object is kept and put back
+    on :meth:`restore`. The originals are never written, so they may be shared with their
+    owner (``HFEngine(share_weights=True)``: a trainer's frozen base): merging costs one copy
+    of the adapted layers, and no copy of the originals.
+    """
 
     def __init__(self) -> None:
-        self._originals: dict[str, torch.Tensor] = {}
+        self._originals: dict[str, torch.nn.Parameter] = {}
 
     @property
     def active(self) -> bool:
@@ -114,20 +121,31 @@ class MergedLoRA:
         import torch
 
         deltas = lora_deltas(model, state)  # validates everything before touching the model
-        params = dict(model.named_parameters())
+        modules = dict(model.named_modules())
         with torch.no_grad():
             for name in [n for n in self._originals if n not in deltas]:
-                params[name].copy_(self._originals.pop(name))
+                _put(modules, name, self._originals.pop(name))
             for name, delta in deltas.items():
-                original = self._originals.setdefault(name, params[name].detach().clone())
-                params[name].copy_(original + delta)
+                current = _get(modules, name)
+                original = self._originals.setdefault(name, current)
+                if current is original:  # first adapter on this layer: a buffer of its own
+                    _put(modules, name, torch.nn.Parameter(original + delta, requires_grad=False))
+                else:
+                    torch.add(original, delta, out=current)
 
     def restore(self, model: Any) -> None:
         """Put the base weights back (before serving an adapter peft's way)."""
-        import torch
-
-        params = dict(model.named_parameters())
-        with torch.no_grad():
-            for name, original in self._originals.items():
-                params[name].copy_(original)
+        modules = dict(model.named_modules())
+        for name, original in self._originals.items():
+            _put(modules, name, original)
         self._originals.clear()
+
+
+def _get(modules: dict[str, Any], name: str) -> Any:
+    owner, _, attr = name.rpartition(".")
+    return getattr(modules[owner], attr)
+
+
+def _put(modules: dict[str, Any], name: str, param: Any) -> None:
+    owner, _, attr = name.rpartition(".")
+    setattr(modules[owner], attr, param)
