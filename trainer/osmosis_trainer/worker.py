@@ -195,6 +195,9 @@ def main(argv: list[str] | None = None) -> int:
         # unwinds (engine closed, status written) instead of dying mid-write.
         signal.raise_signal(signal.SIGINT)
 
+    # A worker started from a background shell inherits SIGINT ignored, and Python then installs
+    # no KeyboardInterrupt handler: on_term's SIGINT would do nothing and the run never end.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, on_term)
     run.claim(status="pending", phase="provision")
     with run.heartbeat(), _prune_empty_artifacts(run):

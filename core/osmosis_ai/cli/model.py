@@ -155,12 +155,30 @@ def deploy_command(
     state.err_console.print(
         f"loading {ref.label} (base {ref.base_model}, adapter {ref.adapter_dir}) ..."
     )
-    try:
-        code = subprocess.call(cmd)
-    except KeyboardInterrupt:  # the server got the same Ctrl-C and is stopping
-        code = 0
+    code = _serve_until_signalled(cmd)
     if code not in (0, -2, 130):
         raise typer.Exit(code)
+
+
+def _serve_until_signalled(cmd: list[str]) -> int:
+    """Run the server child until it exits; SIGINT/SIGTERM sent to this process are passed on
+    and waited for, so a stop aimed at ``osmosis model deploy`` (not only a terminal's Ctrl-C,
+    which reaches both) never leaves the server running, or holding its port, behind it."""
+    import signal
+
+    proc = subprocess.Popen(cmd)
+
+    def forward(signum: int, frame: object) -> None:
+        if proc.poll() is None:
+            proc.send_signal(signum)
+
+    handled = (signal.SIGINT, signal.SIGTERM)
+    previous = {sig: signal.signal(sig, forward) for sig in handled}
+    try:
+        return proc.wait()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def _check_body_limit(value: int) -> None:

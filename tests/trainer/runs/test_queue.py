@@ -42,3 +42,17 @@ def test_sigterm_ends_the_worker_as_killed(tmp_path: Path) -> None:
     record = load_run(queued.path)
     assert record is not None and (record.status, record.phase) == ("killed", "cleanup")
     assert record.error == "terminated (SIGTERM)"
+
+
+def test_sigterm_ends_a_worker_started_with_sigint_ignored(tmp_path: Path) -> None:
+    """A background shell (nohup, ``cmd &``, some CI runners) starts children with SIGINT
+    ignored; the worker's SIGTERM path must not depend on the SIGINT handler it inherits."""
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # inherited by the worker
+    try:
+        queued, proc = _queued_behind_this_process(tmp_path / "runs")
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=120) == 143
+    record = load_run(queued.path)
+    assert record is not None and record.status == "killed"
