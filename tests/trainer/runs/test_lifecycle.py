@@ -219,6 +219,9 @@ def test_ctrl_c_in_the_foreground_stops_after_the_step(in_workspace: dict[str, A
     cli = subprocess.Popen(
         [sys.executable, "-c", code], cwd=in_workspace["runs"].parent,
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        # As a terminal starts it: a background shell (CI runners, `cmd &`) passes SIGINT on
+        # ignored, and Python then raises no KeyboardInterrupt.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     assert cli.stdout is not None
     first = cli.stdout.readline()  # "run ctrlc-<time> (<path>)"
