@@ -6,7 +6,7 @@ import asyncio
 import weakref
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypedDict, TypeVar
 
 from osmosis_ai.grading._cache import JudgeCache
 from osmosis_ai.grading._model import JudgeModel, JudgeModelError, JudgeReply
@@ -15,7 +15,7 @@ from osmosis_ai.grading._prompts import retry_messages
 from osmosis_ai.grading._types import JudgeUsage, JudgeVerdict, Scale
 from osmosis_ai.rollout import Message, RolloutSample
 
-__all__ = ["Attempt", "JudgeBase", "Mode", "read_rubric"]
+__all__ = ["Attempt", "JudgeBase", "JudgeOptions", "Mode", "read_rubric"]
 
 T = TypeVar("T")
 Mode = Literal["json", "levels"]
@@ -54,6 +54,20 @@ def _as_scale(scale: Scale | tuple[float, float]) -> Scale:
     return scale if isinstance(scale, Scale) else Scale(min=scale[0], max=scale[1])
 
 
+class JudgeOptions(TypedDict, total=False):
+    """The settings every judge takes (see :class:`JudgeBase`); subclasses accept them as
+    ``**options`` so each default is written once, in :class:`JudgeBase`."""
+
+    scale: Scale | tuple[float, float]
+    n: int
+    temperature: float | None
+    max_tokens: int | None
+    max_retries: int
+    max_concurrent: int
+    cache: JudgeCache | bool
+    few_shot: bool | None
+
+
 class JudgeBase:
     """Settings and machinery shared by :class:`RubricJudge` and :class:`GroupJudge`.
 
@@ -63,13 +77,17 @@ class JudgeBase:
         scale: the score range (a :class:`Scale` or ``(min, max)``); also the reward range.
         n: judge calls per judgement, averaged (group judge: each call sees another order).
         temperature: sampling temperature of the judge (default 0 for one call, 1 for more).
-        max_tokens: the longest judge reply.
+        max_tokens: the longest judge reply (default: the judge kind's
+            ``default_max_tokens``).
         max_retries: extra calls after an unreadable answer before it is a failure.
         max_concurrent: judge calls in flight at once (per event loop).
         cache: a :class:`JudgeCache`, ``True`` for a fresh in-memory one, ``False`` for none.
+        few_shot: put worked examples in the prompt (default: only for local judges, which
+            need them).
     """
 
     kind = "judge"
+    default_max_tokens = 256
 
     def __init__(
         self,
@@ -79,10 +97,11 @@ class JudgeBase:
         scale: Scale | tuple[float, float] = (0.0, 1.0),
         n: int = 1,
         temperature: float | None = None,
-        max_tokens: int = 256,
+        max_tokens: int | None = None,
         max_retries: int = 2,
         max_concurrent: int = 8,
         cache: JudgeCache | bool = True,
+        few_shot: bool | None = None,
     ) -> None:
         if n < 1 or max_retries < 0 or max_concurrent < 1:
             raise ValueError("need n >= 1, max_retries >= 0 and max_concurrent >= 1")
@@ -91,12 +110,14 @@ class JudgeBase:
         self.scale = _as_scale(scale)
         self.n = n
         self.temperature = temperature if temperature is not None else (0.0 if n == 1 else 1.0)
-        self.max_tokens = max_tokens
+        self.max_tokens = max_tokens if max_tokens is not None else self.default_max_tokens
         self.max_retries = max_retries
         self.max_concurrent = max_concurrent
         self.cache: JudgeCache | None = (
             cache if isinstance(cache, JudgeCache) else (JudgeCache() if cache else None)
         )
+        # Worked examples in the prompt: on by default for local (small) judges only.
+        self.few_shot = few_shot if few_shot is not None else self.model.kind == "engine"
         self.usage = JudgeUsage()
         """Running totals over every judgement this judge made."""
         self._limits: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore]

@@ -17,14 +17,14 @@ import random
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, Unpack
 
-from osmosis_ai.grading._base import Attempt, JudgeBase, record_on_sample
-from osmosis_ai.grading._cache import JudgeCache, cache_key
+from osmosis_ai.grading._base import Attempt, JudgeBase, JudgeOptions, record_on_sample
+from osmosis_ai.grading._cache import cache_key
 from osmosis_ai.grading._model import JudgeModel
 from osmosis_ai.grading._parse import parse_group
 from osmosis_ai.grading._prompts import PROMPT_VERSION, final_text, group_messages, question_text
-from osmosis_ai.grading._types import JudgeError, JudgeUsage, JudgeVerdict, Scale
+from osmosis_ai.grading._types import JudgeError, JudgeUsage, JudgeVerdict
 from osmosis_ai.rollout import GraderContext
 
 __all__ = ["GroupJudge", "rotations"]
@@ -70,42 +70,25 @@ class GroupJudge(JudgeBase):
         group_wait_s: in :meth:`grade`, how long a rollout waits for the rest of its group
             before the responses that arrived are judged without the missing ones (rollouts
             that failed never arrive). ``None``: wait for all (the grader timeout still applies).
-        few_shot: put a worked example in the prompt (default: only for local judges).
 
-    Other arguments: see :class:`~osmosis_ai.grading.JudgeBase`.
+    Other arguments (``scale``, ``n``, ``temperature``, ``max_tokens`` (default 512: a score
+    per response), ``max_retries``, ``max_concurrent``, ``cache``, ``few_shot``): see
+    :class:`~osmosis_ai.grading.JudgeBase`.
     """
 
     kind = "group"
+    default_max_tokens = 512
 
     def __init__(
         self,
         rubric: str | Path,
         *,
         model: JudgeModel | str,
-        scale: Scale | tuple[float, float] = (0.0, 1.0),
-        n: int = 1,
-        temperature: float | None = None,
-        max_tokens: int = 512,
-        max_retries: int = 2,
-        max_concurrent: int = 8,
-        cache: JudgeCache | bool = True,
         group_wait_s: float | None = 60.0,
-        few_shot: bool | None = None,
+        **options: Unpack[JudgeOptions],
     ) -> None:
-        super().__init__(
-            rubric,
-            model=model,
-            scale=scale,
-            n=n,
-            temperature=temperature,
-            max_tokens=max_tokens,
-            max_retries=max_retries,
-            max_concurrent=max_concurrent,
-            cache=cache,
-        )
+        super().__init__(rubric, model=model, **options)
         self.group_wait_s = group_wait_s
-        # A worked example in the prompt: on by default for local (small) judges only.
-        self.few_shot = few_shot if few_shot is not None else self.model.kind == "engine"
         self._pending: dict[Any, _Pending] = {}
 
     async def score_group(

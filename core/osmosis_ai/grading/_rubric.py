@@ -6,10 +6,10 @@ import asyncio
 import math
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, Unpack
 
-from osmosis_ai.grading._base import Attempt, JudgeBase, Mode, record_on_sample
-from osmosis_ai.grading._cache import JudgeCache, cache_key
+from osmosis_ai.grading._base import Attempt, JudgeBase, JudgeOptions, Mode, record_on_sample
+from osmosis_ai.grading._cache import cache_key
 from osmosis_ai.grading._model import JudgeModel
 from osmosis_ai.grading._parse import (
     first_token_level,
@@ -18,7 +18,7 @@ from osmosis_ai.grading._parse import (
     parse_rubric_json,
 )
 from osmosis_ai.grading._prompts import PROMPT_VERSION, final_text, question_text, rubric_messages
-from osmosis_ai.grading._types import JudgeError, JudgeVerdict, Scale
+from osmosis_ai.grading._types import JudgeError, JudgeVerdict
 from osmosis_ai.rollout import GraderContext
 
 __all__ = ["RubricJudge"]
@@ -52,8 +52,7 @@ class RubricJudge(JudgeBase):
                 await judge.grade(ctx)
 
     Other arguments: see :class:`~osmosis_ai.grading.JudgeBase` (``scale``, ``n``, ``cache``,
-    ``max_concurrent``, ``max_retries``, ``temperature``, ``max_tokens``); ``few_shot`` puts two
-    worked examples in the prompt (default: only for local judges, which need them).
+    ``max_concurrent``, ``max_retries``, ``temperature``, ``max_tokens``, ``few_shot``).
     """
 
     kind = "rubric"
@@ -64,31 +63,12 @@ class RubricJudge(JudgeBase):
         *,
         model: JudgeModel | str,
         mode: Mode = "json",
-        scale: Scale | tuple[float, float] = (0.0, 1.0),
-        n: int = 1,
-        temperature: float | None = None,
-        max_tokens: int = 256,
-        max_retries: int = 2,
-        max_concurrent: int = 8,
-        cache: JudgeCache | bool = True,
-        few_shot: bool | None = None,
+        **options: Unpack[JudgeOptions],
     ) -> None:
         if mode not in ("json", "levels"):
             raise ValueError(f"mode must be 'json' or 'levels', got {mode!r}")
-        super().__init__(
-            rubric,
-            model=model,
-            scale=scale,
-            n=n,
-            temperature=temperature,
-            max_tokens=max_tokens,
-            max_retries=max_retries,
-            max_concurrent=max_concurrent,
-            cache=cache,
-        )
+        super().__init__(rubric, model=model, **options)
         self.mode: Mode = mode
-        # Worked examples in the prompt: on by default for local (small) judges only.
-        self.few_shot = few_shot if few_shot is not None else self.model.kind == "engine"
 
     async def score(
         self,
