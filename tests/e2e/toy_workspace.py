@@ -8,17 +8,10 @@ stopping at once. A tiny random model can learn it in a few dozen steps.
 from __future__ import annotations
 
 import json
+import textwrap
 from pathlib import Path
 
-ROLLOUT = '''
-from osmosis_ai.rollout import AgentWorkflow, Grader
-
-
-class EvenWorkflow(AgentWorkflow):
-    async def run(self, ctx):
-        reply = await ctx.chat(ctx.prompt)
-        return [*ctx.prompt, reply.message]
-
+GRADER = '''
 
 class EvenGrader(Grader):
     async def grade(self, ctx):
@@ -31,12 +24,42 @@ class EvenGrader(Grader):
 '''
 
 
+def rollout_source(*, header: str = "", before_chat: str = "", chat_args: str = "") -> str:
+    """The rollout's ``main.py``: ``EvenWorkflow`` makes one ``ctx.chat(ctx.prompt{chat_args})``
+    call and ``EvenGrader`` rewards even token ids. ``header`` (imports, module state) goes
+    before the classes, ``before_chat`` (code of ``run``, unindented) before the call; tests
+    that hold, kill or mark a rollout add theirs there, the rest stays this one definition."""
+    run = textwrap.indent(textwrap.dedent(before_chat).strip("\n"), " " * 8)
+    return (
+        "from osmosis_ai.rollout import AgentWorkflow, Grader\n"
+        + (textwrap.dedent(header).strip("\n") + "\n" if header else "")
+        + "\n\nclass EvenWorkflow(AgentWorkflow):\n    async def run(self, ctx):\n"
+        + (run + "\n" if run.strip() else "")
+        + f"        reply = await ctx.chat(ctx.prompt{', ' + chat_args if chat_args else ''})\n"
+        + "        return [*ctx.prompt, reply.message]\n"
+        + GRADER
+    )
+
+
+ROLLOUT = rollout_source()
+
+
 def make_workspace(
-    root: Path, model_dir: Path, *, eos_id: int, rows: int = 8, extra_toml: str = "", **training: object
+    root: Path,
+    model_dir: Path | str,
+    *,
+    eos_id: int,
+    rows: int = 8,
+    rollout: str = ROLLOUT,
+    experiment_extra: str = "",
+    extra_toml: str = "",
+    **training: object,
 ) -> Path:
-    """Write rollouts/even/main.py, data/even.jsonl and configs/training/even.toml."""
+    """Write rollouts/even/main.py (``rollout``), data/even.jsonl and
+    configs/training/even.toml; ``training`` overrides ``[training]`` keys (``None`` drops
+    one, e.g. ``max_steps=None`` trains every row once)."""
     (root / "rollouts" / "even").mkdir(parents=True)
-    (root / "rollouts" / "even" / "main.py").write_text(ROLLOUT)
+    (root / "rollouts" / "even" / "main.py").write_text(rollout)
     (root / "data").mkdir()
     with open(root / "data" / "even.jsonl", "w") as fh:
         for i in range(rows):
@@ -48,12 +71,13 @@ def make_workspace(
         "max_prompt_length": 256, "max_response_length": 8, "device": "cpu",
         **training,
     }
-    body = "\n".join(f"{k} = {json.dumps(v)}" for k, v in settings.items())
+    body = "\n".join(f"{k} = {json.dumps(v)}" for k, v in settings.items() if v is not None)
     (root / "configs" / "training").mkdir(parents=True)
     config = root / "configs" / "training" / "even.toml"
     config.write_text(
         f'[experiment]\nrollout = "even"\nentrypoint = "main.py"\nmodel_path = "{model_dir}"\n'
-        f'dataset = "data/even.jsonl"\n\n[training]\n{body}\n\n[lora]\nr = 8\nalpha = 16\n'
+        f'dataset = "data/even.jsonl"\n{experiment_extra}\n[training]\n{body}\n\n[lora]\nr = 8\n'
+        "alpha = 16\n"
         f"{extra_toml}"
     )
     return config

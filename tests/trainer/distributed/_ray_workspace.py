@@ -12,53 +12,40 @@ import json
 from pathlib import Path
 
 from osmosis_trainer.models import load_model
-from tests.e2e.toy_workspace import make_workspace
+from tests.e2e.toy_workspace import make_workspace, rollout_source
 
 __all__ = ["ROLLOUTS", "STEPS", "kill_file", "token_ids", "workspace"]
 
-ROLLOUT = '''
+HEADER = '''
 import os
 from pathlib import Path
 
-from osmosis_ai.rollout import AgentWorkflow, Grader
-
 HERE = Path(os.environ.get("OSMOSIS_TEST_ROLLOUT_DIR", Path(__file__).parent))
-
-
-class EvenWorkflow(AgentWorkflow):
-    async def run(self, ctx):
-        kill = HERE / "KILL"
-        taken = HERE / "KILL.taken"
-        try:
-            os.rename(kill, taken)  # atomic: exactly one workflow takes it
-        except FileNotFoundError:
-            pass
-        else:
-            import ray
-
-            target = taken.read_text().strip()
-            if not target:
-                os._exit(1)  # this rollout worker's process dies mid-step
-            ray.kill(ray.get_actor(target))  # an inference engine dies mid-step
-        import ray
-
-        if ray.is_initialized():
-            with open(HERE / "nodes.log", "a") as fh:
-                fh.write(ray.get_runtime_context().get_node_id() + "\\n")
-        seed = 1000 * ctx.row_index + ctx.sample_index
-        reply = await ctx.chat(ctx.prompt, seed=seed)
-        return [*ctx.prompt, reply.message]
-
-
-class EvenGrader(Grader):
-    async def grade(self, ctx):
-        for sample_id, sample in ctx.samples.items():
-            ids = list(sample.calls[-1].completion_token_ids or [])
-            eos = int(ctx.metadata["eos_id"])
-            body = [t for t in ids if t != eos]
-            reward = 0.0 if len(body) < 4 else sum(t % 2 == 0 for t in body) / len(body)
-            ctx.set_sample_reward(sample_id, reward)
 '''
+
+BEFORE_CHAT = '''
+kill = HERE / "KILL"
+taken = HERE / "KILL.taken"
+try:
+    os.rename(kill, taken)  # atomic: exactly one workflow takes it
+except FileNotFoundError:
+    pass
+else:
+    import ray
+
+    target = taken.read_text().strip()
+    if not target:
+        os._exit(1)  # this rollout worker's process dies mid-step
+    ray.kill(ray.get_actor(target))  # an inference engine dies mid-step
+import ray
+
+if ray.is_initialized():
+    with open(HERE / "nodes.log", "a") as fh:
+        fh.write(ray.get_runtime_context().get_node_id() + "\\n")
+seed = 1000 * ctx.row_index + ctx.sample_index
+'''
+
+ROLLOUT = rollout_source(header=HEADER, before_chat=BEFORE_CHAT, chat_args="seed=seed")
 
 STEPS = 3
 ROLLOUTS = 16  # 4 rows x 4 samples per step
