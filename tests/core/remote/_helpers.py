@@ -11,6 +11,7 @@ from typing import Any
 
 import httpx
 
+from osmosis_ai.rollout import ChatResult, Message
 from osmosis_ai.rollout.remote import (
     ClientSettings,
     RolloutAgentLoop,
@@ -65,17 +66,23 @@ class ToolLoop(RolloutAgentLoop):
         if self.gate is not None:
             await self.gate.wait()
         messages = list(ctx.request.messages)
-        while True:
-            result = await ctx.chat(messages)
-            messages.append(result.message)
-            if not result.has_tool_calls:
-                break
-            for call in result.tool_calls:
-                args = json.loads(call["function"]["arguments"])
-                messages.append({"role": "tool", "tool_call_id": call["id"],
-                                 "content": str(args["a"] + args["b"])})
-                ctx.record_tool_call(latency_ms=1.0)
+        result = await chat_running_add(ctx, messages)
         return ctx.complete(messages, reward=1.0 if "ok" in result.content else 0.0)
+
+
+async def chat_running_add(ctx: RolloutContext, messages: list[Message]) -> ChatResult:
+    """Call the LLM until it answers without tool calls, running each ``add`` call (appended
+    to ``messages``, recorded as a tool call); return the last answer."""
+    while True:
+        result = await ctx.chat(messages)
+        messages.append(result.message)
+        if not result.has_tool_calls:
+            return result
+        for call in result.tool_calls:
+            args = json.loads(call["function"]["arguments"])
+            messages.append({"role": "tool", "tool_call_id": call["id"],
+                             "content": str(args["a"] + args["b"])})
+            ctx.record_tool_call(latency_ms=1.0)
 
 
 def fast_client() -> ClientSettings:

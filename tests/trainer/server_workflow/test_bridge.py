@@ -4,7 +4,6 @@ rollout server (create_app on 127.0.0.1) through RemoteRolloutWorkflow."""
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -27,10 +26,9 @@ from osmosis_ai.rollout.running import RolloutRunner
 from osmosis_ai.serving.gateway import PolicyGateway
 from osmosis_ai.testing import ScriptedEngine, text, tool_call
 from osmosis_trainer.server_workflow import RemoteCallbacks, remote_entrypoint
+from tests.core.remote._helpers import ADD_TOOL, chat_running_add
 
 KEY = "server-key"
-ADD = {"type": "function", "function": {"name": "add", "description": "a+b", "parameters": {
-    "type": "object", "properties": {"a": {"type": "number"}, "b": {"type": "number"}}}}}
 
 
 class Row:
@@ -52,7 +50,7 @@ class AddLoop(RolloutAgentLoop):
         """Rows with ``hold`` wait for it (the test decides when they go on, not a clock)."""
 
     def get_tools(self, request: RolloutRequest) -> list[dict[str, Any]]:
-        return [ADD]
+        return [ADD_TOOL]
 
     async def run(self, ctx: RolloutContext) -> RolloutResult:
         self.requests.append(ctx.request)
@@ -62,14 +60,7 @@ class AddLoop(RolloutAgentLoop):
         if meta.get("hold"):
             await self.release.wait()
         messages = list(ctx.request.messages)
-        while True:
-            result = await ctx.chat(messages)
-            messages.append(result.message)
-            if not result.has_tool_calls:
-                break
-            for call in result.tool_calls:
-                args = json.loads(call["function"]["arguments"])
-                messages.append({"role": "tool", "tool_call_id": call["id"], "content": str(args["a"] + args["b"])})
+        result = await chat_running_add(ctx, messages)
         if meta.get("no_reward"):
             return ctx.complete(messages)
         return ctx.complete(messages, reward=1.0 if result.content == meta.get("ground_truth") else 0.0)
