@@ -12,10 +12,12 @@ from osmosis_ai.data._readers import SUPPORTED_SUFFIXES, RawRecord, count_record
 from osmosis_ai.data._row import DatasetIssue, DatasetRow, DatasetRowError, build_row
 from osmosis_ai.errors import DatasetError
 
-__all__ = ["DatasetReport", "count_rows", "read_dataset", "validate_dataset"]
+__all__ = ["DatasetReport", "check_path", "count_rows", "read_dataset", "validate_dataset"]
 
 
-def _check_path(path: str | PathLike[str]) -> tuple[Path, str]:
+def check_path(path: str | PathLike[str]) -> tuple[Path, str]:
+    """The dataset file and how to name it in errors; a clear error for an unsupported
+    format or a missing file (every reader of dataset files starts here)."""
     p = Path(path)
     label = str(path)
     if p.suffix.lower() not in SUPPORTED_SUFFIXES:
@@ -48,7 +50,7 @@ def read_dataset(
         DatasetError: at once when the file is missing or its format unsupported; during
             iteration at the first bad row (the message names file, line, row and column).
     """
-    p, label = _check_path(path)
+    p, label = check_path(path)
     if offset < 0:
         raise DatasetError(f"{label}: offset must be >= 0, got {offset}")
     if limit is not None and limit < 0:
@@ -77,7 +79,7 @@ def _iter_rows(p: Path, label: str, limit: int | None, offset: int) -> Iterator[
 
 def count_rows(path: str | PathLike[str]) -> int:
     """The number of data rows in a dataset file (rows are counted, not validated)."""
-    p, label = _check_path(path)
+    p, label = check_path(path)
     return count_records(p, label)
 
 
@@ -133,7 +135,7 @@ def validate_dataset(path: str | PathLike[str], *, max_errors: int = 5) -> Datas
     Raises:
         DatasetError: the file is missing or its format unsupported.
     """
-    p, label = _check_path(path)
+    p, label = check_path(path)
     errors: list[DatasetIssue] = []
     error_count = rows = valid = 0
     columns: dict[str, None] = {}

@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from osmosis_ai.data._readers import SUPPORTED_SUFFIXES, iter_records
+from osmosis_ai.data._dataset import check_path
+from osmosis_ai.data._readers import iter_records
 from osmosis_ai.errors import DatasetError
 from osmosis_ai.eval import EvalRecord, EvalSummary, summarize
 from osmosis_ai.grading._rubric import RubricJudge
@@ -44,13 +45,7 @@ class AnswersResult:
 
 
 def _load_rows(path: Path, limit: int | None) -> list[tuple[int, int | None, dict[str, Any]]]:
-    if path.suffix.lower() not in SUPPORTED_SUFFIXES:
-        raise DatasetError(
-            f"{path}: unsupported dataset format '{path.suffix or '(no suffix)'}'; use one of "
-            f"{', '.join(SUPPORTED_SUFFIXES)}"
-        )
-    if not path.is_file():
-        raise DatasetError(f"{path}: dataset file not found (looked at {path.resolve()})")
+    check_path(path)
     rows = []
     for raw in iter_records(path, str(path)):
         if raw.issue is not None:
