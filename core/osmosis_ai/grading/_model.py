@@ -83,6 +83,29 @@ def _logprob_tables(choice: dict[str, Any]) -> tuple[list[dict[str, float]] | No
     return tables, [str(e.get("token", "")) for e in content]
 
 
+def _openai_params(
+    model: str,
+    messages: list[Message],
+    temperature: float,
+    max_tokens: int,
+    top_logprobs: int | None,
+    seed: int | None,
+) -> dict[str, Any]:
+    """The OpenAI chat-completions parameters of one judge call (HTTP body or LiteLLM call)."""
+    params: dict[str, Any] = {
+        "model": model,
+        "messages": messages,
+        "temperature": temperature,
+        "max_tokens": max_tokens,
+    }
+    if seed is not None:
+        params["seed"] = seed
+    if top_logprobs:
+        params["logprobs"] = True
+        params["top_logprobs"] = top_logprobs
+    return params
+
+
 def _reply_from_openai(data: dict[str, Any], cost: float | None) -> JudgeReply:
     choice = (data.get("choices") or [{}])[0]
     usage = data.get("usage") or {}
@@ -187,17 +210,7 @@ class JudgeModel:
         top_logprobs: int | None,
         seed: int | None,
     ) -> JudgeReply:
-        body: dict[str, Any] = {
-            "model": self.served_name,
-            "messages": messages,
-            "temperature": temperature,
-            "max_tokens": max_tokens,
-        }
-        if seed is not None:
-            body["seed"] = seed
-        if top_logprobs:
-            body["logprobs"] = True
-            body["top_logprobs"] = top_logprobs
+        body = _openai_params(self.served_name, messages, temperature, max_tokens, top_logprobs, seed)
         headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
         url = self.model.rstrip("/") + "/chat/completions"
         try:
@@ -231,19 +244,11 @@ class JudgeModel:
         seed: int | None,
     ) -> JudgeReply:
         litellm = _import_litellm()
-        kwargs: dict[str, Any] = {
-            "model": self.model,
-            "messages": messages,
-            "temperature": temperature,
-            "max_tokens": max_tokens,
+        kwargs = {
+            **_openai_params(self.model, messages, temperature, max_tokens, top_logprobs, seed),
             "timeout": self.timeout_s,
             **self.extra,
         }
-        if seed is not None:
-            kwargs["seed"] = seed
-        if top_logprobs:
-            kwargs["logprobs"] = True
-            kwargs["top_logprobs"] = top_logprobs
         if self.api_key:
             kwargs["api_key"] = self.api_key
         try:
