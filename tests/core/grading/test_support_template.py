@@ -14,12 +14,12 @@ from typing import Any
 import pytest
 
 from osmosis_ai.config import load_eval_config, load_training_config
-from osmosis_ai.eval import EvalOptions, run_eval
+from osmosis_ai.eval import EvalOptions, EvalResult, run_eval
 from osmosis_ai.rollout.running import load_entrypoint
 from osmosis_ai.serving.gateway import PolicyGateway
 from osmosis_ai.templates import create_from_template
 from osmosis_ai.testing import FakeRequest, ScriptedEngine
-from tests.core.grading._helpers import scripted_judge
+from tests.core.grading._helpers import ScriptedJudge, scripted_judge
 
 
 def _policy(req: FakeRequest) -> str:
@@ -55,18 +55,28 @@ def test_scaffold_and_configs(tmp_path: Path) -> None:
     assert len(rows) >= 20 and all(json.loads(r)["user_prompt"] for r in rows)
 
 
-async def test_eval_scores_replies_with_the_judge(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+@contextlib.asynccontextmanager
+async def _support_eval(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, judge: Any, limit: int
+) -> AsyncIterator[tuple[EvalResult, ScriptedJudge]]:
+    """The support-judge template evaluated on ``limit`` rows by the scripted policy, its
+    grader's judge answering from ``judge`` (offline: no OpenAI key)."""
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     create_from_template("support-judge", "support", tmp_path)
-    async with scripted_judge(_level_judge) as sj:
+    async with scripted_judge(judge) as sj:
         monkeypatch.setenv("OSMOSIS_JUDGE_MODEL", sj.model.model)
         result = await run_eval(
             tmp_path / "configs/eval/support.toml",
-            EvalOptions(limit=4, output=tmp_path / "out"),
+            EvalOptions(limit=limit, output=tmp_path / "out"),
             endpoint_factory=_policy_endpoint,
         )
+        yield result, sj
+
+
+async def test_eval_scores_replies_with_the_judge(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with _support_eval(tmp_path, monkeypatch, _level_judge, 4) as (result, sj):
         s = result.summary
         assert s.success == 4, s.failure_examples
         rewards = sorted(r.reward or 0.0 for r in result.records)
@@ -81,15 +91,9 @@ async def test_eval_scores_replies_with_the_judge(
 async def test_an_unreadable_judge_fails_the_sample_with_its_reply(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    create_from_template("support-judge", "support", tmp_path)
-    async with scripted_judge(lambda req: "I am not sure what you mean.") as sj:
-        monkeypatch.setenv("OSMOSIS_JUDGE_MODEL", sj.model.model)
-        result = await run_eval(
-            tmp_path / "configs/eval/support.toml",
-            EvalOptions(limit=2, output=tmp_path / "out"),
-            endpoint_factory=_policy_endpoint,
-        )
+    unsure = lambda _req: "I am not sure what you mean."  # noqa: E731
+    async with _support_eval(tmp_path, monkeypatch, unsure, 2) as (result, _sj):
+        pass
     s = result.summary
     assert s.failed == 2 and s.success == 0 and s.reward.count == 0
     assert s.failures_by_reason == {"grader_error": 2}
@@ -101,15 +105,8 @@ async def test_an_unreadable_judge_fails_the_sample_with_its_reply(
 async def test_judge_usage_reaches_the_eval_summary(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    create_from_template("support-judge", "support", tmp_path)
-    async with scripted_judge(_level_judge) as sj:
-        monkeypatch.setenv("OSMOSIS_JUDGE_MODEL", sj.model.model)
-        result = await run_eval(
-            tmp_path / "configs/eval/support.toml",
-            EvalOptions(limit=2, output=tmp_path / "out"),
-            endpoint_factory=_policy_endpoint,
-        )
+    async with _support_eval(tmp_path, monkeypatch, _level_judge, 2) as (result, _sj):
+        pass
     assert all(r.judge["calls"] == 3.0 for r in result.records)
     judge = result.summary.judge
     assert judge["calls"] == 6.0 and judge["prompt_tokens"] > 0 and judge["cache_hits"] == 0.0
