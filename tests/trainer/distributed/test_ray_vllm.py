@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
+import httpx
 import pytest
 
 from osmosis_ai.config import load_training_config
@@ -44,6 +45,12 @@ async def test_training_through_a_vllm_engine_actor(
         )
         run = create_run_dir(tmp_path / "runs", "even")
         result = await run_training(load_training_config(config_file), run)
+        # The run's end stopped the actor's vLLM server (not only the actor), before Ray stops.
+        urls = read_status(run.path)["cluster"]["engine_urls"]  # type: ignore[index]
+        assert len(urls) == 1
+        async with httpx.AsyncClient(timeout=5) as client:
+            with pytest.raises(httpx.TransportError):
+                await client.get(f"{urls[0]}/health")
     assert result.status == "finished" and result.steps_done == 2
     records = [r for r in read_metrics(run.path / "metrics.jsonl") if r["kind"] == "train"]
     assert [r["failed_rollouts"] for r in records] == [0, 0]

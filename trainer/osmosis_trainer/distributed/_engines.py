@@ -12,6 +12,7 @@ its last checkpoint).
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import tempfile
 import time
@@ -25,6 +26,9 @@ from osmosis_trainer.distributed._placement import ClusterPlacement
 __all__ = ["EngineActor", "RayEnginePool", "VLLMEngineActor"]
 
 _STICKY_MAX = 100_000
+_CLOSE_TIMEOUT_S = 60.0  # VLLMEngine waits up to 30 s for its server to exit, then kills it
+
+logger = logging.getLogger("osmosis")
 
 
 class EngineActor:
@@ -302,9 +306,18 @@ class RayEnginePool:
         self.sync_times_s.append(time.perf_counter() - start)
 
     async def close(self) -> None:
+        """Stop every live engine: first its own close (a vLLM actor stops its server, which
+        ``ray.kill`` alone would leave running), bounded, then the actor."""
         import ray
 
-        for i, actor in enumerate(self._actors):
-            if self._alive[i]:
-                ray.kill(actor)
+        live = [a for i, a in enumerate(self._actors) if self._alive[i]]
         self._alive = [False] * len(self._actors)
+        if live:
+            closing = asyncio.gather(*(a.close.remote() for a in live), return_exceptions=True)
+            try:
+                await asyncio.wait_for(closing, _CLOSE_TIMEOUT_S)
+            except TimeoutError:
+                logger.warning("engine actors did not close in %.0f s; killing them",
+                               _CLOSE_TIMEOUT_S)
+        for actor in live:
+            ray.kill(actor)

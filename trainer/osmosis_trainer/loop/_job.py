@@ -378,6 +378,8 @@ class _ClusterJob:
         if pool is not None:
             info.update(engines=pool.engines_alive, engines_lost=pool.engines_lost,
                         engine_nodes=[p["node_id"] for p in pool.places])
+            if pool.kind == "vllm":  # each actor's vLLM server (on its node)
+                info["engine_urls"] = [p.get("url") for p in pool.places]
             info["lost"] = [*info.get("lost", []), *pool.lost_messages[-5:]]
             if pool.engines_lost:
                 logger.warning("%d inference engine(s) lost; going on with %d",
