@@ -22,14 +22,16 @@ class ClusterConfig(Section):
     worker_cpus: float = Field(default=1.0, gt=0, le=1024)
     """CPUs Ray reserves for each rollout worker (fractions allowed, e.g. ``0.5``)."""
     engines: int = Field(default=0, ge=0, le=4096)
-    """Inference engines as Ray actors (``hf`` engine: each its own model copy), behind the
-    driver's policy gateway. Each engine is placed with its share of the rollout workers on
-    one node (one placement-group bundle per engine), engines on different nodes; a sample's
-    calls go to the engine on its worker's node, to another one if that engine died. After
-    each step only the adapter is shipped to every engine, and each confirms the version it
-    serves. 0: the trainer's own engine serves every call (one machine's GPU)."""
+    """Inference engines as Ray actors behind the driver's policy gateway (``[training] engine``
+    ``hf``: each its own model copy; ``vllm``: each one vLLM server on its ``engine_gpus``).
+    Each engine is placed with its share of the rollout workers on one node (one
+    placement-group bundle per engine), engines on different nodes; a sample's calls go to
+    the engine on its worker's node, to another one if that engine died. After each step only
+    the adapter is shipped to every engine, and each confirms the version it serves. 0: the
+    trainer's own engine serves every call (one machine's GPU)."""
     engine_gpus: float = Field(default=0.0, ge=0, le=64)
-    """GPUs per engine actor (0: the engines decode on CPU)."""
+    """GPUs per engine actor (0: the engines decode on CPU). Ray assigns them; a vLLM engine
+    sees exactly those (``CUDA_VISIBLE_DEVICES``), more than one runs it tensor-parallel."""
     engine_cpus: float = Field(default=1.0, gt=0, le=1024)
     """CPUs Ray reserves for each engine actor."""
     max_retries: int = Field(default=2, ge=0, le=100)
