@@ -75,10 +75,10 @@ class ClusterPlacement:
         self._pg = pg
 
     def _strategy(self, bundle: int) -> Any:
-        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
-
         if self._pg is None:
             raise RuntimeError("ClusterPlacement.ready() must be awaited before placing actors")
+        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
         return PlacementGroupSchedulingStrategy(
             placement_group=self._pg, placement_group_bundle_index=bundle,
         )
