@@ -149,7 +149,7 @@ def install(prof: PhaseProfiler) -> None:
     names = {key: label for label, key in PHASES}
     _trainer.Trainer.train = _wrap_async(prof, names["step"], _trainer.Trainer.train)  # type: ignore[method-assign]
     _trainer.Trainer._collect = _wrap_async(prof, names["collect"], _trainer.Trainer._collect)  # type: ignore[method-assign]
-    _trainer._update_then_collect = _wrap_sync(prof, names["update"], _trainer._update_then_collect)
+    setattr(_trainer, "policy_update", _wrap_sync(prof, names["update"], getattr(_trainer, "policy_update")))  # noqa: B009, B010
     _update._micro_batch_loss = _wrap_sync(prof, names["forward"], _update._micro_batch_loss)
     _update._old_logprobs = _wrap_sync(prof, names["forward"], _update._old_logprobs)
     torch.autograd.backward = _wrap_sync(prof, names["backward"], torch.autograd.backward)

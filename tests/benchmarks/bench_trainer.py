@@ -83,8 +83,6 @@ class Setup:
     ahead: int = 0
     process: bool = False
     lean: bool = True
-    merge: bool = True
-    gc_tricks: bool = True
     engine: str = "hf"
     micro_batch_tokens: int | None = None
     """``[algorithm] micro_batch_tokens``; None: the device's default."""
@@ -139,25 +137,6 @@ def _model_path(case: Case, root: Path) -> str:
     return str(folder)
 
 
-def _ablate(setup: Setup) -> None:
-    """Switch off, in this worker process only, the speed paths that have no setting."""
-    if not setup.merge:
-        from osmosis_trainer.engines import _hf
-
-        init = _hf.HFEngine.__init__
-
-        def unmerged(self: Any, *args: Any, **kwargs: Any) -> None:
-            init(self, *args, **{**kwargs, "merge_adapters": False})
-
-        _hf.HFEngine.__init__ = unmerged  # type: ignore[method-assign]
-    if not setup.gc_tricks:
-        from osmosis_trainer.loop import _trainer
-        from osmosis_trainer.loop._update import policy_update
-
-        _trainer._freeze_heap = lambda: None
-        _trainer._update_then_collect = policy_update
-
-
 def run_ours(case: Case, model: str, root: Path, setup: Setup) -> Result:
     import asyncio
 
@@ -174,7 +153,6 @@ def run_ours(case: Case, model: str, root: Path, setup: Setup) -> Result:
         from tests.benchmarks import _trainer_phases
 
         prof = _trainer_phases.PhaseProfiler(_trainer_phases.SETUP)
-    _ablate(setup)
     if prof is not None:
         _trainer_phases.install(prof)
     torch.set_num_threads(setup.threads)
@@ -223,11 +201,15 @@ def run_ours(case: Case, model: str, root: Path, setup: Setup) -> Result:
 
 
 def _cpu_seconds() -> float:
-    """CPU time of this process and its live children (the engine process), all threads."""
+    """CPU time of this process and its children (the engine process), all threads: live ones
+    through psutil, ended (and waited-for) ones through ``RUSAGE_CHILDREN``."""
+    import resource
+
     import psutil
 
     me = psutil.Process()
-    total = sum(me.cpu_times()[:2])
+    ended = resource.getrusage(resource.RUSAGE_CHILDREN)
+    total = sum(me.cpu_times()[:2]) + ended.ru_utime + ended.ru_stime
     for child in me.children(recursive=True):
         try:
             total += sum(child.cpu_times()[:2])
@@ -503,7 +485,6 @@ REAL = Case("real", new_tokens=64, measured=3, warmup=1, embedded=True)
 _ABLATIONS = {
     # key (for OSMOSIS_BENCH_ABLATIONS): the row, and what it is compared with
     "lean": Setup("without lean forward", lean=False),
-    "merge": Setup("without merged-LoRA serving", merge=False),
     "process": Setup("rollouts ahead, engine in own process", ahead=1, process=True),
     "micro": Setup("micro-batches of 1024 tokens (the CPU default before 512)",
                    micro_batch_tokens=1024),
@@ -541,7 +522,6 @@ def _real_section(root: Path, runs: int) -> str:
                         overlap=True)]
     for key, label, overlap in (
         ("lean", "lean forward (decoding and training)", False),
-        ("merge", "merged-LoRA serving", False),
         ("process", "engine in its own process (with rollouts ahead)", True),
     ):
         row = by_label.get(_ABLATIONS[key].label)

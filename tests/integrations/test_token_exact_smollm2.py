@@ -90,7 +90,7 @@ class ScriptedSmolLM2(HFEngine):
     """``HFEngine`` whose decoding loop samples scripted ids (everything else is the engine's)."""
 
     def __init__(self, loaded: Any) -> None:
-        super().__init__(loaded, device="cpu", copy_model=False, merge_adapters=False)
+        super().__init__(loaded, device="cpu", copy_model=False)
         self.sampled: list[list[int]] = []
 
     def _do_batch(self, batch: list[Any]) -> None:

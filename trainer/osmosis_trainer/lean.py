@@ -5,7 +5,7 @@ capturing, mask construction from configs, cache bookkeeping and several layers 
 On a small model that Python work is most of a decoding step (3.2 ms of HF forward against
 0.6 ms of tensor work for a 2-layer model at batch 32 on one CPU core). :class:`LeanForward`
 computes the same function with plain torch ops over the model's own modules and parameters,
-read at call time, so a merged adapter (``_hf_merge``) is served without any copy. The trainer
+read at call time, so peft's LoRA layers are served without any copy. The trainer
 uses it for its forward pass as well (with autograd, through peft's LoRA layers).
 
 Only architectures whose every part is understood are taken: plain ``nn.Linear`` projections or

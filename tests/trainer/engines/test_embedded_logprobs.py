@@ -1,7 +1,7 @@
 """Sampler and trainer agree on the real embedded SmolLM2-135M weights (fp32, CPU).
 
-The HF engine's per-token logprobs (batched, KV-cached decoding with a merged LoRA adapter) must
-equal a training forward pass over the same tokens (peft's unmerged LoRA layers) to 1e-4, with
+The HF engine's per-token logprobs (batched, KV-cached decoding through peft's LoRA layers) must
+equal a training forward pass over the same tokens (the trainer's peft model) to 1e-4, with
 the lean forward pass on and off on each side, so an error shared by the lean decoder and the
 lean trainer forward cannot hide from the importance-sampling correction. The lean trainer
 forward is also checked against transformers' own forward on these weights, gradients included.

@@ -12,7 +12,7 @@ torch = pytest.importorskip("torch")
 
 from osmosis_ai.serving import EngineError, GenerationRequest  # noqa: E402
 from osmosis_trainer.engines import HFEngine, HFProcessEngine  # noqa: E402
-from tests.trainer.engines.test_hf_merge import _adapter  # noqa: E402
+from tests.trainer.engines.test_hf_shared import _adapter  # noqa: E402
 
 
 def _req(i: int, **kw: Any) -> GenerationRequest:

@@ -37,7 +37,6 @@ from osmosis_trainer.engines._hf_adapter import (
     read_adapter,
 )
 from osmosis_trainer.engines._hf_batch import Row, generate_batch
-from osmosis_trainer.engines._hf_merge import MergedLoRA, unmergeable_reason
 from osmosis_trainer.engines._response import ResponseParser
 from osmosis_trainer.models import LoadedModel, load_model
 
@@ -90,12 +89,9 @@ class HFEngine:
             adapter versions. Pass ``False`` to share it (saves memory; you own the consequences).
         share_weights: with ``copy_model``, copy the modules but share the weight tensors that
             already sit on ``device`` (a trainer's frozen LoRA base): the copy costs no weight
-            memory, and a merged adapter gets buffers of its own (``_hf_merge`` never writes
-            into the originals). The owner must never change those tensors in place.
+            memory. Adapters are served by peft's layers, which never write into the base
+            weights; the owner must never change those tensors in place either.
         dtype: model dtype when loading from a path (``"auto"``: fp32 on CPU, bf16 on CUDA).
-        merge_adapters: serve plain LoRA adapters merged into fp32 base weights (faster
-            decoding; see ``_hf_merge``). Other adapters, and all with ``False``, are served
-            through peft's unmerged layers.
         lean_decoding: decode Llama-family models (Llama, Qwen2, Mistral) with plain torch
             ops over their own weights instead of transformers' forward: the same logits with
             far less Python per step (see ``osmosis_trainer.lean``). Other models, and all with ``False``,
@@ -115,7 +111,6 @@ class HFEngine:
         copy_model: bool = True,
         dtype: str = "auto",
         seed: int | None = None,
-        merge_adapters: bool = True,
         lean_decoding: bool = True,
         share_weights: bool = False,
     ) -> None:
@@ -145,11 +140,6 @@ class HFEngine:
         self.batch_wait_s = batch_wait_ms / 1000.0
         self._model: Any = model
         self._adapter: AdapterState | None = None
-        # Merging writes into the weights: never into a model shared with its owner.
-        self.merge_adapters = merge_adapters and (
-            copy_model or not isinstance(loaded_or_model_path, LoadedModel)
-        )
-        self._merged = MergedLoRA()
         self.lean_decoding = lean_decoding
         self._version = 0
         self._generator = torch.Generator(self.device)
@@ -170,8 +160,8 @@ class HFEngine:
 
     @property
     def model(self) -> Any:
-        """The model currently served: the base model (with a merged adapter's weights) or a
-        ``PeftModel`` when the adapter is served unmerged."""
+        """The model currently served: the base model, or a ``PeftModel`` once an adapter is
+        loaded."""
         return self._model
 
     # -- public API ------------------------------------------------------------------------
@@ -253,24 +243,16 @@ class HFEngine:
         item.future.set_result(None)
 
     def _serve(self, state: AdapterState) -> None:
-        """Serve ``state``, merged into the weights when possible; on error, the previous
-        adapter stays served."""
-        from peft import PeftModel
+        """Serve ``state`` through peft's layers; on error, the previous adapter stays served.
 
-        if not isinstance(self._model, PeftModel) and self.merge_adapters:
-            why = unmergeable_reason(self._model, state)
-            if why is None:
-                self._merged.apply(self._model, state)
-                return
-            logger.info("serving adapter %s unmerged (peft layers): %s", state.path, why)
-        was_merged = self._merged.active
-        self._merged.restore(self._model)
+        (Merging plain LoRA adapters into the weights decoded ~17 % faster, but saved only
+        ~6 % of a training step on the embedded SmolLM2-135M, under the 10 % a speed path
+        must save to be kept; see BENCHMARKS.md, trainer_real.)
+        """
         try:
             self._model = apply_adapter(self._model, self._adapter, state)
         except AdapterLoadFailed as exc:
             self._model = exc.model  # the previous peft adapter (or the bare base), restored
-            if was_merged and self._adapter is not None:
-                self._merged.apply(self._model, self._adapter)
             raise
 
     def _admit(self, active: int) -> list[Row]:

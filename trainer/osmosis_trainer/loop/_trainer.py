@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import gc
 import json
 import logging
 import math
@@ -167,7 +166,6 @@ class Trainer:
         )
         status = "finished"
         ahead: asyncio.Task[_Collected] | None = None
-        _freeze_heap()
         try:
             while self.step < self.s.total_steps:
                 if self.run_dir.stop_requested():
@@ -197,7 +195,6 @@ class Trainer:
             if self._update_thread is not None:
                 self._update_thread.shutdown(wait=False)
                 self._update_thread = None
-            gc.unfreeze()
         self.run_dir.update_status(
             status=status, phase="complete" if status == "finished" else "cleanup",
             activity=None, step=self.step, finished_at=time.time(),
@@ -237,7 +234,9 @@ class Trainer:
         batch = build_train_batch(ro.samples, self.s.algorithm)
         self.run_dir.update_status(activity="update", step=step - 1)
         update_metrics: dict[str, float] = {}
-        # A worker thread keeps the event loop (gateway, rollouts run ahead) responsive.
+        # A worker thread keeps the event loop (gateway, rollouts run ahead) responsive. Every
+        # update runs on this one thread, so glibc serves its activations from one arena, reused
+        # step after step: resident memory stays at one update's peak.
         if self._update_thread is None:
             self._update_thread = ThreadPoolExecutor(1, thread_name_prefix="osmosis-update")
         if self.traces is not None and self.traces.per_step:
@@ -246,7 +245,7 @@ class Trainer:
             stats = await asyncio.get_running_loop().run_in_executor(
                 self._update_thread,
                 functools.partial(
-                    _update_then_collect, self.model, self.optimizer, batch.sequences,
+                    policy_update, self.model, self.optimizer, batch.sequences,
                     self.s, device=self.device, where=f"step {step}",
                 ),
             )
@@ -379,33 +378,6 @@ class Trainer:
         metrics["val_time_s"] = time.perf_counter() - t0
         self._record(step, metrics, "eval")
         return metrics
-
-
-def _freeze_heap() -> None:
-    """Collect once, then exempt everything alive (modules, the model) from the cyclic GC.
-
-    With torch, transformers and peft imported a full collection walks ~400k objects and
-    takes ~0.2 s; frozen, the collections during training only see what the steps allocate.
-    """
-    gc.collect()
-    gc.freeze()
-
-
-def _update_then_collect(*args: Any, **kwargs: Any) -> Any:
-    """``policy_update``, then a collection of the young generations (anything cyclic the
-    update left), both off the event loop. A full collection took 1-1.5 ms per step even
-    with the setup heap frozen (see :func:`_freeze_heap`); the old generation is left to
-    the collector's own schedule.
-
-    Every update runs on the trainer's one update thread, so glibc serves its activations from
-    one arena, reused step after step: resident memory stays at one update's peak. (Trimming
-    the heap after each update kept it lower between updates, but the next update then
-    page-faulted all of its memory back in: 40 % of a tiny model's update, 17 % of a small one's.)
-    """
-    try:
-        return policy_update(*args, **kwargs)
-    finally:
-        gc.collect(1)
 
 
 def _summary(metrics: dict[str, float]) -> dict[str, float]:
