@@ -184,7 +184,7 @@ def main() -> None:
 The embedded SmolLM2-135M-Instruct (fp32, CPU) serves the same chat prompts, up to
 {NEW_TOKENS} sampled new tokens each, with 1, 8 and 32 requests in flight (closed loop; requests
 per level: {", ".join(f"{n} at {c}" for c, n in LEVELS.items())}): through osmosis's `HFEngine`
-(`engines/_hf_batch.py`, its defaults: lean decoding, shared-prompt prefill) and through
+(`engines/_hf_batch.py`, its defaults: shared-prompt prefill) and through
 transformers' `ContinuousBatchingManager` (the engine behind `model.generate_batch`; paged KV
 cache of 512 x 16-token pages, no CUDA graphs), level by level in one process. The machine
 (2 cores) was shared with other work: compare columns of the same row. {vllm_note}

@@ -9,8 +9,8 @@ checkpointing. Ours runs its production path: rollout runner -> ``ctx.chat`` -> 
 
 Cases: ``tiny`` and ``small`` (random Qwen2 built offline, 32 new tokens) and ``real`` (the
 embedded SmolLM2-135M-Instruct with its real weights, 64 new tokens). Every run is a fresh
-Python process, so its peak resident memory (``ru_maxrss``; for ours, the engine child
-process's too when it has one) is its own. Step time is the median of a run's steps after its
+Python process, so its peak resident memory (``ru_maxrss``; plus a vLLM engine server's when
+one runs) is its own. Step time is the median of a run's steps after its
 warm-up; each setup runs ``OSMOSIS_BENCH_RUNS`` times (default 3) and the tables show the
 median over runs. The verdict compares like with like: ours on-policy (as TRL trains) with the
 default settings against TRL, both at the same thread count. On the real model, each speed path
@@ -81,8 +81,6 @@ class Setup:
     who: str = "ours"
     threads: int = 2
     ahead: int = 0
-    process: bool = False
-    lean: bool = True
     engine: str = "hf"
     micro_batch_tokens: int | None = None
     """``[algorithm] micro_batch_tokens``; None: the device's default."""
@@ -98,7 +96,7 @@ class Result:
     rollout_s: float | None = None
     update_s: float | None = None
     cpu_s: float | None = None
-    """CPU seconds per timed step, all threads (and the engine child process, if any)."""
+    """CPU seconds per timed step, all threads (and a vLLM engine server's, if any)."""
     phases: list[dict[str, Any]] | None = None
 
 
@@ -118,7 +116,7 @@ def _even_reward(ids: list[int], eos: int) -> float:
 
 
 def _peak_rss_gb() -> float:
-    """This process's peak RSS plus that of its waited-for children (the engine process)."""
+    """This process's peak RSS plus that of its waited-for children (a vLLM server)."""
     import resource
 
     own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -162,8 +160,7 @@ def run_ours(case: Case, model: str, root: Path, setup: Setup) -> Result:
         ws, Path(model), eos_id=eos, rows=PROMPTS, lr=1e-4, total_epochs=100,
         max_steps=case.warmup + case.measured, rollout_batch_size=PROMPTS,
         n_samples_per_prompt=GROUP, max_response_length=case.new_tokens, max_prompt_length=512,
-        device=case.device, engine=setup.engine, engine_process=setup.process,
-        lean_forward=setup.lean,
+        device=case.device, engine=setup.engine,
         extra_toml=(
             "\n[checkpoints]\ncheckpoint_save_freq = 1000\n\n[algorithm]\nloss_type = \"dapo\"\n"
             f"beta = 0.0\nskip_zero_variance_groups = false\nrollouts_ahead = {setup.ahead}\n"
@@ -201,7 +198,7 @@ def run_ours(case: Case, model: str, root: Path, setup: Setup) -> Result:
 
 
 def _cpu_seconds() -> float:
-    """CPU time of this process and its children (the engine process), all threads: live ones
+    """CPU time of this process and its children (a vLLM server), all threads: live ones
     through psutil, ended (and waited-for) ones through ``RUSAGE_CHILDREN``."""
     import resource
 
@@ -447,7 +444,7 @@ def _load_note() -> str:
         f"{load[0]:.1f} on {os.cpu_count()} cores at the end); the runs of all rows are "
         "interleaved so slow minutes spread over them, and each row is the median over its "
         "runs (counted in its table's heading). CPU seconds per step (all threads of the "
-        "process, and of its engine child when it has one) depend far less on the load than "
+        "process) depend far less on the load than "
         "wall time."
     )
 
@@ -462,10 +459,9 @@ def _prose() -> str:
         "'on-policy' trains each step on rollouts of the current adapter, as TRL does; "
         "'rollouts ahead' (`[algorithm] rollouts_ahead = 1`) generates the next step's rollouts "
         "while this one trains (one step off-policy), so its rollout and update times overlap. "
-        "'own process' runs the HF engine in a child process (`[training] engine_process = "
-        "true`), the cores split between decoding and the update. Our policy calls go from the "
-        "rollout runner to the policy gateway over loopback HTTP. Peak RSS is the run's own "
-        "process plus, for 'own process', its engine child."
+        "Our policy calls go from the rollout runner to the policy gateway over loopback HTTP; "
+        "the HF engine decodes in the trainer's process, on its own module copy over the "
+        "trainer's frozen base weights. Peak RSS is the whole run's (`ru_maxrss`)."
     )
 
 
@@ -473,7 +469,6 @@ def _cpu_section(case: Case, root: Path, runs: int) -> tuple[str, str]:
     setups = [
         Setup("osmosis, on-policy (defaults)"),
         Setup("osmosis, rollouts ahead", ahead=1),
-        Setup("osmosis, on-policy, engine in own process", process=True),
         Setup("TRL GRPOTrainer", who="trl"),
     ]
     rows = _measure(case, setups, root, runs)
@@ -484,8 +479,6 @@ def _cpu_section(case: Case, root: Path, runs: int) -> tuple[str, str]:
 REAL = Case("real", new_tokens=64, measured=3, warmup=1, embedded=True)
 _ABLATIONS = {
     # key (for OSMOSIS_BENCH_ABLATIONS): the row, and what it is compared with
-    "lean": Setup("without lean forward", lean=False),
-    "process": Setup("rollouts ahead, engine in own process", ahead=1, process=True),
     "micro": Setup("micro-batches of 1024 tokens (the CPU default before 512)",
                    micro_batch_tokens=1024),
 }
@@ -498,7 +491,7 @@ def _real_section(root: Path, runs: int) -> str:
         Setup("osmosis, rollouts ahead", ahead=1),
         Setup("TRL GRPOTrainer", who="trl"),
     ]
-    only = os.environ.get("OSMOSIS_BENCH_ABLATIONS")  # e.g. "lean,process"
+    only = os.environ.get("OSMOSIS_BENCH_ABLATIONS")  # e.g. "micro"; "" for none
     keys = list(_ABLATIONS) if only is None else [k.strip() for k in only.split(",") if k.strip()]
     ablations = [_ABLATIONS[k] for k in keys if k in _ABLATIONS]
     rows = _measure(case, setups, root, runs)
@@ -520,18 +513,6 @@ def _real_section(root: Path, runs: int) -> str:
     by_label = {r.setup.label: r for r in extra}
     checks = [PathCheck("update thread (lets rollouts ahead overlap the update)", ahead, default,
                         overlap=True)]
-    for key, label, overlap in (
-        ("lean", "lean forward (decoding and training)", False),
-        ("process", "engine in its own process (with rollouts ahead)", True),
-    ):
-        row = by_label.get(_ABLATIONS[key].label)
-        if row is None:
-            continue
-        checks.append(
-            PathCheck(label, row, ahead, overlap=True)
-            if key == "process"
-            else PathCheck(label, default, row, overlap=overlap)
-        )
     micro = by_label.get(_ABLATIONS["micro"].label)
     others = (
         [

@@ -107,18 +107,9 @@ class TrainingSection(Section):
     """Inference engine for rollouts: ``hf`` (transformers, CPU or GPU) or ``vllm``."""
     device: str = "auto"
     """Torch device for training and the ``hf`` engine: ``auto``, ``cpu``, ``cuda``, ``cuda:1``."""
-    engine_process: bool = False
-    """Run the ``hf`` engine in a child process of its own, so generation and the update run
-    in parallel on separate cores (with ``[algorithm] rollouts_ahead = 1``) instead of sharing
-    one interpreter lock. Costs a second model load at start. On CPU the cores are split
-    between the two processes."""
     vllm_gpu_memory_utilization: float = Field(default=0.35, gt=0.0, le=1.0)
     """With ``engine = "vllm"`` on a GPU: the fraction of GPU memory vLLM may take (weights
     and KV cache); training shares the device and uses the rest."""
-    lean_forward: bool = True
-    """Run Llama-family models (Llama, Qwen2, Mistral) through osmosis's lean forward pass in
-    the update and the ``hf`` engine: the same math as transformers' forward with far less
-    Python per call. ``false``: always use transformers' forward."""
 
 
 class SamplingConfig(Section):

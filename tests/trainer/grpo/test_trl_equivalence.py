@@ -3,7 +3,7 @@
 One batch is built once (a tiny Qwen2 with a LoRA adapter whose ``B`` matrices are non-zero, two
 prompts of equal length with three completions each, completions of different lengths, fixed
 advantages). Our side runs :func:`osmosis_trainer.loop.policy_update` (micro-batching, shared
-prompt prefixes and the lean forward included) with an optimizer that records the gradients it
+prompt prefixes included) with an optimizer that records the gradients it
 is handed; TRL's side calls its own ``GRPOTrainer._compute_loss`` (fused LM head included) on
 the inputs dict its generation step would build, and backpropagates. Both act on the very same
 peft model object, so parameters cannot drift apart.
@@ -26,7 +26,7 @@ import torch
 
 pytest.importorskip("trl")
 
-from osmosis_ai.config import AlgorithmConfig, SamplingConfig, TrainingSection
+from osmosis_ai.config import AlgorithmConfig, SamplingConfig
 from osmosis_trainer.grpo import LossType
 from osmosis_trainer.loop import resolve_settings
 from osmosis_trainer.loop._batch import TrainSequence
@@ -166,11 +166,10 @@ def _trl_inputs(
     return inputs
 
 
-@pytest.mark.parametrize("lean", [True, False], ids=["lean", "transformers"])
 @pytest.mark.parametrize("beta", [0.0, 0.05], ids=["no-kl", "kl"])
 @pytest.mark.parametrize("loss_type", LOSS_TYPES)
 def test_loss_and_lora_gradients_match_trl(
-    model_dir: Path, tmp_path: Path, loss_type: LossType, beta: float, lean: bool
+    model_dir: Path, tmp_path: Path, loss_type: LossType, beta: float
 ) -> None:
     prompts, completions, advantages = _batch()
     model, tokenizer = _policy(model_dir)
@@ -190,7 +189,6 @@ def test_loss_and_lora_gradients_match_trl(
             micro_batch_tokens=10_000,
         ),
         sampling=SamplingConfig(max_tokens=MAX_COMPLETION, rollout_temperature=TEMPERATURE),
-        training=TrainingSection(lean_forward=lean),
     )
     ours = RecordingSGD(named, lr=LR)
     our_loss = policy_update(model, ours, seqs, settings).loss

@@ -21,16 +21,12 @@ def _eos(model_dir: Path) -> int:
     return int(load_model(str(model_dir)).tokenizer.eos_token_id)
 
 
-@pytest.mark.parametrize("engine_process", [False, True], ids=["in-process", "engine-process"])
-async def test_run_training_end_to_end(
-    tiny_model_dir: Path, tmp_path: Path, engine_process: bool
-) -> None:
+async def test_run_training_end_to_end(tiny_model_dir: Path, tmp_path: Path) -> None:
     config_file = make_workspace(
         tmp_path / "ws",
         tiny_model_dir,
         eos_id=_eos(tiny_model_dir),
         max_steps=2,
-        engine_process=engine_process,
         extra_toml="\n[checkpoints]\ncheckpoint_save_freq = 1\neval_interval = 2\n"
         "\n[evaluation]\nlimit = 2\n",
     )

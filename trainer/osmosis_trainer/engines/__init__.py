@@ -1,7 +1,6 @@
 """The trainer's inference engines: the ones that need torch or launch a server.
 
 - :class:`HFEngine`: transformers in process (CPU or GPU), the embedded default.
-- :class:`HFProcessEngine`: the same engine in a child process (decodes beside the update).
 - :class:`VLLMEngine`: a vLLM OpenAI server launched as a child process, with runtime LoRA.
 
 The engine contract (``InferenceEngine``, ``GenerationRequest``, ...) and the torch-free
@@ -13,14 +12,12 @@ from __future__ import annotations
 
 from osmosis_trainer.engines._chat_template import ChatRenderer
 from osmosis_trainer.engines._hf import HFEngine
-from osmosis_trainer.engines._hf_process import HFProcessEngine
 from osmosis_trainer.engines._sampling import processed_logprobs
 from osmosis_trainer.engines._vllm import VLLMEngine
 
 __all__ = [
     "ChatRenderer",
     "HFEngine",
-    "HFProcessEngine",
     "VLLMEngine",
     "processed_logprobs",
 ]

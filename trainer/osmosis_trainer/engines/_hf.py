@@ -92,10 +92,6 @@ class HFEngine:
             memory. Adapters are served by peft's layers, which never write into the base
             weights; the owner must never change those tensors in place either.
         dtype: model dtype when loading from a path (``"auto"``: fp32 on CPU, bf16 on CUDA).
-        lean_decoding: decode Llama-family models (Llama, Qwen2, Mistral) with plain torch
-            ops over their own weights instead of transformers' forward: the same logits with
-            far less Python per step (see ``osmosis_trainer.lean``). Other models, and all with ``False``,
-            use transformers' forward.
     """
 
     provides_token_ids = True
@@ -111,7 +107,6 @@ class HFEngine:
         copy_model: bool = True,
         dtype: str = "auto",
         seed: int | None = None,
-        lean_decoding: bool = True,
         share_weights: bool = False,
     ) -> None:
         import torch
@@ -140,7 +135,6 @@ class HFEngine:
         self.batch_wait_s = batch_wait_ms / 1000.0
         self._model: Any = model
         self._adapter: AdapterState | None = None
-        self.lean_decoding = lean_decoding
         self._version = 0
         self._generator = torch.Generator(self.device)
         self._generator.manual_seed(seed if seed is not None else torch.seed() % (2**63))
@@ -324,7 +318,6 @@ class HFEngine:
                 tokenizer=self.tokenizer,
                 admit=admit,
                 on_done=self._finish,
-                lean=self.lean_decoding,
             )
         except Exception as exc:
             logger.exception("HF engine batch of %d failed", len(started))

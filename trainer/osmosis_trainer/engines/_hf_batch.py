@@ -4,18 +4,67 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from osmosis_ai.serving import FinishReason, GenerationResult
 from osmosis_ai.serving.toolcalls import assistant_message
 from osmosis_trainer.engines._response import ResponseParser
 from osmosis_trainer.engines._sampling import processed_logprobs, sample_tokens
-from osmosis_trainer.lean import Forward, HFForward, LeanCache, lean_forward
 
 if TYPE_CHECKING:
     import torch
 
 __all__ = ["Row", "can_join", "generate_batch"]
+
+
+class Forward(Protocol):
+    """One forward pass of a causal LM over new tokens, with its KV cache."""
+
+    def new_cache(self) -> Any: ...
+
+    def __call__(
+        self, ids: torch.Tensor, mask: torch.Tensor, pos: torch.Tensor, cache: Any
+    ) -> torch.Tensor:
+        """Logits ``[B, V]`` (float32) of the last position.
+
+        Args:
+            ids: ``[B, T]`` new token ids.
+            mask: ``[B, L + T]`` 1 where the cache (then the new tokens) holds a real token.
+            pos: ``[B, T]`` positions of the new tokens.
+            cache: from :meth:`new_cache`, extended in place.
+        """
+        ...
+
+
+class HFForward:
+    """transformers' own forward with a ``DynamicCache``.
+
+    (A lean forward of osmosis's own, plain torch ops over Llama-family weights, was measured on
+    the embedded SmolLM2-135M: 1-2 % of decoding's and ~5 % of the update's CPU time, under the
+    10 % a speed path must save to be kept; see BENCHMARKS.md, trainer_real.)
+    """
+
+    def __init__(self, model: Any) -> None:
+        self.model = model
+
+    def new_cache(self) -> Any:
+        from transformers import DynamicCache
+
+        return DynamicCache(config=self.model.config)
+
+    def __call__(
+        self, ids: torch.Tensor, mask: torch.Tensor, pos: torch.Tensor, cache: Any
+    ) -> torch.Tensor:
+        out = self.model(
+            input_ids=ids,
+            attention_mask=mask,
+            position_ids=pos,
+            past_key_values=cache,
+            use_cache=True,
+            logits_to_keep=1,
+        )
+        logits: torch.Tensor = out.logits[:, -1, :].float()
+        return logits
 
 
 @dataclass
@@ -98,7 +147,7 @@ class _Batch:
     """The rows decoding together, their KV cache and the logits of their next token."""
 
     rows: list[Row]
-    cache: Any  # DynamicCache or LeanCache; layers hold keys/values [b, heads, L, head_dim]
+    cache: Any  # DynamicCache; its layers hold keys/values [b, heads, L, head_dim]
     mask: torch.Tensor  # [b, L] 1 where the cache holds a real token (prompts are left-padded)
     next_pos: torch.Tensor  # [b, 1] position of each row's next token
     temps: torch.Tensor  # [b]
@@ -204,7 +253,7 @@ def can_join(cache: Any) -> bool:
     """Whether rows can join this cache mid-decode (plain full-attention layers only)."""
     from transformers.cache_utils import DynamicLayer
 
-    return isinstance(cache, LeanCache) or all(type(layer) is DynamicLayer for layer in cache.layers)
+    return all(type(layer) is DynamicLayer for layer in cache.layers)
 
 
 def _left_pad(t: torch.Tensor, width: int, dim: int) -> torch.Tensor:
@@ -244,21 +293,19 @@ def generate_batch(
     tokenizer: Any,
     admit: Callable[[int], list[Row]] | None = None,
     on_done: Callable[[Row], None] | None = None,
-    lean: bool = True,
 ) -> None:
     """Decode ``rows`` together; each row ends on EOS, a stop string or its budget.
 
     Continuous batching: between two decoding steps ``admit(n_active)`` may hand over newly
     arrived rows; they are prefilled and join the running batch (the shorter KV cache is
     left-padded). ``on_done(row)`` is called as soon as a row finishes, so a short reply never
-    waits for the longest one. Finished rows leave the batch. With ``lean`` (the default),
-    Llama-family models run through :class:`LeanForward` (same logits, less Python per step).
+    waits for the longest one. Finished rows leave the batch.
     """
     import torch
 
     device = next(model.parameters()).device
     eos = set(eos_ids)
-    forward: Forward = (lean_forward(model) if lean else None) or HFForward(model)
+    forward: Forward = HFForward(model)
     batch = _prefill(forward, rows, pad_id, device)
     joinable = admit is not None and can_join(batch.cache)
     while True:

@@ -82,26 +82,13 @@ def _engine(
     concurrency = t.concurrency or t.rollout_batch_size * t.n_samples_per_prompt
     if t.engine == "vllm":
         return _vllm_engine(config, loaded, device, run)
-    from osmosis_trainer.engines import HFEngine, HFProcessEngine
+    from osmosis_trainer.engines import HFEngine
 
     options: dict[str, Any] = {
         "max_batch_size": concurrency,
         "max_new_tokens": max_new_tokens,
         "seed": t.seed,
-        "lean_decoding": t.lean_forward,
     }
-    if t.engine_process:
-        threads = None
-        if device == "cpu":
-            import torch
-
-            # Split the cores: the update here, decoding in the child.
-            cores = torch.get_num_threads()
-            threads = max(1, cores // 2)
-            torch.set_num_threads(max(1, cores - threads))
-        return HFProcessEngine(
-            config.experiment.model_path, device=device, torch_threads=threads, **options
-        )
     # Its own modules over the base weights, which LoRA training leaves as they are.
     return HFEngine(loaded, device=device, copy_model=True, share_weights=True, **options)
 
@@ -323,7 +310,6 @@ class _ClusterJob:
             options["log_dir"] = str(self.run.path)
         else:
             options = {"max_new_tokens": max_new_tokens, "seed": t.seed,
-                       "lean_decoding": t.lean_forward,
                        "max_batch_size": t.concurrency or t.rollout_batch_size * t.n_samples_per_prompt}
         self._pool = RayEnginePool(
             model_path, engines=c.engines, cpus=c.engine_cpus, gpus=c.engine_gpus,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import weakref
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -10,7 +9,6 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from osmosis_trainer.grpo import entropy_from_logprobs
-from osmosis_trainer.lean import LeanForward, lean_unsupported
 from osmosis_trainer.loop._batch import SharedPrefix
 
 if TYPE_CHECKING:
@@ -83,7 +81,6 @@ def token_logprobs(
     temperature: float = 1.0,
     with_entropy: bool = False,
     prefix: SharedPrefix | None = None,
-    lean: bool = True,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Log-probabilities of the masked next tokens, computing the LM head only where needed.
 
@@ -99,26 +96,18 @@ def token_logprobs(
         temperature: logits are divided by it, matching the sampler's processed logprobs.
         with_entropy: also return the (detached) entropy of each masked position.
         prefix: the shared prompts the rows continue, if any.
-        lean: run Llama-family models through :class:`~osmosis_trainer.lean.LeanForward`
-            (others always use transformers' forward).
 
     Returns:
         ``(logp, entropy | None)`` shaped like ``mask``, zero where ``mask`` is 0.
     """
     lm = _causal_lm(model)
-    fast = _trainer_forward(lm) if lean else None
     if prefix is not None:
         from osmosis_trainer.loop._prefix import shared_prefix_hidden
 
-        predicting = shared_prefix_hidden(fast or lm.get_decoder(), input_ids, prefix)  # [B, S, H]
+        predicting = shared_prefix_hidden(lm.get_decoder(), input_ids, prefix)  # [B, S, H]
         targets = input_ids[mask]  # [N]
     else:
-        if fast is not None:
-            b, t = input_ids.shape
-            pos = torch.arange(t, device=input_ids.device).expand(b, t)  # [B, T]
-            hidden = fast.hidden(input_ids, None, pos, None)  # [B, T, H]
-        else:
-            hidden = lm.get_decoder()(input_ids=input_ids, use_cache=False).last_hidden_state
+        hidden = lm.get_decoder()(input_ids=input_ids, use_cache=False).last_hidden_state
         predicting = hidden[:, :-1]  # [B, T-1, H]
         targets = input_ids[:, 1:][mask]  # [N]
     selected = predicting[mask]  # [N, H]
@@ -139,17 +128,6 @@ def token_logprobs(
             entropy = torch.zeros(mask.shape, dtype=ent.dtype, device=ent.device)
             entropy = entropy.masked_scatter(mask, ent)
     return logp, entropy
-
-
-_forwards: weakref.WeakKeyDictionary[Any, LeanForward | None] = weakref.WeakKeyDictionary()
-
-
-def _trainer_forward(lm: Any) -> LeanForward | None:
-    """The model's fused :class:`LeanForward` (kept: it caches fused frozen weights), or
-    ``None`` when the model is not supported."""
-    if lm not in _forwards:
-        _forwards[lm] = LeanForward(lm, fuse=True) if lean_unsupported(lm) is None else None
-    return _forwards[lm]
 
 
 def load_adapter_weights(model: torch.nn.Module, adapter_dir: str | Path) -> None:

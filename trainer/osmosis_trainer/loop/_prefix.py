@@ -135,10 +135,8 @@ def shared_prefix_hidden(
 
     Position ``j`` holds the state after the prefix and continuation tokens ``< j``, i.e. the
     one whose logits score ``suffix_ids[:, j]``. ``decoder`` is the model's decoder
-    (transformers) or a :class:`~osmosis_trainer.lean.LeanForward`.
+    (transformers).
     """
-    from osmosis_trainer.lean import LeanForward
-
     b, s = suffix_ids.shape
     lens = prefix.mask.sum(-1)  # [G]
     positions = (prefix.mask.cumsum(-1) - 1).clamp(min=0)  # [G, P]
@@ -146,22 +144,15 @@ def shared_prefix_hidden(
     attention = torch.cat([row_mask, torch.ones_like(suffix_ids)], dim=1)  # [B, P+S]
     offsets = torch.arange(s, device=suffix_ids.device)  # [S]
     suffix_pos = lens[prefix.row_group].unsqueeze(1) + offsets  # [B, S]
-    if isinstance(decoder, LeanForward):
-        cache = decoder.new_cache()
-        first_hidden = decoder.hidden(prefix.ids, prefix.mask, positions, cache)  # [G, P, H]
-        cache.batch_select_indices(prefix.row_group)  # [G, ...] -> [B, ...], differentiable
-        rest = decoder.hidden(suffix_ids, attention, suffix_pos, cache)  # [B, S, H]
-    else:
-        first = decoder(
-            input_ids=prefix.ids, attention_mask=prefix.mask, position_ids=positions,
-            use_cache=True,
-        )
-        first_hidden = first.last_hidden_state
-        cache = first.past_key_values
-        cache.batch_select_indices(prefix.row_group)
-        rest = decoder(
-            input_ids=suffix_ids, attention_mask=attention, position_ids=suffix_pos,
-            past_key_values=cache, use_cache=True,
-        ).last_hidden_state  # [B, S, H]
+    first = decoder(
+        input_ids=prefix.ids, attention_mask=prefix.mask, position_ids=positions, use_cache=True,
+    )
+    first_hidden = first.last_hidden_state  # [G, P, H]
+    cache = first.past_key_values
+    cache.batch_select_indices(prefix.row_group)  # [G, ...] -> [B, ...], differentiable
+    rest = decoder(
+        input_ids=suffix_ids, attention_mask=attention, position_ids=suffix_pos,
+        past_key_values=cache, use_cache=True,
+    ).last_hidden_state  # [B, S, H]
     last = first_hidden[:, -1][prefix.row_group].unsqueeze(1)  # [B, 1, H]
     return torch.cat([last, rest[:, :-1]], dim=1)  # [B, S, H]

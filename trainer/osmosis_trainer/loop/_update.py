@@ -90,10 +90,10 @@ def _micro_batch_loss(
     acc: dict[str, float],
 ) -> torch.Tensor:
     """Forward one micro-batch and return its share of the step loss (with grad)."""
-    a, lean = settings.algorithm, settings.training.lean_forward
+    a = settings.algorithm
     logp, entropy = token_logprobs(
         model, mb.input_ids, mb.mask, temperature=settings.temperature, with_entropy=True,
-        prefix=mb.prefix, lean=lean,
+        prefix=mb.prefix,
     )  # [B, T-1] each
     old = logp.detach() if old_logp is None else old_logp  # [B, T-1]
     mask_f = mb.mask.float()  # [B, T-1]
@@ -117,7 +117,7 @@ def _micro_batch_loss(
         with torch.no_grad(), adapter_disabled(model):
             ref_logp, _ = token_logprobs(
                 model, mb.input_ids, mb.mask, temperature=settings.temperature,
-                prefix=mb.prefix, lean=lean,
+                prefix=mb.prefix,
             )
         kl = k3_kl(logp, ref_logp)  # [B, T-1]
         token_loss = token_loss + a.beta * kl
@@ -157,7 +157,7 @@ def _old_logprobs(
         return [
             token_logprobs(
                 model, mb.input_ids, mb.mask, temperature=settings.temperature,
-                prefix=mb.prefix, lean=settings.training.lean_forward,
+                prefix=mb.prefix,
             )[0]
             for mb in batches
         ]
