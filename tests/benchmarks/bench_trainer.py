@@ -356,7 +356,7 @@ def _table(case: Case, rows: list[Row], reference: Row) -> str:
         tokens = row.median("tokens_per_step")
         each = ", ".join(f"{r.step_s:.2f}" for r in row.runs)
         lines.append(
-            f"| {row.setup.label} | {step:.3f} s | {row.median('cpu_s'):.1f} | {split} "
+            f"| {row.setup.label} | {step:.3f} s | {row.median('cpu_s'):.2f} | {split} "
             f"| {tokens:.0f} | {tokens / step:.0f} | {step / ref_step:.2f}x | {rss:.2f} GB "
             f"| {rss / ref_rss:.2f}x | {each} |"
         )
