@@ -13,8 +13,11 @@ Python process, so its peak resident memory (``ru_maxrss``; plus a vLLM engine s
 one runs) is its own. Step time is the median of a run's steps after its
 warm-up; each setup runs ``OSMOSIS_BENCH_RUNS`` times (default 3) and the tables show the
 median over runs. The verdict compares like with like: ours on-policy (as TRL trains) with the
-default settings against TRL, both at the same thread count. On the real model, each speed path
-the trainer keeps is switched off in turn (one change per row) to show what it gains there.
+default settings against TRL, both at the same thread count. On the real model the section also
+shows what each speed path the trainer keeps gains there (the update thread: rollouts ahead
+against on-policy; a path must save >= 10 % of the step to stay), the memory/CPU trade of the
+CPU micro-batch size, and where the on-policy step's CPU time and memory go, phase by phase
+(``_trainer_phases``).
 
 Run: ``python -m tests.benchmarks trainer`` (all cases) or ``python -m tests.benchmarks
 trainer_real`` (the real-model case only, its own section).
