@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 OSMOSIS = str(Path(sys.executable).parent / "osmosis")
 API_KEY_ENV = "OSMOSIS_ROLLOUT_API_KEY"
@@ -56,3 +57,32 @@ async def osmosis_serve(cwd: Path, *args: str, api_key: str) -> AsyncIterator[Se
         if served is not None:
             served.output += rest.decode()
             served.returncode = proc.returncode
+
+
+@asynccontextmanager
+async def remote_template_run(
+    root: Path, model_dir: Path, *, steps: int
+) -> AsyncIterator[tuple[Any, Path]]:
+    """The ``remote-server`` template in ``root``, its agent loop served by ``osmosis serve``
+    from a folder the trainer does not read: yields ``(training config, config file)`` set to
+    train ``model_dir`` for ``steps`` steps of 2 rows x 2 samples against that server."""
+    from osmosis_ai.config import load_training_config
+    from osmosis_ai.templates import create_from_template
+
+    create_from_template("remote-server", "calc", root)
+    server_dir = root / "elsewhere"
+    (root / "rollouts" / "calc").rename(server_dir)
+    config_file = root / "configs" / "training" / "calc.toml"
+    config = load_training_config(config_file)
+    assert config.remote is not None
+    config.experiment.dataset = str(server_dir / "test_data.jsonl")
+    # The agent loop lives only in the served process: the trainer needs no entrypoint file.
+    async with osmosis_serve(server_dir, "-m", "server:agent_loop", "-p", "0",
+                             api_key="k-remote") as served:
+        config.remote.server_url = served.url
+        config.experiment.model_path = str(model_dir)
+        t = config.training
+        t.max_steps, t.rollout_batch_size, t.n_samples_per_prompt = steps, 2, 2
+        t.max_response_length = 16
+        t.max_prompt_length = 8192  # the tiny byte-level tokenizer makes the tools block long
+        yield config, config_file

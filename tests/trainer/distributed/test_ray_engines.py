@@ -24,13 +24,12 @@ from osmosis_ai.data import DatasetRow
 from osmosis_ai.errors import TrainingError
 from osmosis_ai.rollout.running import RolloutRunner, load_entrypoint
 from osmosis_ai.runs import describe_run, find_run
-from osmosis_ai.templates import create_from_template
 from osmosis_ai.testing import RecordingEndpoint
 from osmosis_trainer.distributed import RayBackend
 from osmosis_trainer.loop import plan_job, run_training
 from osmosis_trainer.loop._metrics import read_metrics
 from osmosis_trainer.loop._run import create_run_dir, read_status
-from tests.serve_process import osmosis_serve
+from tests.serve_process import remote_template_run
 from tests.trainer.distributed._ray_workspace import ROLLOUTS, STEPS, kill_file, workspace
 
 pytestmark = pytest.mark.ray
@@ -118,23 +117,9 @@ async def test_remote_rollout_server_with_engines_on_the_cluster(
 ) -> None:
     """``[remote]`` + ``[cluster]``: ``osmosis serve`` runs the agent loop, an engine actor on
     the cluster serves its policy calls through the driver's gateway."""
-    create_from_template("remote-server", "calc", tmp_path)
-    server_dir = tmp_path / "elsewhere"
-    (tmp_path / "rollouts" / "calc").rename(server_dir)
-    config_file = tmp_path / "configs" / "training" / "calc.toml"
-    config = load_training_config(config_file)
-    assert config.remote is not None
-    config.experiment.dataset = str(server_dir / "test_data.jsonl")
-    config.cluster.address, config.cluster.engines = cluster_address, 1
-    config.cluster.engine_cpus = 0.25
-    async with osmosis_serve(server_dir, "-m", "server:agent_loop", "-p", "0",
-                             api_key="k-remote") as served:
-        config.remote.server_url = served.url
-        config.experiment.model_path = str(tiny_model_dir)
-        t = config.training
-        t.max_steps, t.rollout_batch_size, t.n_samples_per_prompt = 2, 2, 2
-        t.max_response_length = 16
-        t.max_prompt_length = 8192  # the tiny byte-level tokenizer makes the tools block long
+    async with remote_template_run(tmp_path, tiny_model_dir, steps=2) as (config, config_file):
+        config.cluster.address, config.cluster.engines = cluster_address, 1
+        config.cluster.engine_cpus = 0.25
         run = create_run_dir(tmp_path / "runs", "calc", config_file=config_file)
         result = await run_training(config, run, plan=plan_job(config))
     assert result.status == "finished" and result.steps_done == 2

@@ -5,30 +5,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from osmosis_ai.config import load_training_config
-from osmosis_ai.templates import create_from_template
 from osmosis_trainer.loop import plan_job, run_training
 from osmosis_trainer.loop._metrics import read_metrics
 from osmosis_trainer.loop._run import create_run_dir
-from tests.serve_process import osmosis_serve
+from tests.serve_process import remote_template_run
 
 
 async def test_train_against_a_remote_rollout_server(tiny_model_dir: Path, tmp_path: Path) -> None:
-    create_from_template("remote-server", "calc", tmp_path)
-    server_dir = tmp_path / "elsewhere"
-    (tmp_path / "rollouts" / "calc").rename(server_dir)
-    config_file = tmp_path / "configs" / "training" / "calc.toml"
-    config = load_training_config(config_file)
-    assert config.remote is not None
-    config.experiment.dataset = str(server_dir / "test_data.jsonl")
-    # The agent loop lives only in the served process: the trainer needs no entrypoint file.
-    async with osmosis_serve(server_dir, "-m", "server:agent_loop", "-p", "0", api_key="k-remote") as served:
-        config.remote.server_url = served.url
-        config.experiment.model_path = str(tiny_model_dir)
-        t = config.training
-        t.max_steps, t.rollout_batch_size, t.n_samples_per_prompt = 1, 2, 2
-        t.max_response_length = 16
-        t.max_prompt_length = 8192  # the tiny byte-level tokenizer makes the tools block long
+    async with remote_template_run(tmp_path, tiny_model_dir, steps=1) as (config, config_file):
         plan = plan_job(config)
         run = create_run_dir(tmp_path / "runs", "calc", config_file=config_file)
         result = await run_training(config, run, plan=plan)
