@@ -14,6 +14,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import tomllib
 from pathlib import Path
 
 from tests.benchmarks._report import write_section
@@ -34,6 +35,8 @@ def main() -> None:
         created = _osmosis("template", "create", "calc", "--template", "strands", cwd=ws)
         if created.returncode != 0:
             raise SystemExit(f"template create failed: {created.stderr}")
+        eval_toml = tomllib.loads((ws / "configs" / "eval" / "calc.toml").read_text())
+        max_tokens = eval_toml["sampling"]["max_tokens"]
         args = ["eval", "run", "configs/eval/calc.toml", "--limit", str(rows), "--json"]
         if concurrency:
             args += ["--concurrency", concurrency]
@@ -54,7 +57,7 @@ def main() -> None:
     body = f"""
 `osmosis eval run` of the `strands` calculator template (OsmosisStrandsAgent, 4 tools) over
 {rows} rows on the embedded SmolLM2-135M-Instruct (HF engine behind the policy gateway, CPU),
-default concurrency (8), `max_tokens` 128 per call. Wall time includes process start and model load.
+default concurrency (8), `max_tokens` {max_tokens} per call (the template's eval config). Wall time includes process start and model load.
 
 | metric | value |
 |---|---|
@@ -68,8 +71,7 @@ default concurrency (8), `max_tokens` 128 per call. Wall time includes process s
 | rollout latency mean / p50 / p95 / max | {lat.get("mean", 0) / 1000:.1f} / {lat.get("p50", 0) / 1000:.1f} / {lat.get("p95", 0) / 1000:.1f} / {lat.get("max", 0) / 1000:.1f} s |
 | 1-min load average at start / end | {load:.2f} / {load_end:.2f} |
 
-The machine's 2 cores are shared with other jobs; the load average shows the contention at
-the time of the run.
+The load average shows how much other work shared the machine's cores during the run.
 """
     write_section(
         "eval",
