@@ -27,9 +27,9 @@ __all__ = ["LoopSettings", "resolve_settings"]
 # Padded tokens per forward/backward pass when [algorithm] micro_batch_tokens is unset. The
 # activations kept for backward grow with it, about 3 MB per token for SmolLM2-135M (30 layers):
 # its update peaked near 21 GB at 8192 and 6.8 GB at 2048 (the engine's copy included) on CPU.
-# 1024 on CPU: the trainer_real benchmark's step peaks at 4.3 GB (a third of TRL's) and is
-# faster than at 512 (2.5 GB peak, more passes over the weights); its 512 row shows both.
-_DEFAULT_MICRO_BATCH_TOKENS = {"cpu": 1024, "cuda": 8192}
+# 512 on CPU: in the trainer_real benchmark 1024 peaked at 4.3-5.2 GB (up to 0.41x TRL's, over
+# the 0.4x target) for 3-6 % less step time; its 1024 row shows both.
+_DEFAULT_MICRO_BATCH_TOKENS = {"cpu": 512, "cuda": 8192}
 
 
 @dataclass(frozen=True)
