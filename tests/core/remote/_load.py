@@ -136,7 +136,7 @@ async def run_load(n: int, *, fault_rate: float = 0.1, explode_every: int = 20, 
             wall = time.perf_counter() - started
             outcomes, from_status = await _collect(http, cluster, ids)
             problems = await _check_duplicate_inits(url, cluster.url, ids[: max(1, n // 10)],
-                                                    explode_every)
+                                                    explode_every, hold_s)
     report = LoadReport(
         n=n, admitted=sum(code == 202 for code, _ms in answers), admission_ms=[ms for _c, ms in answers],
         wall_s=wall, outcomes=outcomes, from_status_route=from_status,
@@ -241,11 +241,12 @@ async def _collect(http: httpx.AsyncClient, cluster: FakeCluster,
 
 
 async def _check_duplicate_inits(url: str, cluster_url: str, ids: list[str],
-                                 explode_every: int) -> list[str]:
-    """A retried init (the same body) gets 202 again, and never runs twice."""
+                                 explode_every: int, hold_s: float) -> list[str]:
+    """A retried init (the same body) gets 202 again, and never runs twice. (Another body
+    under the same id is a conflict, 409: the retry must repeat the body exactly.)"""
     problems = []
     for i, rid in enumerate(ids):
-        code, _ = await _admit(url, cluster_url, rid, i % explode_every == 7)
+        code, _ = await _admit(url, cluster_url, rid, i % explode_every == 7, hold_s)
         if code != 202:
             problems.append(f"duplicate init of {rid} answered {code}")
     return problems
