@@ -87,6 +87,8 @@ class Setup:
     engine: str = "hf"
     micro_batch_tokens: int | None = None
     """``[algorithm] micro_batch_tokens``; None: the device's default."""
+    share_prefix: bool = True
+    """``[algorithm] share_prompt_prefix``: a group's prompt runs once in the update."""
     profile: bool = False
     """Record where the step's CPU time and memory go (see ``_trainer_phases``)."""
 
@@ -167,6 +169,7 @@ def run_ours(case: Case, model: str, root: Path, setup: Setup) -> Result:
         extra_toml=(
             "\n[checkpoints]\ncheckpoint_save_freq = 1000\n\n[algorithm]\nloss_type = \"dapo\"\n"
             f"beta = 0.0\nskip_zero_variance_groups = false\nrollouts_ahead = {setup.ahead}\n"
+            f"share_prompt_prefix = {str(setup.share_prefix).lower()}\n"
             + (
                 f"micro_batch_tokens = {setup.micro_batch_tokens}\n"
                 if setup.micro_batch_tokens
@@ -482,6 +485,7 @@ def _cpu_section(case: Case, root: Path, runs: int) -> tuple[str, str]:
 REAL = Case("real", new_tokens=64, measured=3, warmup=1, embedded=True)
 _ABLATIONS = {
     # key (for OSMOSIS_BENCH_ABLATIONS): the row, and what it is compared with
+    "prefix": Setup("without shared prompt prefixes", share_prefix=False),
     "micro": Setup("micro-batches of 1024 tokens (twice the CPU default: more memory)",
                    micro_batch_tokens=1024),
 }
@@ -516,6 +520,9 @@ def _real_section(root: Path, runs: int) -> str:
     by_label = {r.setup.label: r for r in extra}
     checks = [PathCheck("update thread (lets rollouts ahead overlap the update)", ahead, default,
                         overlap=True)]
+    prefix = by_label.get(_ABLATIONS["prefix"].label)
+    if prefix is not None:
+        checks.append(PathCheck("shared prompt prefixes in the update", default, prefix))
     micro = by_label.get(_ABLATIONS["micro"].label)
     others = (
         [

@@ -90,6 +90,9 @@ class AlgorithmConfig(Section):
     """1: collect the next step's rollouts while the current update trains (generation and
     training overlap; the data is one policy version old, corrected by ``is_correction``).
     0: strictly on-policy, one phase after the other."""
+    share_prompt_prefix: bool = True
+    """Run the prompt a group's samples share once per micro-batch in the training forward
+    pass (used when the shared prefix is at least 8 tokens)."""
     warmup_steps: int = Field(default=0, ge=0)
     """Linear learning-rate warm-up steps."""
     lr_schedule: LRSchedule = "constant"

@@ -2,11 +2,11 @@
 
 One batch is built once (a tiny Qwen2 with a LoRA adapter whose ``B`` matrices are non-zero, two
 prompts of equal length with three completions each, completions of different lengths, fixed
-advantages). Our side runs :func:`osmosis_trainer.loop.policy_update` (micro-batching
-included) with an optimizer that records the gradients it is handed; TRL's side calls its own
-``GRPOTrainer._compute_loss`` (fused LM head included) on the inputs dict its generation step
-would build, and backpropagates. Both act on the very same peft model object, so parameters
-cannot drift apart.
+advantages). Our side runs :func:`osmosis_trainer.loop.policy_update` (micro-batching, shared
+prompt prefixes included) with an optimizer that records the gradients it
+is handed; TRL's side calls its own ``GRPOTrainer._compute_loss`` (fused LM head included) on
+the inputs dict its generation step would build, and backpropagates. Both act on the very same
+peft model object, so parameters cannot drift apart.
 
 With ``num_iterations = 2`` the second optimizer step trains against the logprobs recorded
 before the first, so its importance ratios are away from 1 and the PPO clip is active: TRL gets
@@ -176,7 +176,7 @@ def test_loss_and_lora_gradients_match_trl(
     named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
     start = {n: p.detach().clone() for n, p in named}
 
-    # Ours: two optimizer steps over the batch (one micro-batch: the budget holds it all).
+    # Ours: two optimizer steps over the batch, one micro-batch per group's shared prompt.
     seqs = [
         TrainSequence(p + c, [0] * len(p) + [1] * len(c), [0.0] * (len(p) + len(c)), advantage=a)
         for p, c, a in zip(prompts, completions, advantages, strict=True)

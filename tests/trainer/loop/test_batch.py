@@ -8,9 +8,11 @@ from osmosis_trainer.loop import GradedSample, SequenceData
 from osmosis_trainer.loop._batch import (
     TrainSequence,
     collate,
+    common_prefix_len,
     plan_micro_batches,
 )
 from osmosis_trainer.loop._data import DataCursor, plan_steps
+from osmosis_trainer.loop._prefix import PrefixUnit, collate_prefixed, plan_shared_prefix
 from osmosis_trainer.loop._rollouts import build_train_batch
 
 
@@ -90,3 +92,47 @@ def test_plan_steps() -> None:
     assert plan_steps(10, 4, epochs=2, max_steps=None) == 6
     assert plan_steps(10, 4, epochs=2, max_steps=5) == 5
     assert plan_steps(0, 4, epochs=1, max_steps=None) == 0
+
+
+def _seq(ids: list[int], n_prompt: int, group: int = 0) -> TrainSequence:
+    mask = [0] * n_prompt + [1] * (len(ids) - n_prompt)
+    return TrainSequence(ids, mask, [0.0] * len(ids), group_id=group)
+
+
+def test_common_prefix_stops_at_the_first_trained_token() -> None:
+    a = _seq([1, 2, 3, 4, 5, 6], 4)
+    b = _seq([1, 2, 3, 4, 9], 4)
+    c = _seq([1, 2, 7, 4, 9], 4)
+    assert common_prefix_len([a, b]) == 4
+    assert common_prefix_len([a, b, c]) == 2
+    assert common_prefix_len([a, _seq([1, 2, 3, 4, 5, 6], 3)]) == 3
+
+
+def test_plan_shared_prefix_packs_groups_by_cost() -> None:
+    prompt = list(range(3, 23))  # 20 shared tokens
+    seqs = [_seq(prompt + [50 + i] * (2 + i), 20, group=0) for i in range(4)]
+    seqs += [_seq([7, 8, 9, 10, 11], 2, group=1), _seq([7, 8, 1, 2], 2, group=1)]
+    seqs += [_seq(list(range(30, 60)), 25, group=2)]  # alone in its group
+    seqs += [_seq([9] * 12 + [1, 2], 12, group=3), _seq([9] * 12 + [3], 12, group=3)]
+    batches, rest = plan_shared_prefix(seqs, token_budget=1000, min_prefix=8)
+    assert sorted(rest) == [4, 5, 6]  # group 1 shares 2 tokens only; group 2 is alone
+    assert batches == [[PrefixUnit((3, 2, 1, 0), 20), PrefixUnit((7, 8), 12)]]
+    # cost = G × longest prefix + B × longest continuation: 1 × 20 + 2 × 4 = 28 ≤ 30
+    small, _ = plan_shared_prefix(seqs, token_budget=30, min_prefix=8)
+    pieces = [u for b in small for u in b]
+    assert PrefixUnit((3, 2), 20) in pieces and PrefixUnit((1, 0), 20) in pieces
+    assert sum(len(u.members) for b in small for u in b) == 6
+
+
+def test_collate_prefixed_left_pads_prompts() -> None:
+    seqs = [_seq([5, 6, 7, 1, 2], 3, group=0), _seq([5, 6, 7, 3], 3, group=0)]
+    seqs += [_seq([8, 9, 4, 4], 2, group=1)]
+    units = [PrefixUnit((0, 1), 3), PrefixUnit((2,), 2)]
+    mb, order = collate_prefixed(seqs, units, pad_id=0)
+    assert order == [0, 1, 2]
+    assert mb.prefix is not None
+    assert mb.prefix.ids.tolist() == [[5, 6, 7], [0, 8, 9]]
+    assert mb.prefix.mask.tolist() == [[1, 1, 1], [0, 1, 1]]
+    assert mb.prefix.row_group.tolist() == [0, 0, 1]
+    assert mb.input_ids.tolist() == [[1, 2], [3, 0], [4, 4]]
+    assert mb.mask.tolist() == [[True, True], [True, False], [True, True]]

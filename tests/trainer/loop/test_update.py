@@ -183,6 +183,69 @@ def test_all_zero_mask_is_an_error(tiny_model_dir: Path) -> None:
         policy_update(model, build_optimizer(model, lr=1e-3), seqs, _settings())
 
 
+def _group_sequences(model: torch.nn.Module) -> list[TrainSequence]:
+    """Two GRPO groups of 3 samples; each group shares a 24-token prompt."""
+    g = torch.Generator().manual_seed(3)
+    seqs = []
+    for group in range(2):
+        prompt = torch.randint(3, 300, (24,), generator=g).tolist()
+        for k in range(3):
+            completion = torch.randint(3, 300, (4 + 3 * k,), generator=g).tolist()
+            ids = prompt + completion
+            mask = [0] * len(prompt) + [1] * len(completion)
+            seqs.append(TrainSequence(ids, mask, [0.0] * len(ids), advantage=k - 1.0, group_id=group))
+    return seqs
+
+
+def test_shared_prompt_prefix_gives_the_same_update(tiny_model_dir: Path) -> None:
+    results = []
+    for share in (False, True):
+        model = _policy(tiny_model_dir)
+        for name, p in lora_parameters(model):
+            if "lora_B" in name:  # a non-zero adapter, so the prompt's gradient matters
+                torch.nn.init.normal_(p, std=0.05, generator=torch.Generator().manual_seed(1))
+        opt = torch.optim.SGD([p for _, p in lora_parameters(model)], lr=1.0)
+        settings = _settings(share_prompt_prefix=share, is_correction="none", max_grad_norm=None)
+        stats = policy_update(model, opt, _group_sequences(model), settings)
+        results.append((stats, {n: p.detach().clone() for n, p in lora_parameters(model)}))
+    (plain_stats, plain), (shared_stats, shared) = results
+    assert plain_stats.micro_batches == shared_stats.micro_batches == 1
+    assert shared_stats.loss == pytest.approx(plain_stats.loss, abs=1e-6)
+    for name in plain:
+        torch.testing.assert_close(shared[name], plain[name], rtol=1e-3, atol=1e-6)
+
+
+def test_shared_prefix_logprobs_match_the_plain_forward(tiny_model_dir: Path) -> None:
+    """Prompts of different lengths (left padding, position ids) and ragged continuations."""
+    from osmosis_trainer.loop._batch import collate
+    from osmosis_trainer.loop._prefix import PrefixUnit, collate_prefixed
+
+    model = _policy(tiny_model_dir)
+    for name, p in lora_parameters(model):
+        if "lora_B" in name:
+            torch.nn.init.normal_(p, std=0.05, generator=torch.Generator().manual_seed(2))
+    g = torch.Generator().manual_seed(5)
+    seqs = []
+    for group, (p_len, sizes) in enumerate([(14, (3, 6)), (9, (5, 2, 4))]):
+        prompt = torch.randint(3, 300, (p_len,), generator=g).tolist()
+        for size in sizes:
+            comp = torch.randint(3, 300, (size,), generator=g).tolist()
+            seqs.append(TrainSequence(prompt + comp, [0] * p_len + [1] * size, [0.0] * (p_len + size), group_id=group))
+    units = [PrefixUnit((0, 1), 14), PrefixUnit((2, 3, 4), 9)]
+    shared, order = collate_prefixed(seqs, units, pad_id=0)
+    plain = collate([seqs[i] for i in order], pad_id=0)
+    lp_shared, _ = token_logprobs(model, shared.input_ids, shared.mask, prefix=shared.prefix)
+    lp_plain, _ = token_logprobs(model, plain.input_ids, plain.mask)
+    torch.testing.assert_close(lp_shared[shared.mask], lp_plain[plain.mask], rtol=1e-4, atol=1e-5)
+    grads = []
+    for lp in (lp_shared, lp_plain):
+        model.zero_grad()
+        lp.sum().backward(retain_graph=True)
+        grads.append({n: p.grad.clone() for n, p in lora_parameters(model) if p.grad is not None})
+    for name, grad in grads[1].items():
+        torch.testing.assert_close(grads[0][name], grad, rtol=1e-3, atol=1e-5)
+
+
 def test_tool_and_prompt_tokens_do_not_train(tiny_model_dir: Path) -> None:
     """A multi-turn sequence: prompt (0), completion (1), tool result (0), completion (1)."""
     model = _policy(tiny_model_dir)

@@ -3,8 +3,8 @@
 What a Python-API user writes against: :func:`run_training` (a whole job from a
 ``TrainingConfig``; :func:`plan_job` previews it), or a :class:`Trainer` over a custom
 :class:`RolloutSource` that returns :class:`StepRollouts` of :class:`GradedSample`. The
-plumbing lives in modules named for what it does (``_batch``, ``_policy``, ``_optim``,
-``_update``, ``_metrics``, ``_run``), imported from there.
+plumbing lives in modules named for what it does (``_batch``, ``_prefix``, ``_policy``,
+``_optim``, ``_update``, ``_metrics``, ``_run``), imported from there.
 """
 
 from __future__ import annotations

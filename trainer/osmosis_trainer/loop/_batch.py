@@ -13,6 +13,8 @@ __all__ = [
     "MicroBatch",
     "TrainSequence",
     "collate",
+    "SharedPrefix",
+    "common_prefix_len",
     "plan_micro_batches",
 ]
 
@@ -60,6 +62,21 @@ class TrainSequence:
 
 
 @dataclass
+class SharedPrefix:
+    """Prompts shared by the rows of a micro-batch, one per GRPO group.
+
+    Attributes:
+        ids: ``[G, P]`` left-padded prefix ids.
+        mask: ``[G, P]`` 1 on real prefix tokens.
+        row_group: ``[B]`` which prefix each row continues.
+    """
+
+    ids: torch.Tensor
+    mask: torch.Tensor
+    row_group: torch.Tensor
+
+
+@dataclass
 class MicroBatch:
     """Right-padded tensors of a few sequences (shifted by one for next-token logprobs).
 
@@ -76,6 +93,10 @@ class MicroBatch:
     sampler_logp: torch.Tensor
     advantages: torch.Tensor
     weights: torch.Tensor
+    prefix: SharedPrefix | None = None
+    """Set when the rows' prompts run once per group: ``input_ids``, ``mask`` and
+    ``sampler_logp`` then hold only the part after each group's shared prefix, and position
+    ``j`` trains ``input_ids[:, j]`` (no shift)."""
 
     @property
     def n_tokens(self) -> int:
@@ -108,6 +129,20 @@ def plan_micro_batches(lengths: Sequence[int], token_budget: int) -> list[list[i
     if current:
         batches.append(current)
     return batches
+
+
+def common_prefix_len(seqs: Sequence[TrainSequence]) -> int:
+    """Length of the token prefix all ``seqs`` share, capped before the first trained token
+    of any of them (the prefix is context only)."""
+    first = seqs[0].token_ids
+    limit = min(
+        next((i for i, m in enumerate(s.loss_mask) if m), len(s.loss_mask)) for s in seqs
+    )
+    limit = min(limit, *(len(s.token_ids) for s in seqs))
+    n = 0
+    while n < limit and all(s.token_ids[n] == first[n] for s in seqs[1:]):
+        n += 1
+    return n
 
 
 def collate(

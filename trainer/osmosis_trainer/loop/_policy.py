@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from osmosis_trainer.grpo import entropy_from_logprobs
+from osmosis_trainer.loop._batch import SharedPrefix
 
 if TYPE_CHECKING:
     from peft import PeftModel
@@ -79,11 +80,14 @@ def token_logprobs(
     *,
     temperature: float = 1.0,
     with_entropy: bool = False,
+    prefix: SharedPrefix | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Log-probabilities of the masked next tokens, computing the LM head only where needed.
 
     The decoder runs over the whole sequence, but the vocabulary projection (the costly part
     for small models with big vocabularies) runs only on the ``N`` positions that train.
+    With ``prefix`` the rows continue shared prompts (see :mod:`._prefix`): ``input_ids`` and
+    ``mask`` are then ``[B, S]`` continuation tokens, unshifted.
 
     Args:
         model: the (peft-wrapped) causal LM.
@@ -91,14 +95,21 @@ def token_logprobs(
         mask: ``[B, T-1]`` bool; position ``t`` holds the logprob of ``input_ids[:, t+1]``.
         temperature: logits are divided by it, matching the sampler's processed logprobs.
         with_entropy: also return the (detached) entropy of each masked position.
+        prefix: the shared prompts the rows continue, if any.
 
     Returns:
         ``(logp, entropy | None)`` shaped like ``mask``, zero where ``mask`` is 0.
     """
     lm = _causal_lm(model)
-    hidden = lm.get_decoder()(input_ids=input_ids, use_cache=False).last_hidden_state
-    predicting = hidden[:, :-1]  # [B, T-1, H]
-    targets = input_ids[:, 1:][mask]  # [N]
+    if prefix is not None:
+        from osmosis_trainer.loop._prefix import shared_prefix_hidden
+
+        predicting = shared_prefix_hidden(lm.get_decoder(), input_ids, prefix)  # [B, S, H]
+        targets = input_ids[mask]  # [N]
+    else:
+        hidden = lm.get_decoder()(input_ids=input_ids, use_cache=False).last_hidden_state
+        predicting = hidden[:, :-1]  # [B, T-1, H]
+        targets = input_ids[:, 1:][mask]  # [N]
     selected = predicting[mask]  # [N, H]
     logits = lm.get_output_embeddings()(selected).float()  # [N, V]
     softcap = getattr(lm.config, "final_logit_softcapping", None)

@@ -21,6 +21,7 @@ from osmosis_trainer.grpo import (
 )
 from osmosis_trainer.loop._batch import MicroBatch, TrainSequence, collate, plan_micro_batches
 from osmosis_trainer.loop._policy import adapter_disabled, lora_parameters, token_logprobs
+from osmosis_trainer.loop._prefix import collate_prefixed, plan_shared_prefix
 from osmosis_trainer.loop._settings import LoopSettings
 
 __all__ = ["NonFiniteLossError", "UpdateStats", "policy_update"]
@@ -28,6 +29,10 @@ __all__ = ["NonFiniteLossError", "UpdateStats", "policy_update"]
 
 class NonFiniteLossError(TrainingError):
     """The loss or the gradient became NaN/inf; the update was not applied."""
+
+
+# Groups sharing fewer leading tokens are packed the plain way (see ``plan_shared_prefix``).
+_SHARE_PREFIX_MIN_TOKENS = 8
 
 
 def _is_mode(settings: LoopSettings) -> ISMode | None:
@@ -87,7 +92,8 @@ def _micro_batch_loss(
     """Forward one micro-batch and return its share of the step loss (with grad)."""
     a = settings.algorithm
     logp, entropy = token_logprobs(
-        model, mb.input_ids, mb.mask, temperature=settings.temperature, with_entropy=True
+        model, mb.input_ids, mb.mask, temperature=settings.temperature, with_entropy=True,
+        prefix=mb.prefix,
     )  # [B, T-1] each
     old = logp.detach() if old_logp is None else old_logp  # [B, T-1]
     mask_f = mb.mask.float()  # [B, T-1]
@@ -110,7 +116,8 @@ def _micro_batch_loss(
     if a.beta > 0.0:
         with torch.no_grad(), adapter_disabled(model):
             ref_logp, _ = token_logprobs(
-                model, mb.input_ids, mb.mask, temperature=settings.temperature
+                model, mb.input_ids, mb.mask, temperature=settings.temperature,
+                prefix=mb.prefix,
             )
         kl = k3_kl(logp, ref_logp)  # [B, T-1]
         token_loss = token_loss + a.beta * kl
@@ -127,11 +134,20 @@ def _micro_batch_loss(
 def _micro_batches(
     seqs: Sequence[TrainSequence], settings: LoopSettings, device: torch.device | str
 ) -> list[MicroBatch]:
-    lengths = [len(s.token_ids) for s in seqs]
-    return [
-        collate([seqs[i] for i in idx], pad_id=settings.pad_id, device=device)
-        for idx in plan_micro_batches(lengths, settings.micro_batch_tokens)
-    ]
+    budget = settings.micro_batch_tokens
+    batches: list[MicroBatch] = []
+    rest = list(range(len(seqs)))
+    if settings.algorithm.share_prompt_prefix:
+        shared, rest = plan_shared_prefix(seqs, budget, min_prefix=_SHARE_PREFIX_MIN_TOKENS)
+        batches += [
+            collate_prefixed(seqs, units, pad_id=settings.pad_id, device=device)[0]
+            for units in shared
+        ]
+    lengths = [len(seqs[i].token_ids) for i in rest]
+    for idx in plan_micro_batches(lengths, budget):
+        batch = [seqs[rest[j]] for j in idx]
+        batches.append(collate(batch, pad_id=settings.pad_id, device=device))
+    return batches
 
 
 def _old_logprobs(
@@ -139,7 +155,10 @@ def _old_logprobs(
 ) -> list[torch.Tensor]:
     with torch.no_grad():
         return [
-            token_logprobs(model, mb.input_ids, mb.mask, temperature=settings.temperature)[0]
+            token_logprobs(
+                model, mb.input_ids, mb.mask, temperature=settings.temperature,
+                prefix=mb.prefix,
+            )[0]
             for mb in batches
         ]
 
