@@ -21,6 +21,8 @@ from typing import Any
 
 import pytest
 
+from tests.core.dashboard._evals import write_eval_run
+
 pytestmark = pytest.mark.browser
 
 CHROMIUM = "/usr/bin/chromium"
@@ -189,31 +191,12 @@ def test_run_list_chart_and_trace_tokens(
     assert errors == [] and outside == []
 
 
-def _eval_run(root: Path, name: str, model: str, rewards: list[float]) -> None:
-    from osmosis_ai.eval._records import EvalRecord, EvalRunInfo
-
-    folder = root / name
-    folder.mkdir(parents=True)
-    info = EvalRunInfo(
-        config_path="configs/eval.toml", config_name="eval", rollout_dir="calc",
-        entrypoint="main.py", dataset="calc.jsonl", model=model, n=1, limit=None,
-        pass_threshold=1.0, rollout_hash="r", dataset_hash="d", started_at=name,
-        status="completed", work_items=len(rewards),
-    )
-    (folder / "run.json").write_text(info.model_dump_json())
-    (folder / "results.jsonl").write_text("".join(
-        EvalRecord(row_index=i, run_index=0, rollout_id=f"r{i}", sample_id="main",
-                   status="success", reward=r, passed=r >= 1.0).model_dump_json() + "\n"
-        for i, r in enumerate(rewards)
-    ))
-
-
 def test_two_eval_runs_side_by_side(
     browser: Any, dashboard_url: str, trained_run: tuple[Path, str]
 ) -> None:
     evals = trained_run[0].parent / ".osmosis" / "evals"
-    _eval_run(evals, "calc-base", "tiny-qwen2", [0.0, 1.0, 0.0])
-    _eval_run(evals, "calc-trained", trained_run[1] + ":3", [1.0, 1.0, 0.0])
+    write_eval_run(evals, "calc-base", "tiny-qwen2", [0.0, 1.0, 0.0])
+    write_eval_run(evals, "calc-trained", trained_run[1] + ":3", [1.0, 1.0, 0.0])
     page = browser.new_page()
     page.goto(dashboard_url + "/#/evals")
     page.get_by_label("select calc-base").check()

@@ -13,8 +13,8 @@ pytest.importorskip("fastapi")
 from fastapi.testclient import TestClient
 
 from osmosis_ai.dashboard import create_app
-from osmosis_ai.eval._records import EvalRecord, EvalRunInfo
 from osmosis_ai.runs import RunDir, create_run_dir
+from tests.core.dashboard._evals import write_eval_run
 
 
 def _run(root: Path, name: str, day: int, status: str, **fields: Any) -> RunDir:
@@ -45,27 +45,6 @@ def _sample(group: int, rollout: str, reward: float, advantage: float) -> dict[s
     }
 
 
-def _eval(root: Path, name: str, model: str, rewards: list[float | None]) -> None:
-    folder = root / name
-    folder.mkdir(parents=True)
-    info = EvalRunInfo(
-        config_path="configs/eval.toml", config_name="eval", rollout_dir="calc",
-        entrypoint="main.py", dataset="calc.jsonl", model=model, n=1, limit=None,
-        pass_threshold=1.0, rollout_hash="r", dataset_hash="d", started_at=name,
-        status="completed", work_items=len(rewards),
-    )
-    (folder / "run.json").write_text(info.model_dump_json())
-    records = [
-        EvalRecord(row_index=i, run_index=0, rollout_id=f"r{i}", sample_id="main",
-                   status="success", reward=r, passed=r >= 1.0)
-        if r is not None else
-        EvalRecord(row_index=i, run_index=0, rollout_id=f"r{i}", status="failed",
-                   error_type="timeout", error="took too long")
-        for i, r in enumerate(rewards)
-    ]
-    (folder / "results.jsonl").write_text("".join(r.model_dump_json() + "\n" for r in records))
-
-
 @pytest.fixture
 def ws(tmp_path: Path) -> tuple[Path, Path, dict[str, RunDir]]:
     runs, evals = tmp_path / "ws" / "runs", tmp_path / "ws" / ".osmosis" / "evals"
@@ -84,8 +63,8 @@ def ws(tmp_path: Path) -> tuple[Path, Path, dict[str, RunDir]]:
     _trace(done, 1, [_sample(0, "r0", 1.0, 0.5), _sample(0, "r1", 0.0, -0.5),
                      _sample(1, "r2", 1.0, 0.0)])
     live = _run(runs, "live", 2, "running", step=1, phase="train")
-    _eval(evals, "base", "tiny", [0.0, 1.0, None])
-    _eval(evals, "trained", "calc:3", [1.0, 1.0, 0.0])
+    write_eval_run(evals, "base", "tiny", [0.0, 1.0, None])
+    write_eval_run(evals, "trained", "calc:3", [1.0, 1.0, 0.0])
     return runs, evals, {"done": done, "live": live}
 
 
