@@ -289,10 +289,14 @@ RUNS = ROOT / "docs" / "learning_runs.json"
 
 
 def template_fingerprint() -> str:
-    """A hash of the quick-start template's files (config, data, code)."""
+    """A hash of the quick-start template's files (config, data, code) and of the precision
+    ``[training] dtype = "auto"`` trains in on this machine (bf16 and fp32 runs differ)."""
+    from osmosis_trainer.models import training_dtype
+
     digest = hashlib.sha256()
     for path in sorted((ROOT / "templates" / "strands").iterdir()):
         digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    digest.update(training_dtype("auto", "cpu").encode())
     return digest.hexdigest()[:16]
 
 
@@ -350,9 +354,14 @@ def _reading(probes: list[dict[str, Any]], runs: list[TrainRun]) -> str:
     hi = max(p["is_ratio_max"] for p in all_runs)
     lines = [
         f"- Sampler vs trainer: mismatch KL at most {kl:.1e} and importance ratios within "
-        f"{lo:.4f}–{hi:.4f} in every run here, so the sampled log-probabilities are the "
-        "trained ones: not a logprob mismatch, and (with the toy learning tests rising to 0.9) "
-        "not a sign or masking error."
+        f"{lo:.4f}–{hi:.4f} in every run here"
+        + (
+            ", so the sampled log-probabilities are the trained ones: not a logprob mismatch, "
+            "and (with the toy learning tests rising to 0.9) not a sign or masking error."
+            if kl < 1e-6
+            else " (the bf16 runs: the engine's cached decode and the trainer's forward round "
+            "differently; the update's importance weights correct for it)."
+        )
     ]
     before = next((p for p in probes if p["name"].startswith("before")), None)
     if before is not None:

@@ -3,8 +3,9 @@
 Both train LoRA (r=8, alpha=16, all linear layers, dropout 0) on the same model with 8 prompts
 x 4 samples per step, temperature 1, loss ``dapo`` (set explicitly on both sides), no KL, lr
 1e-4, and the same reward (fraction of even token ids, EOS excluded, at least 4 tokens). TRL is
-pinned (``trl==1.16.0`` in the dev extra) and runs in fp32 (``bf16=False``) without gradient
-checkpointing. Ours runs its production path: rollout runner -> ``ctx.chat`` -> policy gateway
+pinned (``trl==1.16.0`` in the dev extra) and runs without gradient checkpointing, in fp32 (its
+CPU default) and, on the real model, also with ``bf16=True``. Ours runs ``[training] dtype =
+"auto"`` (bf16 base weights on a CPU with native bf16 kernels). Ours runs its production path: rollout runner -> ``ctx.chat`` -> policy gateway
 (loopback HTTP) -> HF engine (adapter pushed every step) -> token-exact trajectories -> update.
 
 Cases: ``tiny`` and ``small`` (random Qwen2 built offline, 32 new tokens) and ``real`` (the
@@ -91,6 +92,9 @@ class Setup:
     """``[algorithm] share_prompt_prefix``: a group's prompt runs once in the update."""
     profile: bool = False
     """Record where the step's CPU time and memory go (see ``_trainer_phases``)."""
+    dtype: str | None = None
+    """Ours: ``[training] dtype`` (None: ``auto``). TRL: ``"bfloat16"`` sets ``bf16=True``
+    (autocast over fp32 weights), else fp32."""
 
 
 @dataclass
@@ -165,7 +169,7 @@ def run_ours(case: Case, model: str, root: Path, setup: Setup) -> Result:
         ws, Path(model), eos_id=eos, rows=PROMPTS, lr=1e-4, total_epochs=100,
         max_steps=case.warmup + case.measured, rollout_batch_size=PROMPTS,
         n_samples_per_prompt=GROUP, max_response_length=case.new_tokens, max_prompt_length=512,
-        device=case.device, engine=setup.engine,
+        device=case.device, engine=setup.engine, dtype=setup.dtype,
         extra_toml=(
             "\n[checkpoints]\ncheckpoint_save_freq = 1000\n\n[algorithm]\nloss_type = \"dapo\"\n"
             f"beta = 0.0\nskip_zero_variance_groups = false\nrollouts_ahead = {setup.ahead}\n"
@@ -278,7 +282,7 @@ def run_trl(case: Case, model: str, root: Path, setup: Setup) -> Result:
         logging_steps=1,
         report_to="none",
         use_cpu=not gpu,
-        bf16=gpu,
+        bf16=gpu or setup.dtype == "bfloat16",
         gradient_checkpointing=False,
         save_strategy="no",
         disable_tqdm=True,
@@ -369,7 +373,9 @@ def _table(case: Case, rows: list[Row], reference: Row) -> str:
     return "\n".join(lines)
 
 
-def _verdict(name: str, ours: Row, trl: Row, *, memory: bool) -> str:
+def _verdict(
+    name: str, ours: Row, trl: Row, *, memory: bool, trl_bf16: Row | None = None
+) -> str:
     ratio = ours.median("step_s") / trl.median("step_s")
     met = "met" if ratio <= TARGET_STEP else "NOT met"
     cpu = ours.median("cpu_s") / trl.median("cpu_s")
@@ -384,6 +390,12 @@ def _verdict(name: str, ours: Row, trl: Row, *, memory: bool) -> str:
         text += (
             f"; peak RSS = **{mem:.2f}x** TRL's ({ours.median('peak_rss_gb'):.2f} GB vs "
             f"{trl.median('peak_rss_gb'):.2f} GB; target <= {TARGET_MEMORY:.2f}x: {mem_met})"
+        )
+    if trl_bf16 is not None:
+        text += (
+            f"; against TRL with `bf16=True` (autocast, the same precision as ours): step "
+            f"**{ours.median('step_s') / trl_bf16.median('step_s'):.2f}x**, peak RSS "
+            f"{ours.median('peak_rss_gb') / trl_bf16.median('peak_rss_gb'):.2f}x"
         )
     return text
 
@@ -458,10 +470,16 @@ def _load_note() -> str:
 def _prose() -> str:
     import importlib.metadata
 
+    from osmosis_trainer.models import training_dtype
+
     trl = importlib.metadata.version("trl")
     return (
-        f"TRL {trl} (`GRPOTrainer`, `loss_type=\"dapo\"` set explicitly, `beta=0`, fp32, no "
-        "gradient checkpointing) and ours train the same LoRA with the same loss and reward. "
+        f"TRL {trl} (`GRPOTrainer`, `loss_type=\"dapo\"` set explicitly, `beta=0`, no "
+        "gradient checkpointing; fp32 as its CPU default, and one row with `bf16=True`, "
+        "autocast over fp32 weights) and ours train the same LoRA with the same loss and reward. "
+        "Ours runs `[training] dtype = \"auto\"`, which on this machine's CPU resolves to "
+        f"{training_dtype('auto', 'cpu')} base weights (LoRA weights and optimiser state stay "
+        "fp32). "
         "'on-policy' trains each step on rollouts of the current adapter, as TRL does; "
         "'rollouts ahead' (`[algorithm] rollouts_ahead = 1`) generates the next step's rollouts "
         "while this one trains (one step off-policy), so its rollout and update times overlap. "
@@ -488,6 +506,7 @@ _ABLATIONS = {
     "prefix": Setup("without shared prompt prefixes", share_prefix=False),
     "micro": Setup("micro-batches of 1024 tokens (twice the CPU default: more memory)",
                    micro_batch_tokens=1024),
+    "fp32": Setup("base weights in float32 ([training] dtype = \"float32\")", dtype="float32"),
 }
 
 
@@ -496,15 +515,16 @@ def _real_section(root: Path, runs: int) -> str:
     setups = [
         Setup("osmosis, on-policy (defaults)", profile=True),
         Setup("osmosis, rollouts ahead", ahead=1),
+        Setup("TRL GRPOTrainer, bf16=True (autocast)", who="trl", dtype="bfloat16"),
         Setup("TRL GRPOTrainer", who="trl"),
     ]
     only = os.environ.get("OSMOSIS_BENCH_ABLATIONS")  # e.g. "micro"; "" for none
     keys = list(_ABLATIONS) if only is None else [k.strip() for k in only.split(",") if k.strip()]
     ablations = [_ABLATIONS[k] for k in keys if k in _ABLATIONS]
     rows = _measure(case, setups, root, runs)
-    default, ahead, trl = rows
+    default, ahead, trl_bf16, trl = rows
     head = [
-        _verdict("real model (SmolLM2-135M)", default, trl, memory=True),
+        _verdict("real model (SmolLM2-135M)", default, trl, memory=True, trl_bf16=trl_bf16),
         _table(case, rows, trl),
         _phase_table(default),
     ]
@@ -523,6 +543,9 @@ def _real_section(root: Path, runs: int) -> str:
     prefix = by_label.get(_ABLATIONS["prefix"].label)
     if prefix is not None:
         checks.append(PathCheck("shared prompt prefixes in the update", default, prefix))
+    fp32 = by_label.get(_ABLATIONS["fp32"].label)
+    if fp32 is not None:
+        checks.append(PathCheck("bf16 base weights ([training] dtype = \"auto\" here)", default, fp32))
     micro = by_label.get(_ABLATIONS["micro"].label)
     others = (
         [

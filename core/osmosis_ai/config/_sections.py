@@ -107,6 +107,10 @@ class TrainingSection(Section):
     """Inference engine for rollouts: ``hf`` (transformers, CPU or GPU) or ``vllm``."""
     device: str = "auto"
     """Torch device for training and the ``hf`` engine: ``auto``, ``cpu``, ``cuda``, ``cuda:1``."""
+    dtype: Literal["auto", "float32", "bfloat16"] = "auto"
+    """Precision of the frozen base weights, in the training forward pass and the rollout
+    engine (the LoRA weights and the optimiser state stay float32). ``auto``: bfloat16 on CUDA
+    and on CPUs with native bf16 matrix units (AVX512-BF16 or AMX), float32 elsewhere."""
     vllm_gpu_memory_utilization: float = Field(default=0.35, gt=0.0, le=1.0)
     """With ``engine = "vllm"`` on a GPU: the fraction of GPU memory vLLM may take (weights
     and KV cache); training shares the device and uses the rest."""

@@ -36,8 +36,12 @@ class EngineActor:
 
     def __init__(self, model_path: str, options: dict[str, Any]) -> None:
         from osmosis_trainer.engines import HFEngine
+        from osmosis_trainer.models import training_dtype
 
-        self.engine: Any = HFEngine(model_path, device=options.pop("device", "cpu"), **options)
+        device = options.pop("device", "cpu")
+        # [training] dtype resolves on the engine's own node: its CPU may differ from the driver's.
+        dtype = training_dtype(options.pop("dtype", "auto"), device)
+        self.engine: Any = HFEngine(model_path, device=device, dtype=dtype, **options)
         self._dir = Path(tempfile.mkdtemp(prefix="osmosis-adapter-"))
 
     def where(self) -> dict[str, Any]:

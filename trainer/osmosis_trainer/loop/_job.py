@@ -112,7 +112,7 @@ def _vllm_engine(config: TrainingConfig, loaded: Any, device: str, run: RunDir) 
 
 def vllm_options(config: TrainingConfig, loaded: Any, device: str, run: RunDir) -> dict[str, Any]:
     """``VLLMEngine`` launch arguments for this config (also used by vLLM engine actors)."""
-    from osmosis_trainer.models import is_embedded
+    from osmosis_trainer.models import is_embedded, training_dtype
 
     model_path = config.experiment.model_path
     if is_embedded(model_path):
@@ -131,7 +131,7 @@ def vllm_options(config: TrainingConfig, loaded: Any, device: str, run: RunDir) 
         "python": os.environ.get("OSMOSIS_VLLM_PYTHON") or None,
         "max_lora_rank": rank,
         "max_model_len": config.training.max_prompt_length + config.training.max_response_length,
-        "dtype": "auto" if device.startswith("cuda") else "float32",
+        "dtype": training_dtype(config.training.dtype, device),
         "extra_args": extra,
     }
 
@@ -187,14 +187,15 @@ async def _run(
     from osmosis_ai.serving.gateway import PolicyGateway
     from osmosis_trainer.loop._policy import attach_lora
     from osmosis_trainer.loop._source import GatewayRolloutSource
-    from osmosis_trainer.models import load_model
+    from osmosis_trainer.models import load_model, training_dtype
 
     plan = plan or plan_job(config)
     t = config.training
     os.environ.update(config.env)
     entry: Any = None if config.remote is not None else load_entrypoint(plan.entrypoint)
     phase(f"loading {config.experiment.model_path} on {plan.device}")
-    loaded = load_model(config.experiment.model_path, device=plan.device)
+    dtype = training_dtype(t.dtype, plan.device)
+    loaded = load_model(config.experiment.model_path, device=plan.device, dtype=dtype)
     pad_id = int(loaded.tokenizer.pad_token_id)
     settings = resolve_settings(config, n_rows=len(plan.rows), pad_id=pad_id, device=plan.device)
     # [cluster]: this process is the Ray driver; workflows (and engines) run on actors.
@@ -309,7 +310,7 @@ class _ClusterJob:
             model_path = options.pop("model_path")
             options["log_dir"] = str(self.run.path)
         else:
-            options = {"max_new_tokens": max_new_tokens, "seed": t.seed,
+            options = {"max_new_tokens": max_new_tokens, "seed": t.seed, "dtype": t.dtype,
                        "max_batch_size": t.concurrency or t.rollout_batch_size * t.n_samples_per_prompt}
         self._pool = RayEnginePool(
             model_path, engines=c.engines, cpus=c.engine_cpus, gpus=c.engine_gpus,
