@@ -92,6 +92,9 @@ class Setup:
     """``[algorithm] share_prompt_prefix``: a group's prompt runs once in the update."""
     profile: bool = False
     """Record where the step's CPU time and memory go (see ``_trainer_phases``)."""
+    system_words: int = 0
+    """Ours: a system prompt of this many words on every row, shared by all the groups (the
+    quick start's long system-and-tools prompt is the case shared prefixes are for)."""
     dtype: str | None = None
     """Ours: ``[training] dtype`` (None: ``auto``). TRL: ``"bfloat16"`` sets ``bf16=True``
     (autocast over fp32 weights), else fp32."""
@@ -181,6 +184,11 @@ def run_ours(case: Case, model: str, root: Path, setup: Setup) -> Result:
             )
         ),
     )
+    if setup.system_words:
+        data = ws / "data" / "even.jsonl"
+        system = " ".join(f"rule{i % 50}" for i in range(setup.system_words))
+        rows = [json.loads(line) for line in data.read_text().splitlines()]
+        data.write_text("".join(json.dumps({**r, "system_prompt": system}) + "\n" for r in rows))
     reports: list[dict[str, float]] = []
     cpu_at_warmup = 0.0
 
@@ -500,10 +508,17 @@ def _cpu_section(case: Case, root: Path, runs: int) -> tuple[str, str]:
     return _table(case, rows, trl), _verdict(case.name, rows[0], trl, memory=False)
 
 
+_LONG_WORDS = 150
+_LONG = f"a {_LONG_WORDS}-word"
 REAL = Case("real", new_tokens=64, measured=3, warmup=1, embedded=True)
 _ABLATIONS = {
     # key (for OSMOSIS_BENCH_ABLATIONS): the row, and what it is compared with
-    "prefix": Setup("without shared prompt prefixes", share_prefix=False),
+    "long": Setup(f"{_LONG} system prompt", system_words=_LONG_WORDS),
+    "prefix": Setup(
+        f"{_LONG} system prompt, without shared prompt prefixes",
+        system_words=_LONG_WORDS,
+        share_prefix=False,
+    ),
     "micro": Setup("micro-batches of 1024 tokens (twice the CPU default: more memory)",
                    micro_batch_tokens=1024),
     "fp32": Setup("base weights in float32 ([training] dtype = \"float32\")", dtype="float32"),
@@ -540,9 +555,9 @@ def _real_section(root: Path, runs: int) -> str:
     by_label = {r.setup.label: r for r in extra}
     checks = [PathCheck("update thread (lets rollouts ahead overlap the update)", ahead, default,
                         overlap=True)]
-    prefix = by_label.get(_ABLATIONS["prefix"].label)
-    if prefix is not None:
-        checks.append(PathCheck("shared prompt prefixes in the update", default, prefix))
+    long, prefix = by_label.get(_ABLATIONS["long"].label), by_label.get(_ABLATIONS["prefix"].label)
+    if long is not None and prefix is not None:
+        checks.append(PathCheck("shared prompt prefixes in the update", long, prefix))
     fp32 = by_label.get(_ABLATIONS["fp32"].label)
     if fp32 is not None:
         checks.append(PathCheck("bf16 base weights ([training] dtype = \"auto\" here)", default, fp32))
