@@ -115,7 +115,11 @@ class _Recorder:
             return None, []
         system, input, output = self._last
         replay = ModelResponse(output=output, usage=Usage(), response_id=None).to_input_items()
-        return system, [*ItemHelpers.input_to_new_input_list(input), *replay]
+        # A list input is used as recorded: the chat model converts the very same list
+        # (``Converter.items_to_messages(input)``), so a deep "dump-compatible" copy of it
+        # (``ItemHelpers.input_to_new_input_list``) would only cost time.
+        head = ItemHelpers.input_to_new_input_list(input) if isinstance(input, str) else input
+        return system, [*head, *replay]
 
     def build_sample(self, sample_id: str) -> RolloutSample:
         system, items = self.items()
@@ -163,9 +167,23 @@ class OsmosisAgentsModel(Model):
         # Stock models by client (a client is per route and loop); bounded, least recent out.
         self._inner: OrderedDict[Any, OpenAIChatCompletionsModel] = OrderedDict()
         self._lock = threading.Lock()
+        # (settings passed in, a copy of their extra_args, the resolved settings): see _settings.
+        self._resolved: tuple[ModelSettings, dict[str, Any] | None, ModelSettings] | None = None
 
     def _settings(self, model_settings: ModelSettings) -> ModelSettings:
-        settings = self._defaults.resolve(model_settings)
+        # The runner passes equal settings on every call of a run; resolving them again (a
+        # validated dataclass copy, ~10 us) would be most of this model's own per-call cost.
+        # ``resolve`` passes every field through by reference except ``extra_args``, which it
+        # merges into a new dict: that one is compared by a snapshot of its value.
+        cached = self._resolved
+        if cached is not None and _equal(
+            (cached[0], cached[1]), (model_settings, model_settings.extra_args)
+        ):
+            settings = cached[2]
+        else:
+            settings = self._defaults.resolve(model_settings)
+            extra = model_settings.extra_args
+            self._resolved = (model_settings, None if extra is None else dict(extra), settings)
         if (
             self._implicit != (None, None)
             and (settings.reasoning, settings.verbosity) == self._implicit
@@ -366,6 +384,15 @@ def keep_traces_local() -> None:
             TRACE_UPLOAD_ENV,
         )
         set_tracing_disabled(True)
+
+
+def _equal(a: Any, b: Any) -> bool:
+    """``a == b``, False where the comparison fails (values whose ``==`` raises or is not a bool,
+    e.g. an array in ``extra_body``)."""
+    try:
+        return bool(a == b)
+    except Exception:
+        return False
 
 
 def _settings_from_params(params: dict[str, Any]) -> ModelSettings:

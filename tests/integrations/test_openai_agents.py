@@ -10,6 +10,7 @@ import pytest
 from agents import (
     Agent,
     ModelSettings,
+    RunConfig,
     Runner,
     TracingProcessor,
     function_tool,
@@ -175,6 +176,24 @@ async def test_placeholder_params_are_defaults_under_model_settings() -> None:
             await Runner.run(agent, "hi")
     body = server.requests[0].body
     assert (body["temperature"], body["max_tokens"], body["seed"]) == (0.9, 64, 3)
+
+
+async def test_each_call_uses_the_settings_of_its_run_when_they_change() -> None:
+    # The model reuses its last resolved settings while the runner passes equal ones: changed
+    # settings (extra_args included, merged into a new dict by the SDK) must never be stale.
+    agent = OsmosisAgent(name="p", model=OsmosisRolloutModel(temperature=0.2, seed=1))
+    runs = [
+        ModelSettings(),
+        ModelSettings(temperature=0.5, extra_args={"seed": 2}),
+        ModelSettings(temperature=0.5, extra_args={"seed": 3}),
+        ModelSettings(),
+    ]
+    async with FakeOpenAIServer(script=["a", "b", "c", "d"]) as server:
+        with in_rollout(server):
+            for settings in runs:
+                await Runner.run(agent, "hi", run_config=RunConfig(model_settings=settings))
+    sent = [(r.body["temperature"], r.body["seed"]) for r in server.requests]
+    assert sent == [(0.2, 1), (0.5, 2), (0.5, 3), (0.2, 1)]
 
 
 async def test_clones_and_idle_agents_get_their_own_samples() -> None:

@@ -95,8 +95,11 @@ def build_app(gw: GatewayState) -> FastAPI:
     app = FastAPI(title="osmosis policy gateway", docs_url=None, redoc_url=None, openapi_url=None)
     _install_error_handlers(app)
 
-    async def chat_scoped(request: Request, rollout_id: str, sample_id: str) -> Response:
-        return await _chat(gw, request, rollout_id, sample_id)
+    async def chat_scoped(request: Request) -> Response:
+        # Path parameters read from the match, not declared: FastAPI would validate them per
+        # request (~20 us of a scripted call), and _chat checks both anyway.
+        params = request.path_params
+        return await _chat(gw, request, params["rollout_id"], params["sample_id"])
 
     async def chat_unscoped(request: Request) -> Response:
         rid = request.headers.get(_ROLLOUT_HEADER) or UNSCOPED_ROLLOUT
