@@ -124,6 +124,15 @@ def test_plan_shared_prefix_packs_groups_by_cost() -> None:
     assert sum(len(u.members) for b in small for u in b) == 6
 
 
+def test_a_group_that_fits_one_row_per_micro_batch_is_packed_plainly() -> None:
+    prompt = list(range(3, 43))  # 40 shared tokens: with a continuation, one row fills 45
+    seqs = [_seq(prompt + [50 + i] * 5, 40, group=0) for i in range(3)]
+    batches, rest = plan_shared_prefix(seqs, token_budget=48, min_prefix=8)
+    assert batches == [] and sorted(rest) == [0, 1, 2]
+    batches, rest = plan_shared_prefix(seqs, token_budget=50, min_prefix=8)
+    assert batches == [[PrefixUnit((0, 1), 40)]] and rest == [2]
+
+
 def test_collate_prefixed_left_pads_prompts() -> None:
     seqs = [_seq([5, 6, 7, 1, 2], 3, group=0), _seq([5, 6, 7, 3], 3, group=0)]
     seqs += [_seq([8, 9, 4, 4], 2, group=1)]

@@ -55,23 +55,29 @@ def plan_shared_prefix(
     """Pack groups that share a prompt into micro-batches of at most ``token_budget`` tokens.
 
     A micro-batch of units costs ``G × longest prefix + B × longest continuation``. A group too
-    big for the budget is split into chunks that each repeat the prefix.
+    big for the budget is split into chunks that each repeat the prefix; a chunk of one
+    sequence (the prompt and one continuation fill the budget) saves nothing and goes to
+    ``rest``, since the cache detour only costs there (measured: 20 % slower updates on a
+    440-token prompt at 512-token micro-batches).
 
     Returns:
         ``(batches, rest)``: micro-batches as lists of :class:`PrefixUnit`, and the indices of
-        sequences whose group shares fewer than ``min_prefix`` tokens (packed the plain way).
+        sequences packed the plain way (their group shares fewer than ``min_prefix`` tokens,
+        or they fill a chunk alone).
     """
     units, rest = _units(seqs, min_prefix)
-    pieces: list[PrefixUnit] = []
+    chunks: list[PrefixUnit] = []
     for u in units:
         members = sorted(u.members, key=lambda i: (-len(seqs[i].token_ids), i))
         chunk: list[int] = []
         for i in members:
             if chunk and _cost([PrefixUnit((*chunk, i), u.prefix_len)], seqs) > token_budget:
-                pieces.append(PrefixUnit(tuple(chunk), u.prefix_len))
+                chunks.append(PrefixUnit(tuple(chunk), u.prefix_len))
                 chunk = []
             chunk.append(i)
-        pieces.append(PrefixUnit(tuple(chunk), u.prefix_len))
+        chunks.append(PrefixUnit(tuple(chunk), u.prefix_len))
+    pieces = [c for c in chunks if len(c.members) > 1]
+    rest.extend(i for c in chunks if len(c.members) == 1 for i in c.members)
     pieces.sort(key=lambda u: (-u.prefix_len, u.members))
     batches: list[list[PrefixUnit]] = []
     current: list[PrefixUnit] = []
