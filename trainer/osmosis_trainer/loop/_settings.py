@@ -27,8 +27,9 @@ __all__ = ["LoopSettings", "resolve_settings"]
 # Padded tokens per forward/backward pass when [algorithm] micro_batch_tokens is unset. The
 # activations kept for backward grow with it, about 3 MB per token for SmolLM2-135M (30 layers):
 # its update peaked near 21 GB at 8192 and 6.8 GB at 2048 (the engine's copy included) on CPU.
-# 512 on CPU: in the trainer_real benchmark 1024 peaked at 4.3-5.2 GB (up to 0.41x TRL's, over
-# the 0.4x target) for 3-6 % less step time; its 1024 row shows both.
+# 512 on CPU: in the trainer_real benchmark 1024 peaked at 4.3-5.2 GB with fp32 weights (up to
+# 0.41x TRL's, over the 0.4x target) for 3-6 % less step time; with bf16 weights 3.0 GB for 9 %
+# less. Its 1024 row shows both for the machine it runs on.
 _DEFAULT_MICRO_BATCH_TOKENS = {"cpu": 512, "cuda": 8192}
 
 
