@@ -98,6 +98,33 @@ class Setup:
     dtype: str | None = None
     """Ours: ``[training] dtype`` (None: ``auto``). TRL: ``"bfloat16"`` sets ``bf16=True``
     (autocast over fp32 weights), else fp32."""
+    without: str = ""
+    """Ours: a speed path with no setting of its own, switched off in this run's process (a
+    key of ``_SWITCH_OFF``)."""
+
+
+def _no_merge(*_: Any) -> str:
+    return "switched off by the benchmark"
+
+
+def _switch_off(path: str) -> None:
+    """Turn one speed path off in this process (ablation rows only)."""
+    from contextlib import nullcontext
+
+    if path == "merge":  # adapters served through peft's layers
+        import osmosis_trainer.engines._hf as hf
+
+        hf.unmergeable_reason = _no_merge  # type: ignore[assignment]
+    elif path == "attention":  # transformers' SDPA everywhere
+        import osmosis_trainer.attention as attention
+
+        attention.use_cpu_attention = lambda model: None  # type: ignore[assignment]
+    elif path == "adapter_precision":  # LoRA matmuls in fp32, peft's input casts
+        import osmosis_trainer.loop._policy as policy
+
+        policy.adapter_precision = lambda model: nullcontext()  # type: ignore[assignment]
+    elif path:
+        raise ValueError(f"unknown speed path {path!r}")
 
 
 @dataclass
@@ -166,6 +193,7 @@ def run_ours(case: Case, model: str, root: Path, setup: Setup) -> Result:
     if prof is not None:
         _trainer_phases.install(prof)
     torch.set_num_threads(setup.threads)
+    _switch_off(setup.without)
     eos = int(load_model(model).tokenizer.eos_token_id)
     ws = Path(tempfile.mkdtemp(dir=root))
     config_file = make_workspace(
@@ -493,7 +521,8 @@ def _prose() -> str:
         "while this one trains (one step off-policy), so its rollout and update times overlap. "
         "Our policy calls go from the rollout runner to the policy gateway over loopback HTTP; "
         "the HF engine decodes in the trainer's process, on its own module copy over the "
-        "trainer's frozen base weights. Peak RSS is the whole run's (`ru_maxrss`)."
+        "trainer's frozen base weights, each adapter merged into a copy of the adapted layers' "
+        "weights. Peak RSS is the whole run's (`ru_maxrss`)."
     )
 
 
@@ -522,9 +551,14 @@ _ABLATIONS = {
         micro_batch_tokens=2048,
         share_prefix=False,
     ),
-    "micro": Setup("micro-batches of 1024 tokens (twice the CPU default: more memory)",
-                   micro_batch_tokens=1024),
+    "micro": Setup("micro-batches of 512 tokens (the fp32 CPU default: less memory)",
+                   micro_batch_tokens=512),
     "fp32": Setup("base weights in float32 ([training] dtype = \"float32\")", dtype="float32"),
+    "merge": Setup("adapters served through peft's layers, not merged", without="merge"),
+    "attention": Setup("transformers' SDPA attention throughout", without="attention"),
+    "adapter_precision": Setup(
+        "LoRA layers computed in fp32 (peft's input casts)", without="adapter_precision"
+    ),
 }
 
 
@@ -564,6 +598,14 @@ def _real_section(root: Path, runs: int) -> str:
     fp32 = by_label.get(_ABLATIONS["fp32"].label)
     if fp32 is not None:
         checks.append(PathCheck("bf16 base weights ([training] dtype = \"auto\" here)", default, fp32))
+    for key, name in (
+        ("merge", "adapters merged into the engine's weights"),
+        ("attention", "plain matmul attention for small score matrices (osmosis_trainer.attention)"),
+        ("adapter_precision", "LoRA layers in bf16 over bf16 base weights (autocast)"),
+    ):
+        row = by_label.get(_ABLATIONS[key].label)
+        if row is not None:
+            checks.append(PathCheck(name, default, row))
     micro = by_label.get(_ABLATIONS["micro"].label)
     others = (
         [

@@ -51,3 +51,43 @@ def test_bf16_base_trains_fp32_lora(tiny_model_dir: Path) -> None:
     stats = policy_update(model, build_optimizer(model, lr=1e-2), seqs, settings)
     assert stats.tokens > 0 and stats.grad_norm > 0
     assert any(not torch.equal(before[n], p) for n, p in lora.items())
+
+
+def _lora_grads(model: torch.nn.Module, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    from osmosis_trainer.loop._policy import lora_parameters, token_logprobs
+
+    model.zero_grad()
+    logp, _ = token_logprobs(model, ids, mask)
+    (logp * mask).sum().backward()
+    grads = [p.grad for _, p in lora_parameters(model)]
+    assert all(g is not None and g.dtype == torch.float32 for g in grads)
+    return torch.cat([g.flatten() for g in grads if g is not None])
+
+
+def test_adapter_precision_computes_lora_in_bf16_only_over_a_bf16_base(
+    tiny_model_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from contextlib import nullcontext
+
+    import osmosis_trainer.loop._policy as policy
+
+    ids = torch.tensor([[3, 9, 4, 11, 5, 7, 2, 8], [6, 2, 8, 10, 1, 4, 9, 3]])
+    mask = torch.ones(2, 7, dtype=torch.bool)
+    for dtype in ("bfloat16", "float32"):
+        base = load_model(str(tiny_model_dir), dtype=dtype).model
+        model = policy.attach_lora(
+            base, r=4, alpha=8, dropout=0.0, target_modules="all-linear", seed=0
+        )
+        with torch.no_grad():  # a non-zero B, so every LoRA factor gets a gradient
+            for name, p in model.named_parameters():
+                if "lora_B" in name:
+                    p.normal_(0.0, 0.05)
+        fast = _lora_grads(model, ids, mask)
+        with monkeypatch.context() as m:
+            m.setattr(policy, "adapter_precision", lambda model: nullcontext())
+            exact = _lora_grads(model, ids, mask)
+        cos = float(torch.nn.functional.cosine_similarity(fast, exact, dim=0))
+        if dtype == "float32":
+            assert torch.equal(fast, exact)  # no autocast: fp32 numerics are untouched
+        else:
+            assert cos > 0.99 and not torch.equal(fast, exact)

@@ -69,8 +69,8 @@ class AlgorithmConfig(Section):
     """Stop the run when more than this fraction of a step's rollouts fail."""
     micro_batch_tokens: int | None = Field(default=None, ge=1)
     """Split each optimiser step into micro-batches of at most this many padded tokens, with
-    gradient accumulation (``None``: 512 on CPU, 8192 on GPU). Peak memory grows with it;
-    lower it when training runs out of memory."""
+    gradient accumulation (``None``: on CPU 1024 with bf16 base weights and 512 with fp32,
+    8192 on GPU). Peak memory grows with it; lower it when training runs out of memory."""
     delta: float | None = Field(default=None, gt=1.0)
     """Optional extra upper bound on the unclipped policy ratio (INTELLECT-2's two-sided
     clip); ``None`` disables it."""

@@ -12,6 +12,8 @@ torch = pytest.importorskip("torch")
 from osmosis_ai.serving import ContextLengthError, EngineError, GenerationRequest  # noqa: E402
 from osmosis_trainer.engines import ChatRenderer, HFEngine, processed_logprobs  # noqa: E402
 from osmosis_trainer.engines._sampling import sample_tokens  # noqa: E402
+from tests.trainer.engines._adapters import peft_reference  # noqa: E402
+from tests.trainer.engines._adapters import save_adapter as _save  # noqa: E402
 from tests.trainer.engines._gate import EngineGate  # noqa: E402
 
 
@@ -175,45 +177,15 @@ def test_renderer_uses_the_native_tool_template(tiny_loaded: Any) -> None:
     assert renderer.renders_tools and renderer.renders_tool_calls and renderer.string_arguments
 
 
-def _save_adapter(model_dir: Path, out: Path, seed: int, r: int = 4) -> Path:
-    from peft import LoraConfig, get_peft_model
-
-    from osmosis_trainer.models import load_model
-
-    torch.manual_seed(seed)
-    base = load_model(str(model_dir)).model
-    cfg = LoraConfig(
-        r=r,
-        lora_alpha=2 * r,
-        target_modules=["q_proj", "v_proj", "down_proj"],
-        init_lora_weights=False,
-    )
-    peft_model = get_peft_model(base, cfg)
-    with torch.no_grad():
-        for name, p in peft_model.named_parameters():
-            if "lora_" in name:
-                p.normal_(0.0, 0.5)
-    peft_model.save_pretrained(out)
-    return out
-
-
-def _reference(model_dir: Path, adapter: Path) -> Any:
-    from peft import PeftModel
-
-    from osmosis_trainer.models import load_model
-
-    return PeftModel.from_pretrained(load_model(str(model_dir)).model, str(adapter)).eval()
-
-
 async def test_load_adapter_in_place_and_rebuilt(
     engine: HFEngine, tiny_loaded: Any, tiny_model_dir: Path, tmp_path: Path
 ) -> None:
     req = _req("What is 2 + 3?", temperature=0.0, max_tokens=8)
     base = await engine.generate(req)
     adapters = [
-        _save_adapter(tiny_model_dir, tmp_path / "a1", seed=1),
-        _save_adapter(tiny_model_dir, tmp_path / "a2", seed=2),  # same structure: in place
-        _save_adapter(tiny_model_dir, tmp_path / "a3", seed=3, r=8),  # new rank: rebuilt
+        _save(tiny_model_dir, tmp_path / "a1", 1, std=0.5),
+        _save(tiny_model_dir, tmp_path / "a2", 2, std=0.5),  # same structure
+        _save(tiny_model_dir, tmp_path / "a3", 3, std=0.5, r=8),  # another rank
     ]
     seen = [base.logprobs]
     for version, folder in enumerate(adapters, start=1):
@@ -221,7 +193,7 @@ async def test_load_adapter_in_place_and_rebuilt(
         assert engine.policy_version == version
         res = await engine.generate(req)
         assert res.policy_version == version and res.model.endswith(f"policy-v{version}")
-        ref = _reference(tiny_model_dir, folder)
+        ref = peft_reference(tiny_model_dir, folder)
         fresh = _fresh_logprobs(ref, res.prompt_token_ids, res.completion_token_ids, 1.0, 1.0)
         assert torch.allclose(fresh, torch.tensor(res.logprobs), atol=1e-4)
         assert res.logprobs not in seen
@@ -268,5 +240,9 @@ def test_renderer_remembers_recent_prompts(tiny_loaded: Any) -> None:
     again = renderer.encode([{"role": "user", "content": "What is 2 + 3?"}], None)
     other = renderer.encode([{"role": "user", "content": "What is 2 + 4?"}], None)
     assert len(calls) == 2 and again == first[:-1] and other != again
-    assert again == renderer.tokenizer(render([{"role": "user", "content": "What is 2 + 3?"}], None),
-                                       add_special_tokens=False)["input_ids"]
+    assert (
+        again
+        == renderer.tokenizer(
+            render([{"role": "user", "content": "What is 2 + 3?"}], None), add_special_tokens=False
+        )["input_ids"]
+    )

@@ -1,4 +1,5 @@
-"""An HF engine whose module copy shares the trainer's frozen base weights."""
+"""An HF engine whose module copy shares the trainer's frozen base weights, adapters served
+through peft's layers (merged serving over shared weights: ``test_hf_merge.py``)."""
 
 from __future__ import annotations
 
@@ -11,35 +12,7 @@ torch = pytest.importorskip("torch")
 
 from osmosis_ai.serving import GenerationRequest  # noqa: E402
 from osmosis_trainer.engines import HFEngine  # noqa: E402
-
-
-def _adapter(model_dir: Path, out: Path, seed: int, **lora: Any) -> Path:
-    from peft import LoraConfig, get_peft_model
-
-    from osmosis_trainer.models import load_model
-
-    torch.manual_seed(seed)
-    settings = {"r": 4, "lora_alpha": 8, "target_modules": ["q_proj", "v_proj", "down_proj"]}
-    peft_model = get_peft_model(
-        load_model(str(model_dir)).model,
-        LoraConfig(**{**settings, **lora}, init_lora_weights=False),
-    )
-    with torch.no_grad():
-        for name, p in peft_model.named_parameters():
-            if "lora_" in name:
-                p.normal_(0.0, 0.3)
-    peft_model.save_pretrained(out)
-    return out
-
-
-def _peft_logits(model_dir: Path, adapter: Path, ids: Any) -> Any:
-    from peft import PeftModel
-
-    from osmosis_trainer.models import load_model
-
-    ref = PeftModel.from_pretrained(load_model(str(model_dir)).model, str(adapter)).eval()
-    with torch.no_grad():
-        return ref(input_ids=ids).logits
+from tests.trainer.engines._adapters import peft_logits, save_adapter  # noqa: E402
 
 
 async def test_shared_weights_serve_adapters_without_being_written(
@@ -47,7 +20,7 @@ async def test_shared_weights_serve_adapters_without_being_written(
 ) -> None:
     owner = dict(tiny_loaded.model.named_parameters())
     before = {name: p.detach().clone() for name, p in owner.items()}
-    engine = HFEngine(tiny_loaded, device="cpu", seed=0, share_weights=True)
+    engine = HFEngine(tiny_loaded, device="cpu", seed=0, share_weights=True, merge_adapters=False)
     req = GenerationRequest(
         messages=[{"role": "user", "content": "What is 2 + 3?"}], temperature=0.0, max_tokens=6
     )
@@ -56,12 +29,12 @@ async def test_shared_weights_serve_adapters_without_being_written(
         assert all(p is owner[n] for n, p in engine.model.named_parameters())
         # The second adapter is copied into the peft layers in place, the third rebuilds them.
         for version, (seed, lora) in enumerate(((1, {}), (2, {}), (3, {"r": 2})), start=1):
-            folder = _adapter(tiny_model_dir, tmp_path / f"a{seed}", seed, **lora)
+            folder = save_adapter(tiny_model_dir, tmp_path / f"a{seed}", seed, **lora)
             await engine.load_adapter(str(folder), version)
             res = await engine.generate(req)
             prompt, completion = res.prompt_token_ids or [], res.completion_token_ids or []
             ids = torch.tensor([prompt + completion])
-            logits = _peft_logits(tiny_model_dir, folder, ids)[0].float()
+            logits = peft_logits(tiny_model_dir, folder, ids)[0].float()
             steps = logits[len(prompt) - 1 : len(prompt) - 1 + len(completion)].log_softmax(-1)
             fresh = steps.gather(1, torch.tensor(completion)[:, None])[:, 0]
             assert torch.allclose(fresh, torch.tensor(res.logprobs), atol=1e-4), version

@@ -37,6 +37,7 @@ from osmosis_trainer.engines._hf_adapter import (
     read_adapter,
 )
 from osmosis_trainer.engines._hf_batch import Row, generate_batch
+from osmosis_trainer.engines._hf_merge import MergedLoRA, unmergeable_reason
 from osmosis_trainer.engines._response import ResponseParser
 from osmosis_trainer.models import LoadedModel, load_model
 
@@ -89,9 +90,12 @@ class HFEngine:
             adapter versions. Pass ``False`` to share it (saves memory; you own the consequences).
         share_weights: with ``copy_model``, copy the modules but share the weight tensors that
             already sit on ``device`` (a trainer's frozen LoRA base): the copy costs no weight
-            memory. Adapters are served by peft's layers, which never write into the base
-            weights; the owner must never change those tensors in place either.
+            memory, and a merged adapter gets buffers of its own (``_hf_merge`` never writes
+            into the originals). The owner must never change those tensors in place.
         dtype: model dtype when loading from a path (``"auto"``: fp32 on CPU, bf16 on CUDA).
+        merge_adapters: serve plain LoRA adapters merged into the weights (decoding at the
+            base model's speed; see ``_hf_merge``). Other adapters, and all with ``False``, are
+            served through peft's unmerged layers.
     """
 
     provides_token_ids = True
@@ -108,6 +112,7 @@ class HFEngine:
         dtype: str = "auto",
         seed: int | None = None,
         share_weights: bool = False,
+        merge_adapters: bool = True,
     ) -> None:
         import torch
 
@@ -135,6 +140,11 @@ class HFEngine:
         self.batch_wait_s = batch_wait_ms / 1000.0
         self._model: Any = model
         self._adapter: AdapterState | None = None
+        # Merging writes new weights into the modules: never into a model shared with its owner.
+        self.merge_adapters = merge_adapters and (
+            copy_model or not isinstance(loaded_or_model_path, LoadedModel)
+        )
+        self._merged = MergedLoRA()
         self._version = 0
         self._generator = torch.Generator(self.device)
         self._generator.manual_seed(seed if seed is not None else torch.seed() % (2**63))
@@ -154,8 +164,8 @@ class HFEngine:
 
     @property
     def model(self) -> Any:
-        """The model currently served: the base model, or a ``PeftModel`` once an adapter is
-        loaded."""
+        """The model currently served: the base model (with a merged adapter's weights) or a
+        ``PeftModel`` when the adapter is served unmerged."""
         return self._model
 
     # -- public API ------------------------------------------------------------------------
@@ -237,16 +247,24 @@ class HFEngine:
         item.future.set_result(None)
 
     def _serve(self, state: AdapterState) -> None:
-        """Serve ``state`` through peft's layers; on error, the previous adapter stays served.
+        """Serve ``state``, merged into the weights when possible; on error, the previous
+        adapter stays served."""
+        from peft import PeftModel
 
-        (Merging plain LoRA adapters into the weights decoded ~17 % faster, but saved only
-        ~6 % of a training step on the embedded SmolLM2-135M, under the 10 % a speed path
-        must save to be kept; see BENCHMARKS.md, trainer_real.)
-        """
+        if not isinstance(self._model, PeftModel) and self.merge_adapters:
+            why = unmergeable_reason(self._model, state)
+            if why is None:
+                self._merged.apply(self._model, state)
+                return
+            logger.info("serving adapter %s unmerged (peft layers): %s", state.path, why)
+        was_merged = self._merged.active
+        self._merged.restore(self._model)
         try:
             self._model = apply_adapter(self._model, self._adapter, state)
         except AdapterLoadFailed as exc:
             self._model = exc.model  # the previous peft adapter (or the bare base), restored
+            if was_merged and self._adapter is not None:
+                self._merged.apply(self._model, self._adapter)
             raise
 
     def _admit(self, active: int) -> list[Row]:

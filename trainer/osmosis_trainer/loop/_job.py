@@ -197,7 +197,9 @@ async def _run(
     dtype = training_dtype(t.dtype, plan.device)
     loaded = load_model(config.experiment.model_path, device=plan.device, dtype=dtype)
     pad_id = int(loaded.tokenizer.pad_token_id)
-    settings = resolve_settings(config, n_rows=len(plan.rows), pad_id=pad_id, device=plan.device)
+    settings = resolve_settings(
+        config, n_rows=len(plan.rows), pad_id=pad_id, device=plan.device, dtype=dtype
+    )
     # [cluster]: this process is the Ray driver; workflows (and engines) run on actors.
     cluster = _ClusterJob(config, run) if config.cluster.address is not None else None
     if cluster is not None:

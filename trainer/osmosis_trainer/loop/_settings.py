@@ -27,10 +27,12 @@ __all__ = ["LoopSettings", "resolve_settings"]
 # Padded tokens per forward/backward pass when [algorithm] micro_batch_tokens is unset. The
 # activations kept for backward grow with it, about 3 MB per token for SmolLM2-135M (30 layers):
 # its update peaked near 21 GB at 8192 and 6.8 GB at 2048 (the engine's copy included) on CPU.
-# 512 on CPU: in the trainer_real benchmark 1024 peaked at 4.3-5.2 GB with fp32 weights (up to
-# 0.41x TRL's, over the 0.4x target) for 3-6 % less step time; with bf16 weights 3.0 GB for 9 %
-# less. Its 1024 row shows both for the machine it runs on.
-_DEFAULT_MICRO_BATCH_TOKENS = {"cpu": 512, "cuda": 8192}
+# On CPU, in the trainer_real benchmark: with fp32 weights 1024 peaked at 4.3-5.2 GB (up to
+# 0.41x TRL's, over the 0.4x target) for 3-6 % less step time, so fp32 takes 512; with bf16
+# weights 1024 costs ~0.6 GB more than 512 and saves ~17 % of the step (each micro-batch pays a
+# fixed cost in peft's layers), so bf16 takes 1024. The benchmark's 512 row shows the trade.
+_DEFAULT_MICRO_BATCH_TOKENS = {("cpu", "float32"): 512, ("cpu", "bfloat16"): 1024}
+_CUDA_MICRO_BATCH_TOKENS = 8192
 
 
 @dataclass(frozen=True)
@@ -49,7 +51,7 @@ class LoopSettings:
     total_steps: int
     """Optimiser steps of the run: epochs x batches per epoch, capped by ``max_steps``."""
     micro_batch_tokens: int
-    """``[algorithm] micro_batch_tokens``, or the device's default when unset."""
+    """``[algorithm] micro_batch_tokens``, or the default for the device and dtype when unset."""
     max_completion_length: int
     """Most tokens one policy call generates: ``[sampling] max_tokens``, else
     ``[training] max_response_length`` (also the ``dr_grpo`` normaliser)."""
@@ -66,6 +68,7 @@ def resolve_settings(
     n_rows: int,
     pad_id: int,
     device: str = "cpu",
+    dtype: str = "float32",
     training: TrainingSection | None = None,
     algorithm: AlgorithmConfig | None = None,
     sampling: SamplingConfig | None = None,
@@ -75,7 +78,8 @@ def resolve_settings(
     """Resolve a training config (or sections built in code) for a run over ``n_rows`` rows.
 
     Pass either a loaded ``config`` or the sections themselves; a section left out takes the
-    section's defaults (the same as an absent TOML section).
+    section's defaults (the same as an absent TOML section). ``dtype`` is the base weights'
+    resolved dtype (``models.training_dtype``).
     """
     if config is not None:
         given = (training, algorithm, sampling, checkpoints, evaluation)
@@ -86,7 +90,11 @@ def resolve_settings(
     t = training or TrainingSection()
     a = algorithm or AlgorithmConfig()
     s = sampling or SamplingConfig()
-    kind = "cuda" if device.startswith("cuda") else "cpu"
+    default_micro = (
+        _CUDA_MICRO_BATCH_TOKENS
+        if device.startswith("cuda")
+        else _DEFAULT_MICRO_BATCH_TOKENS.get(("cpu", dtype), 512)
+    )
     return LoopSettings(
         training=t,
         algorithm=a,
@@ -94,7 +102,7 @@ def resolve_settings(
         checkpoints=checkpoints or CheckpointsConfig(),
         evaluation=evaluation or EvaluationConfig(),
         total_steps=plan_steps(n_rows, t.rollout_batch_size, t.total_epochs, t.max_steps),
-        micro_batch_tokens=a.micro_batch_tokens or _DEFAULT_MICRO_BATCH_TOKENS[kind],
+        micro_batch_tokens=a.micro_batch_tokens or default_micro,
         max_completion_length=s.max_tokens or t.max_response_length,
         temperature=s.rollout_temperature or 1.0,
         pad_id=pad_id,
