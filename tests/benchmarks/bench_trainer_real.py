@@ -4,8 +4,8 @@ See :mod:`tests.benchmarks.bench_trainer`. Run: ``python -m tests.benchmarks tra
 (``OSMOSIS_BENCH_RUNS`` runs of each main row, default 3; ``OSMOSIS_BENCH_ABLATION_RUNS`` runs
 of each ablation row, default the same; ``OSMOSIS_BENCH_ABLATIONS`` picks ablation rows by key,
 empty for none). TRL's process peaks near 13 GB: run it on a machine with that much free. With
-3 runs and 1 ablation run it takes about 20-25 minutes on 2 idle cores (estimated from pilots on
-a shared machine: ~1.5 min per run of ours, ~3.5 min per TRL run).
+2 runs and 1 ablation run it takes about 30 minutes on 2 idle cores (~1 min per run of ours,
+~3 min per TRL run, ~3 min per long-prompt ablation run).
 """
 
 from __future__ import annotations
