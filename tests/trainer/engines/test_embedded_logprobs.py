@@ -1,9 +1,11 @@
 """Sampler and trainer agree on the real embedded SmolLM2-135M weights (fp32, CPU).
 
-The HF engine's per-token logprobs (batched, KV-cached decoding through peft's LoRA layers) must
-equal a training forward pass over the same tokens (the trainer's peft model) to 1e-4.
-Tiny random models cover the same paths elsewhere; real weights have real magnitudes (tied
-49k-row embeddings, 30 layers), which is where fp32 rounding and fusion errors show.
+The HF engine's per-token logprobs (batched, KV-cached decoding, the adapter merged into the
+weights or served through peft's LoRA layers) must equal a training forward pass over the same
+tokens (the trainer's peft model) to 1e-4, with the trainer's attention function and with
+transformers' SDPA, so an error shared by the engine and the trainer cannot hide. Tiny random
+models cover the same paths elsewhere; real weights have real magnitudes (tied 49k-row
+embeddings, 30 layers), which is where fp32 rounding and fusion errors show.
 """
 
 from __future__ import annotations
@@ -45,7 +47,11 @@ def policy(smollm: Any, tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, 
     from osmosis_trainer.loop._policy import attach_lora
 
     model = attach_lora(
-        copy.deepcopy(smollm.model), r=8, alpha=16, dropout=0.0, target_modules="all-linear",
+        copy.deepcopy(smollm.model),
+        r=8,
+        alpha=16,
+        dropout=0.0,
+        target_modules="all-linear",
         seed=0,
     )
     g = torch.Generator().manual_seed(1)
@@ -58,17 +64,18 @@ def policy(smollm: Any, tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, 
     return model, folder
 
 
-def _sampled(smollm: Any, folder: Path) -> list[Any]:
+def _sampled(smollm: Any, folder: Path, merge: bool) -> list[Any]:
     from osmosis_ai.serving import GenerationRequest
     from osmosis_trainer.engines import HFEngine
 
     async def go() -> list[Any]:
-        engine = HFEngine(smollm, device="cpu", seed=0)
+        engine = HFEngine(smollm, device="cpu", seed=0, merge_adapters=merge)
         try:
             await engine.load_adapter(str(folder), 1)
             reqs = [
                 GenerationRequest(
-                    messages=[{"role": "user", "content": p}], temperature=TEMPERATURE,
+                    messages=[{"role": "user", "content": p}],
+                    temperature=TEMPERATURE,
                     max_tokens=24,
                 )
                 for p in PROMPTS
@@ -97,13 +104,24 @@ def _rows(results: list[Any]) -> list[tuple[torch.Tensor, torch.Tensor, torch.Te
     return rows
 
 
-def test_engine_logprobs_match_training_forward(smollm: Any, policy: tuple[Any, Path]) -> None:
+@pytest.mark.parametrize("merge", [True, False], ids=["merged", "peft-layers"])
+def test_engine_logprobs_match_training_forward(
+    smollm: Any, policy: tuple[Any, Path], merge: bool
+) -> None:
+    from osmosis_trainer.attention import NAME
     from osmosis_trainer.loop._policy import token_logprobs
 
     model, folder = policy
-    rows = _rows(_sampled(smollm, folder))
+    rows = _rows(_sampled(smollm, folder, merge))
     assert sum(int(m.sum()) for _, m, _ in rows) >= 40, "too few sampled tokens to compare"
-    for ids, mask, sampler in rows:
-        with torch.no_grad():
-            logp, _ = token_logprobs(model, ids, mask, temperature=TEMPERATURE)
-        _close(logp[mask], sampler, "trainer")
+    base = model.get_base_model()
+    assert base.config._attn_implementation == NAME
+    try:
+        for attention in (NAME, "sdpa"):
+            base.set_attn_implementation(attention)
+            for ids, mask, sampler in rows:
+                with torch.no_grad():
+                    logp, _ = token_logprobs(model, ids, mask, temperature=TEMPERATURE)
+                _close(logp[mask], sampler, f"trainer ({attention} attention)")
+    finally:
+        base.set_attn_implementation(NAME)
