@@ -1,11 +1,13 @@
 """Attention on CPU: matmul, softmax, matmul for small score matrices, torch's SDPA otherwise.
 
 On CPU torch's flash-attention kernel pays a fixed cost per call and per block that dominates
-when the score matrix is small, which is the common case here: decoding one token at a time,
-and training on rows of a few hundred tokens. On the embedded SmolLM2-135M (bf16, 2 cores) the
-plain form makes a decoding step at batch 32 ~15 % faster, and the forward and backward of a
-micro-batch of 92-token rows ~18 % faster (see BENCHMARKS.md, trainer_real). Larger score
-matrices go to SDPA, whose memory does not grow with the square of the length.
+when the score matrix is small, and its backward pass is slow: training on rows of a few hundred
+tokens is the common case here. On the embedded SmolLM2-135M (bf16, 2 cores) the plain form
+makes the forward and backward of a micro-batch of 92-token rows ~18 % faster, and a decoding
+step at batch 32 without padding ~28 % faster (transformers then calls SDPA with grouped-query
+heads, a slow CPU path); decoding steps with a padding mask cost about the same either way
+(slightly more at batch 1-8), and prefill the same. The whole step: BENCHMARKS.md, trainer_real.
+Larger score matrices go to SDPA, whose memory does not grow with the square of the length.
 
 Registered with transformers' own extension points (``AttentionInterface`` and
 ``AttentionMaskInterface``) under :data:`NAME`; :func:`use_cpu_attention` switches a model to it.
