@@ -376,7 +376,42 @@ def _reading(probes: list[dict[str, Any]], runs: list[TrainRun]) -> str:
             f"rows it drew ({before['first3']:.3f} → {before['last3']:.3f} compares different "
             "rows)."
         )
+    lines += _ablations(probes, runs)
     return "\n".join(lines) + "\n"
+
+
+def _ablations(probes: list[dict[str, Any]], runs: list[TrainRun]) -> list[str]:
+    """One line per probe that undoes one change of the shipped config, read against the
+    shipped run of the same seed, with the seeds' own spread as the noise scale."""
+    shipped = {r.seed: diagnostics(r) for r in runs}
+    gains = [d["last3"] - d["first3"] for d in shipped.values()]
+    if not gains:
+        return []
+    spread = max(gains) - min(gains)
+    out = []
+    for p in probes:
+        base = shipped.get(p["seed"])
+        if p["name"].startswith("before") or base is None:
+            continue
+        gain, ref = p["last3"] - p["first3"], base["last3"] - base["first3"]
+        change = ", ".join(f"`{k.split('.')[-1]}={v}`" for k, v in p["settings"].items())
+        verdict = (
+            "lower by more than the seeds' spread: this setting matters"
+            if ref - gain > spread else "within the seeds' spread: not shown to matter alone"
+        )
+        out.append(
+            f"- {change} alone (seed {p['seed']}, {p['steps']} steps): gain {gain:+.3f} against "
+            f"{ref:+.3f} shipped — {verdict}; zero-variance groups "
+            f"{p['zero_variance_share']:.0%} vs {base['zero_variance_share']:.0%}, replies cut "
+            f"at the cap {p['truncated_share']:.0%} vs {base['truncated_share']:.0%}, reply "
+            f"tokens at the end {p['response_tokens_last']:.0f} vs "
+            f"{base['response_tokens_last']:.0f}."
+        )
+    if out:
+        out.insert(0, f"- One change undone at a time (the shipped seeds' gains spread over "
+                      f"{spread:.3f}, the noise scale of one run):")
+        out[1:] = ["  " + line for line in out[1:]]
+    return out
 
 
 def render() -> None:
