@@ -380,8 +380,14 @@ def _reading(probes: list[dict[str, Any]], runs: list[TrainRun]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _peak(rewards: list[float]) -> str:
+    """Where a curve peaks and where it ends: a gain over the first steps can hide a late fall."""
+    best = max(range(len(rewards)), key=rewards.__getitem__)
+    return f"step reward peaks at {rewards[best]:.2f} (step {best + 1}), ends at {rewards[-1]:.2f}"
+
+
 def _ablations(probes: list[dict[str, Any]], runs: list[TrainRun]) -> list[str]:
-    """One line per probe that undoes one change of the shipped config, read against the
+    """One line per probe that changes one setting of the shipped config, read against the
     shipped run of the same seed, with the seeds' own spread as the noise scale."""
     shipped = {r.seed: diagnostics(r) for r in runs}
     gains = [d["last3"] - d["first3"] for d in shipped.values()]
@@ -395,20 +401,21 @@ def _ablations(probes: list[dict[str, Any]], runs: list[TrainRun]) -> list[str]:
             continue
         gain, ref = p["last3"] - p["first3"], base["last3"] - base["first3"]
         change = ", ".join(f"`{k.split('.')[-1]}={v}`" for k, v in p["settings"].items())
-        verdict = (
-            "lower by more than the seeds' spread: this setting matters"
-            if ref - gain > spread else "within the seeds' spread: not shown to matter alone"
-        )
+        if abs(gain - ref) <= spread:
+            verdict = "within the seeds' spread: not shown to matter alone"
+        else:
+            side = "lower" if gain < ref else "higher"
+            verdict = f"{side} by more than the seeds' spread: this setting matters"
         out.append(
             f"- {change} alone (seed {p['seed']}, {p['steps']} steps): gain {gain:+.3f} against "
-            f"{ref:+.3f} shipped — {verdict}; zero-variance groups "
+            f"{ref:+.3f} shipped — {verdict}; {_peak(p['rewards'])}; zero-variance groups "
             f"{p['zero_variance_share']:.0%} vs {base['zero_variance_share']:.0%}, replies cut "
             f"at the cap {p['truncated_share']:.0%} vs {base['truncated_share']:.0%}, reply "
             f"tokens at the end {p['response_tokens_last']:.0f} vs "
             f"{base['response_tokens_last']:.0f}."
         )
     if out:
-        out.insert(0, f"- One change undone at a time (the shipped seeds' gains spread over "
+        out.insert(0, f"- One setting changed at a time (the shipped seeds' gains spread over "
                       f"{spread:.3f}, the noise scale of one run):")
         out[1:] = ["  " + line for line in out[1:]]
     return out
