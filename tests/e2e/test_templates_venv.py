@@ -33,8 +33,14 @@ REPO = Path(__file__).resolve().parents[2]
 CONSTRAINTS = REPO / ".ci" / "constraints.txt"
 
 
+_DROPPED = ("VIRTUAL_ENV", "PYTHONPATH", "OPENAI_BASE_URL", "OSMOSIS_JUDGE_MODEL")
+
+
 def _env(venv: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
+    # A fresh machine has no provider key or judge override. A key that another test module
+    # put into this process (tests/integrations sets a dummy OPENAI_API_KEY at import) would
+    # switch the support-judge template to a hosted judge this offline machine cannot reach.
+    env = {k: v for k, v in os.environ.items() if k not in _DROPPED and not k.endswith("_API_KEY")}
     env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
     env["VIRTUAL_ENV"] = str(venv)
     env["PIP_CONSTRAINT"] = str(CONSTRAINTS)
