@@ -232,6 +232,11 @@ def _fmt_eval(e: dict[str, Any] | None) -> str:
             f"({e['diff']:+.3f}, CI [{e['ci_low']:+.3f}, {e['ci_high']:+.3f}])")
 
 
+def _settings(probe: dict[str, Any]) -> str:
+    """A probe's explicit settings, as ``name=value`` code spans."""
+    return ", ".join(f"`{k.split('.')[-1]}={v}`" for k, v in probe["settings"].items())
+
+
 def findings_table(probes: list[dict[str, Any]]) -> str:
     head = (
         "| probe | settings (on top of the template's config) | steps | reward first 3 → last 3 "
@@ -241,7 +246,7 @@ def findings_table(probes: list[dict[str, Any]]) -> str:
     )
     rows = []
     for p in probes:
-        settings = ", ".join(f"`{k.split('.')[-1]}={v}`" for k, v in p["settings"].items())
+        settings = _settings(p)
         if p["template"] != "strands":
             settings = f"template `{p['template']}`; " + settings
         rows.append(
@@ -350,7 +355,8 @@ def _reading(probes: list[dict[str, Any]], runs: list[TrainRun]) -> str:
     """What the measurements rule in and out, computed from them (no fixed figures)."""
     if not probes:
         return ""
-    all_runs = [*probes, *(diagnostics(r) for r in runs)]
+    shipped = {r.seed: diagnostics(r) for r in runs}
+    all_runs = [*probes, *shipped.values()]
     kl = max(p["mismatch_kl_max"] for p in all_runs)
     lo = min(p["is_ratio_min"] for p in all_runs)
     hi = max(p["is_ratio_max"] for p in all_runs)
@@ -376,7 +382,7 @@ def _reading(probes: list[dict[str, Any]], runs: list[TrainRun]) -> str:
             f"rows it drew ({before['first3']:.3f} → {before['last3']:.3f} compares different "
             "rows)."
         )
-    lines += _ablations(probes, runs)
+    lines += _ablations(probes, shipped)
     return "\n".join(lines) + "\n"
 
 
@@ -386,10 +392,10 @@ def _peak(rewards: list[float]) -> str:
     return f"step reward peaks at {rewards[best]:.2f} (step {best + 1}), ends at {rewards[-1]:.2f}"
 
 
-def _ablations(probes: list[dict[str, Any]], runs: list[TrainRun]) -> list[str]:
+def _ablations(probes: list[dict[str, Any]], shipped: dict[int, dict[str, Any]]) -> list[str]:
     """One line per probe that changes one setting of the shipped config, read against the
-    shipped run of the same seed, with the seeds' own spread as the noise scale."""
-    shipped = {r.seed: diagnostics(r) for r in runs}
+    shipped run of the same seed (``shipped``: diagnostics by seed), with the seeds' own spread
+    as the noise scale."""
     gains = [d["last3"] - d["first3"] for d in shipped.values()]
     if not gains:
         return []
@@ -400,7 +406,7 @@ def _ablations(probes: list[dict[str, Any]], runs: list[TrainRun]) -> list[str]:
         if p["name"].startswith("before") or base is None:
             continue
         gain, ref = p["last3"] - p["first3"], base["last3"] - base["first3"]
-        change = ", ".join(f"`{k.split('.')[-1]}={v}`" for k, v in p["settings"].items())
+        change = _settings(p)
         if abs(gain - ref) <= spread:
             verdict = "within the seeds' spread: not shown to matter alone"
         else:
