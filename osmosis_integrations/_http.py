@@ -9,11 +9,6 @@ A pool never outlives its loop, which is what breaks a shared client when Strand
 synchronous ``agent(...)`` on a fresh loop: pools are keyed by loop (weakly), and each pool is
 closed inside its own loop when the loop shuts down its async generators (``asyncio.run`` and
 ``asyncio.Runner`` do), through a small guard generator started on that loop.
-
-A new ``AsyncOpenAI`` looks up the OS platform (for its ``X-Stainless-*`` headers) on its first
-request, in a worker thread. With a client per route that is one thread hop per rollout (~50 us
-of CPU on a 2-core machine, plus the wait for the thread): the lookup is done once per process
-here and handed to every new client.
 """
 
 from __future__ import annotations
@@ -35,7 +30,6 @@ __all__ = ["loop_http_client", "policy_client"]
 
 _lock = threading.Lock()
 _ssl_context: ssl.SSLContext | None = None
-_platform: Any = None
 
 
 _MAX_CLIENTS_PER_LOOP = 512
@@ -109,16 +103,6 @@ async def _loop_pool() -> _LoopPool:
     return pool
 
 
-async def _os_platform() -> Any:
-    """``openai``'s platform name, looked up once per process (off the loop, as openai does)."""
-    global _platform
-    if _platform is None:
-        from openai._base_client import get_platform
-
-        _platform = await asyncio.to_thread(get_platform)
-    return _platform
-
-
 async def loop_http_client() -> Any:
     """The ``httpx2.AsyncClient`` shared by policy calls on the running event loop."""
     return (await _loop_pool()).http
@@ -143,13 +127,6 @@ async def policy_client(route: PolicyRoute, *, max_retries: int = 0) -> AsyncOpe
             max_retries=max_retries,
             http_client=pool.http,
         )
-        # Spare the client its own platform lookup (a worker-thread hop on its first request).
-        # ``_platform`` is private to openai: only fill it where it exists and is unset.
-        if getattr(client, "_platform", False) is None:
-            try:
-                client._platform = await _os_platform()
-            except ImportError:  # pragma: no cover - an openai without get_platform
-                pass
         pool.clients[key] = client
         if len(pool.clients) > _MAX_CLIENTS_PER_LOOP:
             pool.clients.popitem(last=False)

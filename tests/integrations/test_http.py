@@ -31,16 +31,6 @@ async def test_calls_on_one_loop_share_connections_and_clients() -> None:
         assert (await http.policy_client(r1))._client is await http.loop_http_client()
 
 
-async def test_a_new_client_gets_the_platform_without_its_own_lookup() -> None:
-    # openai looks the platform up in a worker thread on a client's first request; with a
-    # client per route that would be one thread hop per rollout.
-    from openai._base_client import get_platform
-
-    route = PolicyRoute(base_url="http://127.0.0.1:9/rollouts/fresh/samples/main/v1")
-    client = await http.policy_client(route)
-    assert client._platform is not None and client._platform == get_platform()
-
-
 def test_each_loop_gets_its_own_pool_closed_when_the_loop_ends() -> None:
     with FakeOpenAIServer(script=["a", "b"]) as server:
         route = server.route("r", "main")

@@ -18,7 +18,6 @@ next to it.
 
 from __future__ import annotations
 
-import copy
 import json
 import os
 import random
@@ -129,60 +128,23 @@ def _save_pretrained(model: Any, folder: Path) -> None:
     """Write the active LoRA adapter in standard PEFT format (``adapter_config.json`` +
     ``adapter_model.safetensors``), loadable by ``PeftModel.from_pretrained`` and vLLM.
 
-    The same files as ``PeftModel.save_pretrained``, minus its model card and its hub lookup
-    (for a base model that is not a plain local folder, such as the embedded GGUF model);
-    written every step, so the ~50 ms that costs matter for small models.
+    peft's own ``save_pretrained``; ``save_embedding_layers`` is given explicitly because its
+    ``"auto"`` looks the base model up on the Hub (the embedded GGUF model is not there).
     """
-    from safetensors.torch import save_file
-
     folder.mkdir(parents=True, exist_ok=True)
-    name = getattr(model, "active_adapter", "default")
-    config = copy.copy(model.peft_config[name])
-    config.inference_mode = True
-    save_file(
-        {k: v.detach().contiguous() for k, v in _adapter_tensors(model, name).items()},
-        str(folder / "adapter_model.safetensors"),
-        metadata={"format": "pt"},
+    model.save_pretrained(
+        str(folder), safe_serialization=True, save_embedding_layers=_embeddings_targeted(model)
     )
-    config.save_pretrained(str(folder))
-
-
-def _adapter_tensors(model: Any, name: str) -> dict[str, Any]:
-    """peft's saved state dict of adapter ``name``: its keys mapped to the live tensors.
-
-    ``get_peft_model_state_dict`` walks the whole model's state dict (6 ms for a tiny model,
-    every step); the key -> tensor mapping is made once per model and adapter and reused while
-    the tensors stay the same objects.
-    """
-    from peft.utils import get_peft_model_state_dict
-
-    cache: dict[str, Any] = model.__dict__.setdefault("_osmosis_adapter_keys", {})
-    mapping = cache.get(name)
-    if mapping is None:
-        state = get_peft_model_state_dict(
-            model, adapter_name=name, save_embedding_layers=_embeddings_targeted(model)
-        )
-        by_storage = {p.data_ptr(): p for p in model.parameters()}
-        mapping = {k: by_storage.get(v.data_ptr()) for k, v in state.items()}
-        if any(p is None or p.shape != state[k].shape for k, p in mapping.items()):
-            return dict(state)  # not all plain parameters: no shortcut
-        cache[name] = mapping
-    return dict(mapping)
 
 
 def _embeddings_targeted(model: Any) -> bool:
-    cached = getattr(model, "_osmosis_embeddings_targeted", None)
-    if cached is not None:
-        return bool(cached)
-    targeted = False
+    """Whether the adapter adapts an embedding or the output head (their weights are saved too)."""
     for name, module in model.named_modules():
         if hasattr(module, "lora_A") or hasattr(module, "lora_embedding_A"):
             base = getattr(module, "base_layer", module)
             if isinstance(base, torch.nn.Embedding) or name.endswith("lm_head"):
-                targeted = True
-                break
-    model._osmosis_embeddings_targeted = targeted
-    return targeted
+                return True
+    return False
 
 
 def save_adapter(model: Any, directory: Path, *, durable: bool = True) -> Path:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -230,20 +229,12 @@ def policy_update(
     return _finish_stats(acc, batches, grad_norm, len(seqs), settings)
 
 
-_dropout_cache: weakref.WeakKeyDictionary[torch.nn.Module, bool] = weakref.WeakKeyDictionary()
-
-
 def _has_dropout(model: torch.nn.Module) -> bool:
-    """Whether train/eval mode changes what ``model`` computes (an active dropout layer).
-
-    Switching modes walks every module (over a millisecond per update on a small peft model),
-    so it is skipped for models without dropout; the answer is kept per model.
-    """
-    if model not in _dropout_cache:
-        _dropout_cache[model] = any(
-            isinstance(m, torch.nn.modules.dropout._DropoutNd) and m.p > 0 for m in model.modules()
-        )
-    return _dropout_cache[model]
+    """Whether train/eval mode changes what ``model`` computes (an active dropout layer); a
+    model without one stays in eval mode (some attention kernels differ between the modes)."""
+    return any(
+        isinstance(m, torch.nn.modules.dropout._DropoutNd) and m.p > 0 for m in model.modules()
+    )
 
 
 def _clip_and_check(params: list[torch.nn.Parameter], max_norm: float | None, where: str) -> float:
