@@ -7,10 +7,16 @@ runs rollouts or serves their policy calls, in modules named for what they do:
 - :mod:`osmosis_ai.rollout.running`: the runner, backends, entrypoint loading, outcomes.
 - :mod:`osmosis_ai.rollout.scope`: the current rollout, its routes and the endpoint protocol
   (framework adapters and the gateway).
-- :mod:`osmosis_ai.rollout.remote`: serving a workflow as a remote rollout server.
+- :mod:`osmosis_ai.rollout.remote`: serving a workflow as a remote rollout server. Its
+  agent-loop names (``RolloutAgentLoop``, ``RolloutContext``, ``RolloutRequest``,
+  ``RolloutResult``, ``create_app``) also import from here, where the original SDK's docs
+  import them; they load on first use, so ``import osmosis_ai.rollout`` stays light.
 """
 
 from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 from osmosis_ai.rollout._grader import Grader, GraderContext
 from osmosis_ai.rollout._types import (
@@ -31,6 +37,19 @@ from osmosis_ai.rollout._workflow import (
     GraderConfig,
 )
 
+if TYPE_CHECKING:
+    from osmosis_ai.rollout.remote import (
+        RolloutAgentLoop,
+        RolloutContext,
+        RolloutRequest,
+        RolloutResult,
+        create_app,
+    )
+
+_REMOTE = frozenset(
+    {"RolloutAgentLoop", "RolloutContext", "RolloutRequest", "RolloutResult", "create_app"}
+)
+
 __all__ = [
     "AgentWorkflow",
     "AgentWorkflowConfig",
@@ -43,8 +62,21 @@ __all__ = [
     "GraderContext",
     "LLMCall",
     "Message",
+    "RolloutAgentLoop",
+    "RolloutContext",
+    "RolloutRequest",
+    "RolloutResult",
     "RolloutSample",
     "SampleError",
     "SampleStatus",
     "ToolCall",
+    "create_app",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _REMOTE:
+        value = getattr(importlib.import_module("osmosis_ai.rollout.remote"), name)
+        globals()[name] = value  # later lookups skip this hook
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
