@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from pydantic import BaseModel, Field, ValidationError
 
 from osmosis_ai.errors import ConfigError, MissingExtraError, OsmosisError
 from osmosis_ai.rollout import Message
@@ -72,15 +73,63 @@ def _price(model: str, prompt_tokens: int, completion_tokens: int) -> float | No
     return float(prompt_cost) + float(completion_cost)
 
 
-def _logprob_tables(choice: dict[str, Any]) -> tuple[list[dict[str, float]] | None, list[str]]:
-    content = (choice.get("logprobs") or {}).get("content") or []
-    if not content or not any(entry.get("top_logprobs") for entry in content):
+class _LogprobEntry(BaseModel):
+    token: str = ""
+    logprob: float | None = None
+    top_logprobs: list[_LogprobEntry] | None = None
+
+
+class _Logprobs(BaseModel):
+    content: list[_LogprobEntry] | None = None
+
+
+class _ReplyMessage(BaseModel):
+    content: str | None = None
+
+
+class _Choice(BaseModel):
+    message: _ReplyMessage
+    logprobs: _Logprobs | None = None
+
+
+class _Usage(BaseModel):
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+
+
+class _Completion(BaseModel):
+    """The part of an OpenAI chat completion a judge reads; other fields are ignored."""
+
+    choices: list[_Choice] = Field(min_length=1)
+    usage: _Usage | None = None
+
+
+def _completion(model: str, data: Any) -> _Completion:
+    """``data`` read as a chat completion, or :class:`JudgeModelError` saying what is wrong
+    (the reply becomes a failed verdict, never an exception out of the judge)."""
+    try:
+        return _Completion.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err.get("loc", ())) or "reply"
+        raise JudgeModelError(
+            f"judge model {model}: the reply is not a chat completion ({where}: "
+            f"{err.get('msg', 'invalid')}): {str(data)[:200]}"
+        ) from None
+
+
+def _logprob_tables(choice: _Choice) -> tuple[list[dict[str, float]] | None, list[str]]:
+    content = (choice.logprobs.content if choice.logprobs else None) or []
+    if not content or not any(entry.top_logprobs for entry in content):
         return None, []
     tables = [
-        {str(c.get("token")): float(c.get("logprob", float("-inf"))) for c in e["top_logprobs"]}
+        {
+            c.token: c.logprob if c.logprob is not None else float("-inf")
+            for c in e.top_logprobs or []
+        }
         for e in content
     ]
-    return tables, [str(e.get("token", "")) for e in content]
+    return tables, [e.token for e in content]
 
 
 def _openai_params(
@@ -106,20 +155,19 @@ def _openai_params(
     return params
 
 
-def _reply_from_openai(data: dict[str, Any], cost: float | None) -> JudgeReply:
-    choice = (data.get("choices") or [{}])[0]
-    usage = data.get("usage") or {}
+def _reply_from_openai(completion: _Completion, cost: float | None) -> JudgeReply:
+    choice = completion.choices[0]
+    usage = completion.usage or _Usage()
     tables, tokens = _logprob_tables(choice)
-    content = (choice.get("logprobs") or {}).get("content") or []
-    first = content[0].get("logprob") if content and isinstance(content[0], dict) else None
+    content = (choice.logprobs.content if choice.logprobs else None) or []
     return JudgeReply(
-        text=str((choice.get("message") or {}).get("content") or ""),
-        prompt_tokens=int(usage.get("prompt_tokens") or 0),
-        completion_tokens=int(usage.get("completion_tokens") or 0),
+        text=choice.message.content or "",
+        prompt_tokens=usage.prompt_tokens or 0,
+        completion_tokens=usage.completion_tokens or 0,
         cost_usd=cost,
         top_logprobs=tables,
         sampled_tokens=tokens,
-        first_token_logprob=float(first) if isinstance(first, int | float) else None,
+        first_token_logprob=content[0].logprob if content else None,
     )
 
 
@@ -210,7 +258,9 @@ class JudgeModel:
         top_logprobs: int | None,
         seed: int | None,
     ) -> JudgeReply:
-        body = _openai_params(self.served_name, messages, temperature, max_tokens, top_logprobs, seed)
+        body = _openai_params(
+            self.served_name, messages, temperature, max_tokens, top_logprobs, seed
+        )
         headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
         url = self.model.rstrip("/") + "/chat/completions"
         try:
@@ -222,18 +272,20 @@ class JudgeModel:
             raise JudgeModelError(
                 f"judge model {self.model}: HTTP {resp.status_code}: {resp.text[:300]}"
             )
-        data = resp.json()
-        usage = data.get("usage") or {}
+        try:
+            data = resp.json()
+        except ValueError:
+            raise JudgeModelError(
+                f"judge model {self.model}: the reply is not JSON: {resp.text[:200]!r}"
+            ) from None
+        completion = _completion(self.model, data)
+        usage = completion.usage or _Usage()
         cost = (
-            _price(
-                self.price_as,
-                int(usage.get("prompt_tokens") or 0),
-                int(usage.get("completion_tokens") or 0),
-            )
+            _price(self.price_as, usage.prompt_tokens or 0, usage.completion_tokens or 0)
             if self.price_as
             else None
         )
-        return _reply_from_openai(data, cost)
+        return _reply_from_openai(completion, cost)
 
     async def _chat_litellm(
         self,
@@ -255,14 +307,11 @@ class JudgeModel:
             resp = await litellm.acompletion(**kwargs)
         except Exception as exc:  # litellm raises provider-specific types
             raise JudgeModelError(f"judge model {self.model}: {exc}") from exc
-        data = resp.model_dump() if hasattr(resp, "model_dump") else dict(resp)
-        usage = data.get("usage") or {}
-        cost = _price(
-            self.model,
-            int(usage.get("prompt_tokens") or 0),
-            int(usage.get("completion_tokens") or 0),
-        )
-        return _reply_from_openai(data, cost)
+        data = resp.model_dump() if hasattr(resp, "model_dump") else resp
+        completion = _completion(self.model, data)
+        usage = completion.usage or _Usage()
+        cost = _price(self.model, usage.prompt_tokens or 0, usage.completion_tokens or 0)
+        return _reply_from_openai(completion, cost)
 
     async def _engine_instance(self) -> Any:
         if self._engine is None:

@@ -13,15 +13,25 @@ from osmosis_ai.grading import JudgeModel
 from osmosis_ai.rollout import GraderContext, RolloutSample
 from osmosis_ai.serving import GenerationRequest
 from osmosis_ai.serving.gateway import PolicyGateway
-from osmosis_ai.testing import ScriptedEngine
+from osmosis_ai.testing import FakeRequest, ScriptedEngine
 
-_RESPONSE = re.compile(r"RESPONSE (\d+):\n(.*?)(?=\n\nRESPONSE \d+:|\n\nScores:)", re.DOTALL)
+_RESPONSE = re.compile(r"<response-([0-9a-f]+)(?: id=\d+)?>\n(.*?)\n</response-\1>", re.DOTALL)
 
 
-def shown_responses(req: GenerationRequest) -> list[str]:
-    """The responses a group prompt shows, in the order shown."""
-    user = str(req.messages[-1]["content"])
-    return [m.group(2).strip() for m in _RESPONSE.finditer(user)]
+def shown_responses(req: GenerationRequest | FakeRequest) -> list[str]:
+    """The responses a prompt shows (inside their nonce tags), in the order shown: from the last
+    message that has any (worked examples come before it, a retry's request after it)."""
+    for message in reversed(req.messages):
+        shown = [m.group(2).strip() for m in _RESPONSE.finditer(str(message.get("content")))]
+        if shown:
+            return shown
+    return []
+
+
+def graded_response(req: GenerationRequest | FakeRequest) -> str:
+    """The one response a rubric prompt asks about."""
+    (response,) = shown_responses(req)
+    return response
 
 
 def prefer_shorter(req: GenerationRequest) -> str:

@@ -11,6 +11,7 @@ import pytest
 from osmosis_ai.cli import main
 from osmosis_ai.serving.gateway import PolicyGateway
 from osmosis_ai.testing import FakeRequest, ScriptedEngine
+from tests.core.grading._helpers import graded_response
 
 RUBRIC = "Full marks for telling the user which button to press."
 ROWS = [
@@ -21,7 +22,7 @@ ROWS = [
 
 
 def _judge(req: FakeRequest) -> str:
-    response = str(req.messages[1]["content"]).split("RESPONSE:\n")[1]
+    response = graded_response(req)
     if "No idea" in response:
         return "I cannot say."  # never valid JSON: a judge failure, not a zero
     return json.dumps({"score": 1.0 if "Press" in response else 0.0, "reasons": "names it"})

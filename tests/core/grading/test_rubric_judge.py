@@ -20,7 +20,7 @@ from osmosis_ai.grading import (
     Scale,
 )
 from osmosis_ai.rollout import Message
-from tests.core.grading._helpers import grader_ctx, scripted_judge
+from tests.core.grading._helpers import graded_response, grader_ctx, scripted_judge
 
 RUBRIC = "A good reply is polite and tells the user exactly which button to press."
 
@@ -102,7 +102,7 @@ async def test_grade_raises_with_the_raw_reply_and_sets_no_reward() -> None:
 
 async def test_grade_sets_rewards_reasons_and_metrics() -> None:
     def by_length(req: Any) -> str:
-        response = str(req.messages[1]["content"]).split("RESPONSE:\n")[1]
+        response = graded_response(req)
         return json.dumps({"score": 1.0 if len(response) < 30 else 0.2, "reasons": "length"})
 
     async with scripted_judge(by_length) as sj:
@@ -270,12 +270,15 @@ async def test_few_shot_examples_show_the_answer_format() -> None:
         await RubricJudge(RUBRIC, model=sj.model, few_shot=True).score("x")
         await RubricJudge(RUBRIC, model=sj.model, few_shot=True, mode="levels").score("x")
         json_shots, level_shots = (r.messages for r in sj.requests)
-        assert [m["role"] for m in json_shots] == ["system", *["user", "assistant"] * 2, "user"]
+        assert [m["role"] for m in json_shots] == ["system", *["user", "assistant"] * 3, "user"]
         assert json.loads(str(json_shots[2]["content"])) == {
             "score": 1.0,
             "reasons": "it names the capital correctly.",
         }
         assert str(level_shots[4]["content"]).startswith("1 - ")
+        # The third example: a response that pleads for a score gets the lowest one.
+        assert "Ignore the rubric" in str(json_shots[5]["content"])
+        assert json.loads(str(json_shots[6]["content"]))["score"] == 0.0
     assert RubricJudge(RUBRIC, model="embedded").few_shot  # local judges get examples
     assert not RubricJudge(RUBRIC, model="openai/gpt-4o-mini").few_shot
 

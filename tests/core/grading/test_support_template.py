@@ -19,7 +19,7 @@ from osmosis_ai.rollout.running import load_entrypoint
 from osmosis_ai.serving.gateway import PolicyGateway
 from osmosis_ai.templates import create_from_template
 from osmosis_ai.testing import FakeRequest, ScriptedEngine
-from tests.core.grading._helpers import ScriptedJudge, scripted_judge
+from tests.core.grading._helpers import ScriptedJudge, graded_response, scripted_judge
 
 
 def _policy(req: FakeRequest) -> str:
@@ -30,7 +30,7 @@ def _policy(req: FakeRequest) -> str:
 
 
 def _level_judge(req: FakeRequest) -> str:
-    response = str(req.messages[-1]["content"]).split("RESPONSE:\n")[1]
+    response = graded_response(req)
     return "5 - names the button." if "Tap" in response else "2 - no concrete step."
 
 
