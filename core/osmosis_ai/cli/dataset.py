@@ -26,11 +26,17 @@ def validate_command(
     ] = 5,
     json_out: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
 ) -> None:
-    """Read every row and report problems with their file, line and column; exit 1 if any."""
+    """Read every row and report problems with their file, line and column; exit 1 if any.
+
+    A ``.jsonl`` file of conversations (``{"messages": [...]}`` rows, for ``[warm_start]``) is
+    checked as demonstrations: roles, tool calls and their results, JSON arguments."""
     from rich.markup import escape
 
-    from osmosis_ai.data import validate_dataset
+    from osmosis_ai.data import looks_like_demonstrations, validate_dataset
 
+    if looks_like_demonstrations(file):
+        _validate_demonstrations(file, max_errors, json_out)
+        return
     report = validate_dataset(file, max_errors=max_errors)
     if json_out:
         payload = report.model_dump(mode="json")
@@ -48,6 +54,30 @@ def validate_command(
             )
         for line in lines[1:]:
             state.console.print(line, soft_wrap=True, markup=False)
+    if not report.ok:
+        raise typer.Exit(1)
+
+
+def _validate_demonstrations(file: Path, max_errors: int, json_out: bool) -> None:
+    from rich.markup import escape
+
+    from osmosis_ai.data import validate_demonstrations
+
+    report = validate_demonstrations(file, max_errors=max_errors)
+    if json_out:
+        payload = report.model_dump(mode="json")
+        payload["ok"] = report.ok
+        payload["kind"] = "demonstrations"
+        state.emit_json(payload)
+    else:
+        lines = report.lines()
+        mark = "[green]ok[/]" if report.ok else "[red]invalid[/]"
+        state.console.print(f"{mark} {escape(lines[0])}", soft_wrap=True)
+        for line in lines[1:]:
+            state.console.print(line, soft_wrap=True, markup=False)
+        if report.problem_counts:
+            counts = ", ".join(f"{k} {v}" for k, v in sorted(report.problem_counts.items()))
+            state.console.print(f"  problems by kind: {counts}", markup=False)
     if not report.ok:
         raise typer.Exit(1)
 

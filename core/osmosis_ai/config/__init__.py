@@ -36,6 +36,7 @@ from osmosis_ai.config._sections import (
     SecretsConfig,
     TrainingSection,
 )
+from osmosis_ai.config._warm_start import WarmStartConfig
 
 __all__ = [
     "AlgorithmConfig",
@@ -56,6 +57,7 @@ __all__ = [
     "SecretsConfig",
     "TrainingConfig",
     "TrainingSection",
+    "WarmStartConfig",
     "find_workspace_root",
     "load_config",
     "load_eval_config",

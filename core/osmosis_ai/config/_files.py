@@ -23,6 +23,7 @@ from osmosis_ai.config._sections import (
     TrainingSection,
     validate_env,
 )
+from osmosis_ai.config._warm_start import WarmStartConfig
 from osmosis_ai.errors import ConfigError
 
 __all__ = ["ConfigFile", "EvalConfig", "TrainingConfig", "find_workspace_root"]
@@ -94,6 +95,18 @@ class ConfigFile(BaseModel):
     def _where(self) -> str:
         return str(self._source_path) if self._source_path else "config"
 
+    def _where_key(self, *keys: str) -> str:
+        """``file:line`` of a key of the source file (``file`` when the line is unknown)."""
+        if self._source_path is None:
+            return "config"
+        from osmosis_ai.config._load import _lines_of  # _load imports this module
+
+        try:
+            line = _lines_of(self._source_path.read_text(encoding="utf-8")).get(keys)
+        except OSError:
+            line = None
+        return f"{self._source_path}:{line}" if line else str(self._source_path)
+
     def resolve_path(self, value: str | os.PathLike[str]) -> Path:
         """Resolve a path from the config against the workspace root (absolute paths stay)."""
         p = Path(value).expanduser()
@@ -104,7 +117,9 @@ class ConfigFile(BaseModel):
         path = self.workspace_root / "rollouts" / self.experiment.rollout
         if must_exist and not path.is_dir():
             parent = path.parent
-            found = sorted(p.name for p in parent.iterdir() if p.is_dir()) if parent.is_dir() else []
+            found = (
+                sorted(p.name for p in parent.iterdir() if p.is_dir()) if parent.is_dir() else []
+            )
             raise ConfigError(
                 f"{self._where()}: [experiment].rollout = {self.experiment.rollout!r}: folder "
                 f"{path} not found (rollouts found: {', '.join(found) or 'none'}). Rollouts live "
@@ -186,10 +201,38 @@ class TrainingConfig(ConfigFile):
     """``[cluster]``: run rollout workers on a Ray cluster (absent ``address``: one process)."""
     heldout: HeldOutConfig | None = None
     """``[heldout]``: at the end, the trained adapter against its base model on held-out rows."""
+    warm_start: WarmStartConfig | None = None
+    """``[warm_start]``: a supervised phase on demonstrations before RL step 1."""
+
+    @model_validator(mode="after")
+    def _zero_steps_need_a_warm_start(self) -> TrainingConfig:
+        if self.training.max_steps == 0 and self.warm_start is None:
+            raise ValueError(
+                "[training].max_steps = 0 trains nothing without a [warm_start] section; "
+                "add [warm_start] with its dataset, or set max_steps >= 1"
+            )
+        return self
+
+    def warm_start_dataset_path(self, *, must_exist: bool = True) -> Path | None:
+        """``[warm_start].dataset`` resolved against the workspace root (``None`` without
+        ``[warm_start]``)."""
+        if self.warm_start is None:
+            return None
+        value = self.warm_start.dataset
+        path = self.resolve_path(value)
+        if must_exist and not path.is_file():
+            near = (
+                sorted(p.name for p in path.parent.glob("*.jsonl")) if path.parent.is_dir() else []
+            )
+            raise ConfigError(
+                f"{self._where_key('warm_start', 'dataset')}: [warm_start].dataset = {value!r}: "
+                f"file {path} not found "
+                f"(.jsonl files there: {', '.join(near) or 'none'}). Give a path relative to "
+                f"the workspace root {self.workspace_root}"
+            )
+        return path
 
     def output_dir(self) -> Path | None:
         """``[checkpoints].output_dir`` resolved against the workspace root, if set."""
         out = self.checkpoints.output_dir
         return self.resolve_path(out) if out else None
-
-

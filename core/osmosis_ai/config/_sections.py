@@ -97,8 +97,9 @@ class TrainingSection(Section):
     """Seconds one workflow run may take before it is recorded as a timeout."""
     grader_timeout_s: float = Field(default=150, gt=0)
     """Seconds one grading may take before it is recorded as a timeout."""
-    max_steps: int | None = Field(default=None, ge=1)
-    """Stop after this many optimiser steps, even within an epoch (``None``: no cap)."""
+    max_steps: int | None = Field(default=None, ge=0)
+    """Stop after this many optimiser steps, even within an epoch (``None``: no cap; 0: no RL
+    steps, only the ``[warm_start]`` phase, which then must be set)."""
     seed: int = 0
     """Seed for data order, sampling and adapter initialisation."""
     concurrency: int | None = Field(default=None, ge=1)

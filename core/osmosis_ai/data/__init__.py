@@ -12,6 +12,13 @@ alias ``label``; becomes ``ctx.label``); every other column is kept in ``row.met
 from __future__ import annotations
 
 from osmosis_ai.data._dataset import DatasetReport, count_rows, read_dataset, validate_dataset
+from osmosis_ai.data._demos import (
+    Demonstration,
+    DemonstrationReport,
+    load_demonstrations,
+    looks_like_demonstrations,
+    validate_demonstrations,
+)
 from osmosis_ai.data._readers import SUPPORTED_SUFFIXES
 from osmosis_ai.data._row import DatasetIssue, DatasetRow, DatasetRowError
 
@@ -21,7 +28,12 @@ __all__ = [
     "DatasetReport",
     "DatasetRow",
     "DatasetRowError",
+    "Demonstration",
+    "DemonstrationReport",
     "count_rows",
+    "load_demonstrations",
+    "looks_like_demonstrations",
     "read_dataset",
     "validate_dataset",
+    "validate_demonstrations",
 ]
