@@ -1,9 +1,12 @@
-"""``osmosis dataset validate FILE``: check a dataset before spending time on it."""
+"""``osmosis dataset validate FILE``: check a dataset before spending time on it.
+``osmosis dataset from-eval`` / ``from-run``: the passed traces of a run as warm-start rows."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -13,7 +16,8 @@ __all__ = ["register"]
 
 dataset_app = typer.Typer(
     name="dataset",
-    help="Inspect and validate datasets (.jsonl, .json, .csv, .parquet).",
+    help="Inspect and validate datasets (.jsonl, .json, .csv, .parquet); turn passed traces "
+    "into warm-start demonstrations.",
     no_args_is_help=True,
 )
 
@@ -80,6 +84,71 @@ def _validate_demonstrations(file: Path, max_errors: int, json_out: bool) -> Non
             state.console.print(f"  problems by kind: {counts}", markup=False)
     if not report.ok:
         raise typer.Exit(1)
+
+
+_MIN_REWARD = typer.Option(
+    "--min-reward",
+    help="Keep samples with at least this reward (default: the run's pass threshold).",
+)
+_OUTPUT = typer.Option("--output", "-o", help="The JSONL file to write (warm-start rows).")
+
+
+@dataset_app.command("from-eval")
+def from_eval_command(
+    run: Annotated[str, typer.Argument(help="Eval run: a name under .osmosis/evals or a folder.")],
+    output: Annotated[Path, _OUTPUT],
+    min_reward: Annotated[float | None, _MIN_REWARD] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the counts as JSON.")] = False,
+) -> None:
+    """Write the passed rollouts of an eval run as warm-start conversations (rejection sampling)."""
+    from osmosis_ai.eval import demos_from_eval
+
+    with _progress(not json_out) as tick:
+        report = demos_from_eval(run, output, min_reward=min_reward, on_progress=tick)
+    _print_report(report, json_out)
+
+
+@dataset_app.command("from-run")
+def from_run_command(
+    run: Annotated[str, typer.Argument(help="Training run, RUN or RUN:STEP.")],
+    output: Annotated[Path, _OUTPUT],
+    min_reward: Annotated[float | None, _MIN_REWARD] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the counts as JSON.")] = False,
+) -> None:
+    """Write a training run's recorded trajectories that reached the reward as warm-start rows."""
+    from osmosis_ai.eval import demos_from_run
+
+    with _progress(not json_out) as tick:
+        report = demos_from_run(run, output, min_reward=min_reward, on_progress=tick)
+    _print_report(report, json_out)
+
+
+@contextmanager
+def _progress(enabled: bool) -> Iterator[Callable[[int, int], None]]:
+    """A progress bar on stderr, advanced by ``tick(done, total)``."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    bar = Progress(
+        TextColumn("reading samples"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        console=state.err_console,
+        transient=True,
+        disable=not enabled,
+    )
+    task = bar.add_task("samples", total=None)
+    with bar:
+        yield lambda done, total: bar.update(task, completed=done, total=total)
+
+
+def _print_report(report: Any, json_out: bool) -> None:
+    if json_out:
+        state.emit_json(report.as_dict())
+        return
+    for line in report.lines():
+        state.console.print(line, soft_wrap=True, markup=False)
+    if report.kept == 0:
+        state.warn("no sample passed: nothing to warm-start on (try a lower --min-reward)")
 
 
 def register(app: typer.Typer) -> None:

@@ -9,6 +9,7 @@ the run folder, and returns the summary. The metric functions are pure and reusa
 from __future__ import annotations
 
 from osmosis_ai.eval._compare import Comparison, compare_records, paired_bootstrap, row_rewards
+from osmosis_ai.eval._demos import DemoReport, demos_from_eval, demos_from_run
 from osmosis_ai.eval._heldout import (
     HeldOutPlan,
     plan_heldout,
@@ -39,6 +40,7 @@ from osmosis_ai.eval._store import EvalRunView, evals_root, find_eval_run, list_
 
 __all__ = [
     "Comparison",
+    "DemoReport",
     "EvalEvents",
     "EvalOptions",
     "EvalPlan",
@@ -53,6 +55,8 @@ __all__ = [
     "RewardStats",
     "baseline_for",
     "compare_records",
+    "demos_from_eval",
+    "demos_from_run",
     "evals_root",
     "find_eval_run",
     "hash_file",

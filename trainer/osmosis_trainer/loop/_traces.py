@@ -101,6 +101,9 @@ class TraceSampler:
                 "advantage": advantage.get(s.rollout_id),
                 "truncated": s.truncated,
                 "messages": _conversation(s.last_call),
+                # The tools specs the agent sent: with the messages, a warm-start row
+                # (`osmosis dataset from-run`); absent in traces of older runs.
+                "tools": getattr(s.last_call, "tools", None),
                 "sequences": seqs,
             })
         return out
