@@ -33,6 +33,7 @@ from osmosis_ai.runs import (
     pinned_path,
     read_status,
     resolve_model_path,
+    verify_pinned_code,
 )
 
 __all__ = ["main"]
@@ -63,18 +64,26 @@ def _wait_for_device(run: RunDir, device: str | None) -> bool:
     return True
 
 
-def _load_config(run: RunDir, status: dict[str, Any]) -> Any:
+def _load_config(run: RunDir, workspace: Path) -> Any:
     from osmosis_ai.config import load_training_config
 
     config = load_training_config(run.config_file)
-    # The copy lives in the run folder; paths resolve against the submitting workspace.
-    config._workspace_root = Path(status.get("workspace_root") or Path.cwd())
+    # The copy lives in the run folder; paths resolve against the workspace the command ran in
+    # (given by the CLI), never against a root recorded in the folder: a run folder is data.
+    config._workspace_root = workspace
     return config
 
 
-def _train(run: RunDir, resume: bool) -> int:
+def _train(run: RunDir, resume: bool, workspace: Path) -> int:
     status = read_status(run.path) or {}
-    config = _load_config(run, status)
+    config = _load_config(run, workspace)
+    code = status.get("code")
+    # A pinned run's code was exported into the run; before anything loads it, its files are
+    # checked against that commit of the workspace's own repository.
+    pinned_repo = (
+        verify_pinned_code(code.get("revision"), workspace, run.code)
+        if isinstance(code, dict) and code.get("pinned") else None
+    )
     if not _wait_for_device(run, status.get("device")):
         run.update_status(status="stopped", phase="cleanup", activity=None,
                           finished_at=time.time())
@@ -89,12 +98,13 @@ def _train(run: RunDir, resume: bool) -> int:
     # Resolved against the submitting workspace (before a pinned revision moves the root):
     # the eval finds the run's checkpoints under that workspace's runs/.
     heldout = plan_heldout(config)
-    code = status.get("code")
-    if code and code.get("pinned"):
+    if pinned_repo is not None:
         # The rollout code comes from the pinned revision (exported into the run), the
         # dataset from the workspace as it is now.
         config.experiment.dataset = str(config.dataset_path())
-        config._workspace_root = pinned_path(code, run.code, config.workspace_root)
+        config._workspace_root = pinned_path(
+            {"pinned": True, "repo_root": str(pinned_repo)}, run.code, config.workspace_root
+        )
     plan = plan_job(config)
     run.update_status(total_steps=plan.total_steps)
     view = line_view(plan.total_steps)
@@ -171,7 +181,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m osmosis_trainer.worker")
     parser.add_argument("run_dir", type=Path)
     parser.add_argument("--resume", action="store_true")
+    parser.add_argument(
+        "--workspace", type=Path, default=None,
+        help="the workspace the rollout code and data come from (default: the current folder)",
+    )
     args = parser.parse_args(argv)
+    workspace = (args.workspace or Path.cwd()).resolve()
     status = read_status(args.run_dir)
     if status is None:
         print(f"{args.run_dir}: not a run folder (no status.json)", file=sys.stderr)
@@ -202,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
     run.claim(status="pending", phase="provision")
     with run.heartbeat(), _prune_empty_artifacts(run):
         try:
-            return _train(run, args.resume)
+            return _train(run, args.resume, workspace)
         except (KeyboardInterrupt, asyncio.CancelledError) as exc:
             outcome = "killed" if killed else "stopped"
             run.update_status(

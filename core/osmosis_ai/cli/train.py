@@ -131,16 +131,18 @@ def submit(
                 )
                 run.update_status(status="failed", phase="error", error=message)
                 raise ConfigError(message)
-    _start(run, json_out=json_out, detach=detach, resume=False)
+    _start(run, json_out=json_out, detach=detach, resume=False,
+           workspace=config.workspace_root)
 
 
 def _start(
-    run: Any, *, json_out: bool, detach: bool, resume: bool, from_step: int = 0
+    run: Any, *, json_out: bool, detach: bool, resume: bool, workspace: Path,
+    from_step: int = 0,
 ) -> None:
     from osmosis_ai.runs import spawn_worker
 
     proc = spawn_worker(
-        run, _WORKER, *(["--resume"] if resume else []),
+        run, _WORKER, *(["--resume"] if resume else []), "--workspace", str(workspace),
         env={"OSMOSIS_DEBUG": "1"} if state.debug else None,
     )
     if detach:
@@ -317,11 +319,20 @@ def resume(
 
     It starts at the checkpoint's step and data position, with the run's own config copy.
     """
-    from osmosis_ai.runs import check_capacity, find_run, launch_lock, workspace_runs_root
+    from osmosis_ai.runs import (
+        check_capacity,
+        find_run,
+        launch_lock,
+        workspace_root_here,
+        workspace_runs_root,
+    )
 
     _require_trainer()
     root = runs_dir or workspace_runs_root()
     record = find_run(root, run_name)
+    if record.unreadable:
+        raise ConfigError(f"run {record.run_id} is unreadable ({record.unreadable}); it cannot "
+                          "be resumed. Fix status.json, or submit the config again")
     if record.live:
         raise ConfigError(
             f"run {record.run_id} is {record.status} (pid {record.raw.get('pid')}); "
@@ -343,6 +354,7 @@ def resume(
     if not record.run_dir.config_file.is_file():
         raise ConfigError(f"run {record.run_id}: its config copy {record.run_dir.config_file} "
                           "is missing; submit the config again")
+    workspace = _resume_workspace(record, workspace_root_here())
     run = record.run_dir
     with launch_lock(record.path.parent):
         if not queue:
@@ -358,8 +370,27 @@ def resume(
             highlight=False,
         )
     _start(
-        run, json_out=json_out, detach=detach, resume=True, from_step=checkpoints[-1].step
+        run, json_out=json_out, detach=detach, resume=True, workspace=workspace,
+        from_step=checkpoints[-1].step,
     )
+
+
+def _resume_workspace(record: Any, here: Path) -> Path:
+    """The workspace a resumed run's code and data come from: the one the command runs in.
+
+    A run folder is data: the root it records is only compared, never used. A folder from
+    another workspace (copied, or crafted) is refused, naming both.
+    """
+    recorded = record.raw.get("workspace_root")
+    if recorded is not None and (
+        not isinstance(recorded, str) or Path(recorded).resolve() != here.resolve()
+    ):
+        raise ConfigError(
+            f"run {record.run_id} was submitted from the workspace {recorded}, but this command "
+            f"runs in {here}; a resumed run only runs the code of the workspace it came from: "
+            f"cd {recorded} and resume there (or submit its config again here)"
+        )
+    return here
 
 
 def register(app: typer.Typer) -> None:

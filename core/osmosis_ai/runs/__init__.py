@@ -17,7 +17,13 @@ from osmosis_ai.runs._launch import (
     launch_lock,
     spawn_worker,
 )
-from osmosis_ai.runs._pin import CodePin, export_revision, pin_revision, pinned_path
+from osmosis_ai.runs._pin import (
+    CodePin,
+    export_revision,
+    pin_revision,
+    pinned_path,
+    verify_pinned_code,
+)
 from osmosis_ai.runs._process import process_alive
 from osmosis_ai.runs._read import (
     CheckpointInfo,
@@ -30,7 +36,7 @@ from osmosis_ai.runs._read import (
     read_metrics,
     wait_for_status,
 )
-from osmosis_ai.runs._root import runs_root_for, workspace_runs_root
+from osmosis_ai.runs._root import runs_root_for, workspace_root_here, workspace_runs_root
 from osmosis_ai.runs._store import (
     PHASES,
     STATUSES,
@@ -75,6 +81,8 @@ __all__ = [
     "resolve_model_path",
     "runs_root_for",
     "spawn_worker",
+    "verify_pinned_code",
     "wait_for_status",
+    "workspace_root_here",
     "workspace_runs_root",
 ]

@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-__all__ = ["runs_root_for", "workspace_runs_root"]
+__all__ = ["runs_root_for", "workspace_root_here", "workspace_runs_root"]
 
 
 def runs_root_for(config: Any) -> Path:
@@ -22,8 +22,14 @@ def workspace_runs_root(start: Path | None = None) -> Path:
     env = os.environ.get("OSMOSIS_RUNS_DIR")
     if env:
         return Path(env).expanduser()
+    return workspace_root_here(start) / "runs"
+
+
+def workspace_root_here(start: Path | None = None) -> Path:
+    """The workspace a command runs in: the nearest folder (from ``start``, default the current
+    one, upwards) that has ``runs/`` or ``configs/``, else the start folder itself."""
     here = (start or Path.cwd()).resolve()
     for folder in (here, *here.parents):
         if (folder / "runs").is_dir() or (folder / "configs").is_dir():
-            return folder / "runs"
-    return here / "runs"
+            return folder
+    return here

@@ -124,3 +124,29 @@ def test_hub_id_offline_and_not_cached_is_one_clear_error(
     assert "'Qwen/Qwen2.5-0.5B-Instruct'" in message and "offline" in message
     assert "huggingface-cli download Qwen/Qwen2.5-0.5B-Instruct" in message
     assert str(tmp_path / "hub") in message and "\n" not in message
+
+
+def test_pinned_code_is_checked_against_the_workspace_commit(tmp_path: Path) -> None:
+    from osmosis_ai.runs import verify_pinned_code
+
+    ws = tmp_path / "ws"
+    config_file, first, _ = _workspace(ws)
+    config_file.write_text(config_file.read_text() + f'commit_sha = "{first}"\n')
+    code = export_revision(pin_revision(load_training_config(config_file)), tmp_path / "code")
+    assert verify_pinned_code(first, ws, code) == ws.resolve()
+    entry = code / "rollouts" / "r" / "main.py"
+    entry.write_text("open('marker', 'w')\n")  # changed after export
+    with pytest.raises(ConfigError, match=r"changed: rollouts/r/main.py.*not run"):
+        verify_pinned_code(first, ws, code)
+    entry.write_text("VERSION = 'one'\n")
+    (code / "rollouts" / "r" / "helper.py").write_text("x = 1\n")  # added after export
+    with pytest.raises(ConfigError, match=r"not in the commit: rollouts/r/helper.py"):
+        verify_pinned_code(first, ws, code)
+    (code / "rollouts" / "r" / "helper.py").unlink()
+    assert verify_pinned_code(first, ws, code) == ws.resolve()
+    with pytest.raises(ConfigError, match="not in the workspace repository"):
+        verify_pinned_code("0" * 40, ws, code)
+    with pytest.raises(ConfigError, match="records no commit hash"):
+        verify_pinned_code("HEAD", ws, code)  # a ref, not a recorded commit
+    with pytest.raises(ConfigError, match="is not a git repository"):
+        verify_pinned_code(first, tmp_path / "elsewhere", code)
