@@ -370,8 +370,10 @@ def _submit(config: Path, options: EvalOptions, args: list[str], json_out: bool)
     from datetime import datetime
 
     from osmosis_ai.config import load_eval_config
+    from osmosis_ai.eval._run import check_run_name
     from osmosis_ai.runs._process import describe_process
 
+    check_run_name(options)  # before anything is written under the name
     if options.resume and options.output is None:
         raise ConfigError("eval submit --resume needs --output DIR (or use --name NAME)")
     cfg = load_eval_config(config)

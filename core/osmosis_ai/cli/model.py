@@ -9,6 +9,7 @@ merging need torch, so they run in the trainer package as a subprocess
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -212,9 +213,44 @@ def _model_card(ref: CheckpointRef, base_id: str, merged: bool) -> str:
     )
 
 
+def _check_adapter_files(ref: CheckpointRef) -> list[Path]:
+    """The adapter's files, relative to its folder: regular files inside the run only.
+
+    An export leaves the machine (``--push-to-hub``), so it carries only what training wrote:
+    a link anywhere on the way (``adapter/notes.txt -> ~/.ssh/id_rsa``, a linked checkpoint
+    folder) or any other special file is refused, never followed.
+    """
+    folder = ref.adapter_dir
+    where = f"checkpoint {ref.label}"
+    inside = folder.is_relative_to(ref.run_dir)
+    steps = folder.relative_to(ref.run_dir).parts if inside else ()
+    linked = [ref.run_dir.joinpath(*steps[: i + 1]) for i in range(len(steps))]
+    if not inside or any(p.is_symlink() for p in linked):
+        raise ConfigError(
+            f"{where}: {folder} is not a folder of the run {ref.run_dir} (a link leads out); "
+            "an export only copies files the run wrote"
+        )
+    if not folder.is_dir():
+        raise ConfigError(f"{where}: no adapter folder at {folder}")
+    files = []
+    for root, dirs, names in os.walk(folder):
+        for name in sorted(dirs + names):
+            path = Path(root) / name
+            if path.is_symlink() or not (path.is_dir() or path.is_file()):
+                raise ConfigError(
+                    f"{where}: {path} is a link or a special file; an export only copies "
+                    "regular files the run wrote: remove it and export again"
+                )
+            if path.is_file():
+                files.append(path.relative_to(folder))
+    return files
+
+
 def _export_adapter(ref: CheckpointRef, out: Path, base_id: str) -> None:
     """Copy the PEFT adapter, pointing its config at a base model others can find."""
-    shutil.copytree(ref.adapter_dir, out, dirs_exist_ok=True)
+    for rel in _check_adapter_files(ref):
+        (out / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(ref.adapter_dir / rel, out / rel, follow_symlinks=False)
     cfg_path = out / "adapter_config.json"
     cfg: dict[str, Any] = json.loads(cfg_path.read_text(encoding="utf-8"))
     cfg["base_model_name_or_path"] = base_id
@@ -235,6 +271,7 @@ def _push(out: Path, repo: str, private: bool) -> str:
         raise MissingExtraError("--push-to-hub", "trainer", "huggingface_hub") from exc
     api = HfApi()
     try:
+        # A new repo is private unless --public: a checkpoint can memorise its training data.
         api.create_repo(repo, private=private, exist_ok=True)
         info = api.upload_folder(folder_path=str(out), repo_id=repo)
     except Exception as exc:  # network, auth and hub errors all end the same way
@@ -258,9 +295,13 @@ def export_command(
     push_to_hub: Annotated[
         str | None, typer.Option("--push-to-hub", help="Upload to this Hugging Face repo.")
     ] = None,
-    private: Annotated[bool, typer.Option("--private", help="Create the Hub repo private.")] = (
-        False
-    ),
+    public: Annotated[
+        bool,
+        typer.Option(
+            "--public/--private",
+            help="With --push-to-hub: create the Hub repo public (default: private).",
+        ),
+    ] = False,
     json_out: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """Write a checkpoint as a PEFT adapter folder, or (--merge) as a merged model."""
@@ -270,6 +311,7 @@ def export_command(
     if push_to_hub is not None and push_to_hub.count("/") != 1:
         raise ConfigError(f"--push-to-hub {push_to_hub!r}: use a Hub repo id such as user/name")
     base_id = _EMBEDDED_HUB_ID if ref.base_model == "embedded" else ref.base_model
+    _check_adapter_files(ref)
     if merge:
         _require_trainer("osmosis model export --merge")
         from osmosis_ai.runs import resolve_model_path
@@ -296,7 +338,7 @@ def export_command(
     else:
         _export_adapter(ref, out, base_id)
     (out / "README.md").write_text(_model_card(ref, base_id, merge), encoding="utf-8")
-    url = _push(out, push_to_hub, private) if push_to_hub is not None else None
+    url = _push(out, push_to_hub, not public) if push_to_hub is not None else None
     if json_out:
         state.emit_json(
             {"checkpoint": ref.as_dict(), "out": str(out), "merged": merge, "hub_url": url}

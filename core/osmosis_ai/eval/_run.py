@@ -270,17 +270,25 @@ def resolve_model(
     return ref.label, resolve_model_path(ref.base_model), ref.adapter_dir, info
 
 
+def check_run_name(options: EvalOptions) -> None:
+    """Refuse a ``--name`` that is not a plain folder name (``../x``, ``a/b``) or comes with
+    ``--output``: checked before anything is written (``eval submit`` included)."""
+    if options.name is None:
+        return
+    if options.output is not None:
+        raise ConfigError("pass either --name or --output, not both")
+    if not _RUN_NAME.fullmatch(options.name):
+        raise ConfigError(
+            f"--name {options.name!r}: use letters, digits, '-', '_' and '.' (starting with "
+            "a letter or digit, at most 100 characters)"
+        )
+
+
 def _run_dir(workspace: Path, name: str, options: EvalOptions) -> tuple[Path, bool]:
     """The run folder and whether the run continues an earlier one."""
     root = workspace / ".osmosis" / "evals"
     if options.name is not None:
-        if options.output is not None:
-            raise ConfigError("pass either --name or --output, not both")
-        if not _RUN_NAME.match(options.name):
-            raise ConfigError(
-                f"--name {options.name!r}: use letters, digits, '-', '_' and '.' (starting with "
-                "a letter or digit, at most 100 characters)"
-            )
+        check_run_name(options)
         run_dir = root / options.name
         exists = (run_dir / "run.json").is_file()
         if exists and options.fresh:
