@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import logging
 import multiprocessing
+import os
+import stat
 from pathlib import Path
 
 import pytest
@@ -50,6 +53,104 @@ def test_a_truncated_file_is_detected_and_rebuilt(tmp_path: Path, source: Path) 
     again = gguf_cache.cached_conversion(source, _write_build(log), root=tmp_path / "cache")
     assert _builds(log) == 2
     assert (again / "weights.bin").stat().st_size == 1000
+
+
+def test_a_same_size_change_fails_its_hash_and_is_rebuilt(tmp_path: Path, source: Path) -> None:
+    log = tmp_path / "log"
+    folder = gguf_cache.cached_conversion(source, _write_build(log), root=tmp_path / "cache")
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert manifest["files"]["weights.bin"] == {
+        "size": 1000,
+        "sha256": gguf_cache.file_sha256(folder / "weights.bin"),
+    }
+    before = (folder / "weights.bin").stat()
+    (folder / "weights.bin").write_bytes(b"x" * 1000)  # same size, other bytes
+    os.utime(folder / "weights.bin", ns=(before.st_atime_ns, before.st_mtime_ns))  # same mtime
+    again = gguf_cache.cached_conversion(source, _write_build(log), root=tmp_path / "cache")
+    assert _builds(log) == 2
+    assert (again / "weights.bin").read_bytes() == b"w" * 1000
+
+
+def test_a_verified_folder_is_not_hashed_again_until_a_file_changes(
+    tmp_path: Path, source: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log = tmp_path / "log"
+    folder = gguf_cache.cached_conversion(source, _write_build(log), root=tmp_path / "cache")
+    hashed: list[str] = []
+    real = gguf_cache.file_sha256
+
+    def counting(path: Path) -> str:
+        hashed.append(path.name)
+        return real(path)
+
+    monkeypatch.setattr(gguf_cache, "file_sha256", counting)
+    gguf_cache.cached_conversion(source, _write_build(log), root=tmp_path / "cache")
+    assert hashed == []  # the build's own check is remembered
+    (folder / "config.json").chmod(0o600)  # any change to a file moves its ctime
+    gguf_cache.cached_conversion(source, _write_build(log), root=tmp_path / "cache")
+    assert sorted(hashed) == ["config.json", "weights.bin"] and _builds(log) == 1
+
+
+@pytest.mark.parametrize("mode", [0o777, 0o757])
+def test_a_folder_others_can_write_is_refused(tmp_path: Path, source: Path, mode: int) -> None:
+    log = tmp_path / "log"
+    root = tmp_path / "cache"
+    root.mkdir()
+    root.chmod(mode)
+    with pytest.raises(gguf_cache.UnsafeCacheError, match="chmod go-w") as info:
+        gguf_cache.cached_conversion(source, _write_build(log), root=root)
+    assert info.value.folder == root and str(root) in str(info.value)
+    assert _builds(log) == 0
+    root.chmod(0o700)
+    folder = gguf_cache.cached_conversion(source, _write_build(log), root=root)
+    folder.chmod(0o777)  # a planted or loosened model folder is refused too
+    with pytest.raises(gguf_cache.UnsafeCacheError, match=str(folder)):
+        gguf_cache.cached_conversion(source, _write_build(log), root=root)
+
+
+def test_a_group_writable_folder_is_refused_unless_the_group_is_yours(
+    tmp_path: Path, source: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "cache"
+    root.mkdir()
+    root.chmod(0o770)
+    monkeypatch.setattr(gguf_cache, "_own_private_group", lambda gid: False)
+    with pytest.raises(gguf_cache.UnsafeCacheError, match="writable by group"):
+        gguf_cache.cached_conversion(source, _write_build(tmp_path / "log"), root=root)
+    monkeypatch.setattr(gguf_cache, "_own_private_group", lambda gid: True)
+    assert gguf_cache.cached_conversion(source, _write_build(tmp_path / "log"), root=root).is_dir()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="giving a folder away needs root")
+def test_a_folder_owned_by_someone_else_is_refused(tmp_path: Path, source: Path) -> None:
+    root = tmp_path / "cache"
+    root.mkdir(mode=0o700)
+    os.chown(root, 54321, 54321)
+    with pytest.raises(gguf_cache.UnsafeCacheError, match="belongs to uid 54321"):
+        gguf_cache.cached_conversion(source, _write_build(tmp_path / "log"), root=root)
+
+
+def test_new_cache_folders_are_private(tmp_path: Path, source: Path) -> None:
+    root = tmp_path / "fresh" / "cache"
+    folder = gguf_cache.cached_conversion(source, _write_build(tmp_path / "log"), root=root)
+    for path in (root, root / "models", folder):
+        assert stat.S_IMODE(path.stat().st_mode) == 0o700, path
+
+
+def test_the_embedded_model_skips_an_unsafe_cache_with_a_warning(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from osmosis_trainer.models import _embedded_source
+
+    root = tmp_path / "shared"
+    root.mkdir()
+    root.chmod(0o777)
+    monkeypatch.setenv("OSMOSIS_CACHE_DIR", str(root))
+    with caplog.at_level(logging.WARNING, logger="osmosis"):
+        src, kwargs = _embedded_source()
+    assert "gguf_file" in kwargs  # converted in memory, nothing read from the shared folder
+    assert any("chmod go-w" in r.getMessage() for r in caplog.records)
+    assert not (root / "models").exists()
 
 
 def test_a_missing_manifest_or_other_format_is_rebuilt(tmp_path: Path, source: Path) -> None:
@@ -130,7 +231,9 @@ def test_the_cached_embedded_model_equals_the_gguf_load(
     load_model("embedded")  # builds the cache
     cached = load_model("embedded")  # reads it
     ids = direct.tokenizer("What is 2 + 3?", return_tensors="pt").input_ids
-    assert cached.tokenizer("What is 2 + 3?", return_tensors="pt").input_ids.tolist() == ids.tolist()
+    assert (
+        cached.tokenizer("What is 2 + 3?", return_tensors="pt").input_ids.tolist() == ids.tolist()
+    )
     assert cached.tokenizer.chat_template == direct.tokenizer.chat_template
     with torch.no_grad():
         a = direct.model(ids).logits

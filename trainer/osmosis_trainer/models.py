@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -180,6 +181,9 @@ def _embedded_source() -> tuple[str, dict[str, Any]]:
 
     try:
         return str(gguf_cache.cached_conversion(gguf, convert)), {}
+    except gguf_cache.UnsafeCacheError as exc:  # someone else can write there: say so, go on
+        logging.getLogger("osmosis").warning("%s", exc)
+        return direct
     except OSError:  # read-only home, full disk: convert in memory as before
         return direct
 

@@ -49,8 +49,21 @@ def connect(config: TrainingConfig) -> Iterator[dict[str, Any]]:
         ray.shutdown()
 
 
-SHIP_EXCLUDES = (".git", "__pycache__", "*.pyc", ".venv", "venv", ".nox", "runs", ".osmosis")
-"""Paths never shipped with the rollout folder (gitignore-style patterns)."""
+SHIP_EXCLUDES = (
+    ".git",
+    "__pycache__",
+    "*.pyc",
+    ".venv",
+    "venv",
+    ".nox",
+    "runs",
+    ".osmosis",
+    # Secrets: a rollout folder's .env/.env.local stay on this machine (the upload lands in
+    # every node's object store and temp folder); the workers get [env] instead.
+    ".env*",
+)
+"""Paths never shipped with the rollout folder (gitignore-style patterns, matched by name at
+any depth)."""
 
 
 def job_runtime_env(config: TrainingConfig) -> dict[str, Any] | None:
