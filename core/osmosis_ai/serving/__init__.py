@@ -11,6 +11,7 @@ all serve models through it:
   in process) come from the trainer package through the ``osmosis.engines`` entry points.
 - ``osmosis_ai.serving.gateway.PolicyGateway``: the OpenAI-compatible endpoint in front of an
   engine that records every call's tokens (needs ``pip install "osmosis-ai[server]"``).
+- :func:`new_api_key`: the random bearer key each run gives the servers it starts.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from osmosis_ai.serving._engine import (
     InferenceEngine,
 )
 from osmosis_ai.serving._factory import EMBEDDED_ALIASES, create_engine
+from osmosis_ai.serving._keys import new_api_key
 from osmosis_ai.serving._litellm import LiteLLMEngine
 from osmosis_ai.serving._openai_server import OpenAIServerEngine
 
@@ -38,4 +40,5 @@ __all__ = [
     "LiteLLMEngine",
     "OpenAIServerEngine",
     "create_engine",
+    "new_api_key",
 ]

@@ -313,5 +313,5 @@ async def test_extra_routers_are_mounted() -> None:
         return {"ok": f"{rollout_id}/{sample_id}"}
 
     async with PolicyGateway(ScriptedEngine(per_sample=False), extra_routers=[router]) as gw, httpx.AsyncClient() as c:
-        r = await c.post(gw.route("r1", "main").base_url + "/rollout/completed")
+        r = await c.post(gw.route("r1", "main").base_url + "/rollout/completed", json={})
         assert r.json() == {"ok": "r1/main"}

@@ -17,6 +17,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from osmosis_ai.rollout import LLMCall, Message
 from osmosis_ai.rollout.remote._limits import MAX_JSON_DEPTH, body_nests_too_deep
@@ -47,6 +48,11 @@ _SAMPLE_HEADER = "x-osmosis-sample-id"
 # Sample ids name trace files and samples downstream: checked here, where clients set them
 # (the same rule as RolloutScope.claim_sample_id).
 _SAMPLE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
+# A body that may hold a surrogate code point: a \uD800-\uDFFF escape, or the raw UTF-8 bytes
+# of one (json.loads decodes bytes with 'surrogatepass'). Only such bodies are walked.
+_MAYBE_SURROGATE = re.compile(rb"\\u[dD][89a-fA-F]|\xed[\xa0-\xbf]")
+# Any surrogate left in a decoded str is unpaired (json joins valid pairs into one character).
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class GatewayBusy(Exception):
@@ -94,6 +100,7 @@ def build_app(gw: GatewayState) -> FastAPI:
     """Create the app serving ``gw``: chat completions and models, unscoped and scoped."""
     app = FastAPI(title="osmosis policy gateway", docs_url=None, redoc_url=None, openapi_url=None)
     _install_error_handlers(app)
+    app.add_middleware(JsonOnly)
 
     async def chat_scoped(request: Request) -> Response:
         # Path parameters read from the match, not declared: FastAPI would validate them per
@@ -131,6 +138,34 @@ def build_app(gw: GatewayState) -> FastAPI:
     app.add_api_route(f"{scoped}/models", models, methods=["GET"])
     app.add_api_route("/health", health, methods=["GET"])
     return app
+
+
+class JsonOnly:
+    """Answers 415 to a POST whose ``Content-Type`` is not ``application/json``.
+
+    A web page may POST ``text/plain`` (or a form) to any address without a CORS preflight;
+    requiring JSON keeps a browser tab from driving the policy or the rollout callbacks. Plain
+    ASGI (not ``BaseHTTPMiddleware``): it costs one header scan per request.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["method"] == "POST":
+            ctype = next((v for k, v in scope["headers"] if k == b"content-type"), b"")
+            media = ctype.split(b";", 1)[0].strip().lower()
+            if media != b"application/json":
+                shown = ctype.decode("latin-1")[:100] or "none"
+                reply = _reply(
+                    415,
+                    f"Content-Type {shown!r} is not supported: send 'application/json'",
+                    "invalid_request_error",
+                    code="unsupported_media_type",
+                )
+                await reply(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
 
 
 def _install_error_handlers(app: FastAPI) -> None:
@@ -209,7 +244,37 @@ async def _parse(request: Request, limit: int) -> ChatCompletionRequest | Respon
     except (ValueError, RecursionError) as exc:  # e.g. an integer of 5,000 digits
         reason = "a number has too many digits" if "digits" in str(exc) else type(exc).__name__
         return _reply(400, f"request body is not valid JSON: {reason}", "invalid_request_error")
+    if _MAYBE_SURROGATE.search(raw) and (where := _lone_surrogate(data)) is not None:
+        return _reply(
+            400,
+            f"request body has invalid Unicode at {where or 'the top level'}: a lone surrogate "
+            "(e.g. \\ud800) is not a character; send valid UTF-8 text",
+            "invalid_request_error",
+            param=where or None,
+        )
     return _validate(data)
+
+
+def _lone_surrogate(value: Any, path: str = "") -> str | None:
+    """The dotted path of the first string (or key) holding an unpaired surrogate, else None.
+
+    Such a string cannot be encoded as UTF-8: tokenizers and engines fail on it deep inside,
+    so it is refused here, where the client can be told which field it was.
+    """
+    if isinstance(value, str):
+        return path if _SURROGATE.search(value) else None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            sub = f"{path}.{key}" if path else str(key)
+            if _SURROGATE.search(key):  # the key itself is not echoed: it cannot be encoded
+                return f"{path}.<key>" if path else "<key>"
+            if (found := _lone_surrogate(item, sub)) is not None:
+                return found
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            if (found := _lone_surrogate(item, f"{path}.{i}" if path else str(i))) is not None:
+                return found
+    return None
 
 
 def _validate(data: Any) -> ChatCompletionRequest | Response:
