@@ -23,6 +23,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
+from osmosis_ai.config import redact_config
 from osmosis_ai.errors import MissingExtraError
 
 __all__ = ["MLflowTracker", "Tracker", "WandbTracker", "open_trackers"]
@@ -140,7 +141,12 @@ def open_trackers(
     project: str,
     config: Mapping[str, Any] | None = None,
 ) -> list[Tracker]:
-    """The W&B / MLflow trackers named in ``report_to`` (TensorBoard is not one of these)."""
+    """The W&B / MLflow trackers named in ``report_to`` (TensorBoard is not one of these).
+
+    ``config`` is sent with its secrets redacted (``[env]`` values, ``api_key`` ...): a
+    tracker's config page is shared with everyone who sees the project.
+    """
+    config = redact_config(config or {})
     out: list[Tracker] = []
     for name in report_to:
         if name == "wandb":

@@ -28,11 +28,13 @@ from osmosis_ai.errors import OsmosisError
 from osmosis_ai.eval import HeldOutPlan, plan_heldout, run_heldout
 from osmosis_ai.runs import (
     RunDir,
+    apply_secrets,
     busy_runs,
     load_run,
     pinned_path,
     read_status,
     resolve_model_path,
+    take_secrets,
     verify_pinned_code,
 )
 
@@ -68,6 +70,8 @@ def _load_config(run: RunDir, workspace: Path) -> Any:
     from osmosis_ai.config import load_training_config
 
     config = load_training_config(run.config_file)
+    # The snapshot's secrets are redacted; the command that started us passed the real values.
+    config = apply_secrets(run.config_file, config, take_secrets())
     # The copy lives in the run folder; paths resolve against the workspace the command ran in
     # (given by the CLI), never against a root recorded in the folder: a run folder is data.
     config._workspace_root = workspace

@@ -102,12 +102,14 @@ def submit(
         pinned_path,
         resolve_model_path,
         runs_root_for,
+        snapshot_secrets,
     )
 
     config = load_training_config(config_path)
     _require_trainer()
     pin = pin_revision(config)
     _precheck(config, pin.pinned)
+    _warn_literal_secrets(config_path)
     exp = config.experiment
     resolve_model_path(exp.model_path)  # a Hub id not cached and offline: fail here, clearly
     root = runs_root_for(config)
@@ -132,18 +134,42 @@ def submit(
                 run.update_status(status="failed", phase="error", error=message)
                 raise ConfigError(message)
     _start(run, json_out=json_out, detach=detach, resume=False,
-           workspace=config.workspace_root)
+           workspace=config.workspace_root, secrets=snapshot_secrets(config_path))
+
+
+def _warn_literal_secrets(config_path: Path) -> None:
+    """A secret written in the config file: the run keeps it redacted, but say where it
+    should live instead (the file itself is often committed)."""
+    import tomllib
+
+    from osmosis_ai.config import literal_secrets
+
+    try:
+        found = literal_secrets(tomllib.loads(config_path.read_text(encoding="utf-8")))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return
+    if found:
+        state.warn(
+            f"{config_path} holds secrets in the file ({', '.join(found)}); the run folder "
+            "keeps them redacted, but keep them out of files you share or commit: export them "
+            "in the environment and list their names under [secrets].required"
+        )
 
 
 def _start(
     run: Any, *, json_out: bool, detach: bool, resume: bool, workspace: Path,
-    from_step: int = 0,
+    secrets: dict[str, Any], from_step: int = 0,
 ) -> None:
-    from osmosis_ai.runs import spawn_worker
+    import json
 
+    from osmosis_ai.runs import SECRETS_ENV, spawn_worker
+
+    env = {"OSMOSIS_DEBUG": "1"} if state.debug else {}
+    if secrets:  # the real values of the redacted snapshot: through the environment only
+        env[SECRETS_ENV] = json.dumps(secrets)
     proc = spawn_worker(
         run, _WORKER, *(["--resume"] if resume else []), "--workspace", str(workspace),
-        env={"OSMOSIS_DEBUG": "1"} if state.debug else None,
+        env=env or None,
     )
     if detach:
         if json_out:
@@ -323,6 +349,7 @@ def resume(
         check_capacity,
         find_run,
         launch_lock,
+        resume_secrets,
         workspace_root_here,
         workspace_runs_root,
     )
@@ -355,6 +382,7 @@ def resume(
         raise ConfigError(f"run {record.run_id}: its config copy {record.run_dir.config_file} "
                           "is missing; submit the config again")
     workspace = _resume_workspace(record, workspace_root_here())
+    secrets = resume_secrets(record.run_dir.config_file, record.raw.get("config_path"))
     run = record.run_dir
     with launch_lock(record.path.parent):
         if not queue:
@@ -371,7 +399,7 @@ def resume(
         )
     _start(
         run, json_out=json_out, detach=detach, resume=True, workspace=workspace,
-        from_step=checkpoints[-1].step,
+        secrets=secrets, from_step=checkpoints[-1].step,
     )
 
 

@@ -27,6 +27,15 @@ from osmosis_ai.config._files import ConfigFile, EvalConfig, TrainingConfig, fin
 from osmosis_ai.config._gateway import GatewayConfig
 from osmosis_ai.config._heldout import HeldOutConfig
 from osmosis_ai.config._load import load_config, load_eval_config, load_training_config
+from osmosis_ai.config._redact import (
+    REDACTED,
+    dumps_toml,
+    is_secret_key,
+    literal_secrets,
+    redact_config,
+    restore_secrets,
+    secret_values,
+)
 from osmosis_ai.config._sections import (
     CheckpointsConfig,
     EvaluationConfig,
@@ -39,6 +48,7 @@ from osmosis_ai.config._sections import (
 from osmosis_ai.config._warm_start import WarmStartConfig
 
 __all__ = [
+    "REDACTED",
     "AlgorithmConfig",
     "CheckpointsConfig",
     "ConfigFile",
@@ -58,8 +68,14 @@ __all__ = [
     "TrainingConfig",
     "TrainingSection",
     "WarmStartConfig",
+    "dumps_toml",
     "find_workspace_root",
+    "is_secret_key",
+    "literal_secrets",
     "load_config",
     "load_eval_config",
     "load_training_config",
+    "redact_config",
+    "restore_secrets",
+    "secret_values",
 ]

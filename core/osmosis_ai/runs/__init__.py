@@ -37,6 +37,13 @@ from osmosis_ai.runs._read import (
     wait_for_status,
 )
 from osmosis_ai.runs._root import runs_root_for, workspace_root_here, workspace_runs_root
+from osmosis_ai.runs._secrets import (
+    SECRETS_ENV,
+    apply_secrets,
+    resume_secrets,
+    snapshot_secrets,
+    take_secrets,
+)
 from osmosis_ai.runs._store import (
     PHASES,
     STATUSES,
@@ -61,6 +68,8 @@ __all__ = [
     "RunNotFoundError",
     "RunRecord",
     "RunStatus",
+    "SECRETS_ENV",
+    "apply_secrets",
     "busy_runs",
     "check_capacity",
     "create_run_dir",
@@ -79,8 +88,11 @@ __all__ = [
     "read_metrics",
     "read_status",
     "resolve_model_path",
+    "resume_secrets",
     "runs_root_for",
+    "snapshot_secrets",
     "spawn_worker",
+    "take_secrets",
     "verify_pinned_code",
     "wait_for_status",
     "workspace_root_here",

@@ -9,6 +9,7 @@ import time
 import tomllib
 from typing import Any
 
+from osmosis_ai.config import redact_config
 from osmosis_ai.runs._read import RunRecord
 
 __all__ = ["describe_run"]
@@ -42,8 +43,11 @@ def describe_run(record: RunRecord) -> dict[str, Any]:
     """Config, progress, latest and best reward, a metrics summary, checkpoints, the error."""
     raw = record.raw
     try:
-        config: dict[str, Any] | None = tomllib.loads(record.run_dir.config_file.read_text())
-    except (OSError, tomllib.TOMLDecodeError):
+        # Redacted again here: run folders written before snapshots were redacted.
+        config: dict[str, Any] | None = redact_config(
+            tomllib.loads(record.run_dir.config_file.read_text())
+        )
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
         config = None
     records = record.metrics()
     train = [r for r in records if r.get("kind", "train") == "train"]

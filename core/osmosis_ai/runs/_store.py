@@ -2,7 +2,7 @@
 
 ``<workspace>/runs/<name>-<YYYYmmdd-HHMMSS>/`` holds::
 
-    config.toml          a copy of the training config as submitted (resume reads it)
+    config.toml          the training config as submitted, secrets redacted (resume reads it)
     status.json          {name, run_id, status, phase, activity, step, total_steps, pid, ...}
     heartbeat            touched every few seconds by the live worker
     train.log            the worker's output (plain progress lines, warnings, tracebacks)
@@ -25,7 +25,6 @@ import contextlib
 import json
 import os
 import re
-import shutil
 import threading
 import time
 from collections.abc import Iterator
@@ -35,6 +34,7 @@ from pathlib import Path
 from typing import Any, Literal, get_args
 
 from osmosis_ai.runs._process import describe_process
+from osmosis_ai.runs._secrets import write_config_snapshot
 
 _RUN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
 
@@ -178,7 +178,8 @@ def create_run_dir(
     now: datetime | None = None,
     **fields: Any,
 ) -> RunDir:
-    """Create ``runs_root/<name>-<timestamp>/`` with a config copy and a ``pending`` status.
+    """Create ``runs_root/<name>-<timestamp>/`` with a config snapshot (its secrets redacted)
+    and a ``pending`` status.
 
     Raises:
         ConfigError: ``name`` is not a plain folder name (``../x``, ``/abs``, ``a/b``, ...).
@@ -204,7 +205,7 @@ def create_run_dir(
             path = base.with_name(f"{base.name}-{n}")
     run = RunDir(path=path, name=name)
     if config_file is not None:
-        shutil.copyfile(config_file, run.config_file)
+        write_config_snapshot(Path(config_file), run.config_file)
     run.update_status(
         status="pending",
         phase="init",
