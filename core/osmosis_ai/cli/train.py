@@ -37,6 +37,12 @@ def _require_trainer() -> None:
             raise MissingExtraError("osmosis train", "trainer", module)
 
 
+def _loads_entrypoint(config: Any) -> bool:
+    """The run imports ``[experiment] entrypoint``: its workflow, or with ``[remote] reward =
+    "grader"`` only its Grader."""
+    return config.remote is None or config.remote.reward == "grader"
+
+
 def _precheck(config: Any, pinned: bool) -> None:
     """The config's mistakes as one line each, before a worker starts."""
     missing = config.missing_secrets()
@@ -45,7 +51,7 @@ def _precheck(config: Any, pinned: bool) -> None:
             f"{config.source_path}: [secrets].required names {', '.join(missing)}, which "
             "are not set in the environment; export them before 'osmosis train submit'"
         )
-    if config.remote is None:
+    if _loads_entrypoint(config):
         config.entrypoint_path(must_exist=not pinned)
     config.dataset_path()
     from osmosis_ai.eval import plan_heldout
@@ -124,7 +130,7 @@ def submit(
         )
     if pin.pinned:
         export_revision(pin, run.code)
-        if config.remote is None:
+        if _loads_entrypoint(config):
             entry = pinned_path(pin.as_status(), run.code, config.entrypoint_path(must_exist=False))
             if not entry.is_file():
                 message = (

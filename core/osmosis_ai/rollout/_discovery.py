@@ -108,6 +108,41 @@ def load_entrypoint(path: str | PathLike[str]) -> Entrypoint:
     )
 
 
+def load_grader(path: str | PathLike[str]) -> tuple[type[Grader[Any]], Any]:
+    """Import a file and return its one ``Grader`` subclass and its ``grader_config``.
+
+    For rollouts whose workflow runs elsewhere (a remote rollout server with
+    ``[remote] reward = "grader"``): the file needs no ``AgentWorkflow``.
+
+    Raises:
+        DiscoveryError: the file is missing or does not import, or defines no concrete
+            ``Grader`` subclass or more than one.
+    """
+    file = Path(path).resolve()
+    if not file.is_file():
+        raise DiscoveryError(
+            f"{path}: grader file not found. [remote] reward = \"grader\" scores rollouts "
+            "with the Grader in [experiment].entrypoint (rollouts/<rollout>/<entrypoint>)"
+        )
+    module = _import(file)
+    graders = _defined(module, Grader)
+    if len(graders) != 1:
+        names = ", ".join(_describe(c) for c in graders)
+        found = f"found {len(graders)} ({names})" if graders else "found none"
+        raise DiscoveryError(
+            f"{file}: [remote] reward = \"grader\" needs exactly one Grader subclass defined in "
+            f"this file; {found}. Define 'class MyGrader(Grader): async def grade(self, ctx): "
+            "...', or set reward = \"server\" when the server sends the reward"
+        )
+    grader_cls = graders[0]
+    if not inspect.iscoroutinefunction(grader_cls.grade):
+        raise DiscoveryError(
+            f"{file}: {_describe(grader_cls)}.grade must be a coroutine: declare it with "
+            "'async def grade(self, ctx)'"
+        )
+    return grader_cls, _config(file, module, "grader_config", GraderConfig)
+
+
 def _import(file: Path) -> ModuleType:
     name = module_name_for(file)
     folder = str(file.parent)

@@ -8,7 +8,7 @@ read each rollout's :class:`RolloutOutcome`.
 from __future__ import annotations
 
 from osmosis_ai.rollout._backends import Backend, LocalBackend, ProcessBackend
-from osmosis_ai.rollout._discovery import Entrypoint, load_entrypoint
+from osmosis_ai.rollout._discovery import Entrypoint, load_entrypoint, load_grader
 from osmosis_ai.rollout._execution import WorkflowRequest, WorkflowRun, execute_workflow
 from osmosis_ai.rollout._outcome import (
     RolloutGroup,
@@ -32,4 +32,5 @@ __all__ = [
     "classify_exception",
     "execute_workflow",
     "load_entrypoint",
+    "load_grader",
 ]

@@ -63,7 +63,9 @@ class AddLoop(RolloutAgentLoop):
         result = await chat_running_add(ctx, messages)
         if meta.get("no_reward"):
             return ctx.complete(messages)
-        return ctx.complete(messages, reward=1.0 if result.content == meta.get("ground_truth") else 0.0)
+        return ctx.complete(
+            messages, reward=1.0 if result.content == meta.get("ground_truth") else 0.0
+        )
 
 
 def script(req: Any) -> Any:
@@ -71,18 +73,27 @@ def script(req: Any) -> Any:
     return text(last["content"]) if last["role"] == "tool" else tool_call("add", a=2, b=3)
 
 
-FAST = ClientSettings(retry_backoff_seconds=0.01, retry_backoff_max_seconds=0.05,
-                      completion_timeout_seconds=5, timeout_seconds=10)
+FAST = ClientSettings(
+    retry_backoff_seconds=0.01,
+    retry_backoff_max_seconds=0.05,
+    completion_timeout_seconds=5,
+    timeout_seconds=10,
+)
 
 
 @asynccontextmanager
-async def cluster(loop: RolloutAgentLoop | None = None, *, attach: bool = True,
-                  **entry: Any) -> AsyncIterator[tuple[Any, Any, AddLoop | Any, str]]:
+async def cluster(
+    loop: RolloutAgentLoop | None = None, *, attach: bool = True, **entry: Any
+) -> AsyncIterator[tuple[Any, Any, AddLoop | Any, str]]:
     """(entrypoint, gateway, loop, server url): a remote server and a gateway with callbacks."""
     loop = loop or AddLoop()
-    app = create_app(loop, api_key=KEY, client_settings=FAST,
-                     settings=ServerSettings(shutdown_grace_seconds=1))
-    async with serve_in_loop(app) as url, PolicyGateway(ScriptedEngine(per_sample=False, script=script), api_key="gw-key") as gw:
+    app = create_app(
+        loop, api_key=KEY, client_settings=FAST, settings=ServerSettings(shutdown_grace_seconds=1)
+    )
+    async with (
+        serve_in_loop(app) as url,
+        PolicyGateway(ScriptedEngine(per_sample=False, script=script), api_key="gw-key") as gw,
+    ):
         callbacks = RemoteCallbacks.attach(gw) if attach else RemoteCallbacks(api_key="gw-key")
         entry.setdefault("api_key", KEY)
         yield remote_entrypoint(url, callbacks, **entry), gw, loop, url
@@ -97,8 +108,9 @@ async def run_rows(entrypoint: Any, gw: Any, rows: list[Row], **kw: Any) -> list
 
 async def test_remote_rollouts_are_recorded_token_level_with_the_servers_reward() -> None:
     async with cluster() as (entrypoint, gw, loop, _url):
-        outcomes = await run_rows(entrypoint, gw, [Row(0), Row(1, label="6")], n_samples=2,
-                                  sampling={"temperature": 0.7})
+        outcomes = await run_rows(
+            entrypoint, gw, [Row(0), Row(1, label="6")], n_samples=2, sampling={"temperature": 0.7}
+        )
     assert [o.status for o in outcomes] == ["success"] * 4
     rewards = [o.samples[0].reward for o in outcomes]
     assert rewards == [1.0, 1.0, 0.0, 0.0]  # the fake answers 5; row 1's label is 6
@@ -143,13 +155,36 @@ async def test_the_grader_scores_only_samples_the_server_left_without_reward() -
     assert HalfGrader.graded == ["main"]  # once: for row 1
 
 
+async def test_reward_grader_scores_every_sample_and_ignores_the_servers() -> None:
+    HalfGrader.graded = []
+    async with cluster(grader_cls=HalfGrader, reward="grader") as (entrypoint, gw, _loop, _url):
+        outcomes = await run_rows(entrypoint, gw, [Row(0), Row(1, no_reward=True)])
+    assert [o.samples[0].reward for o in outcomes] == [0.5, 0.5]
+    assert HalfGrader.graded == ["main", "main"]
+    # The server's reward is kept beside the grader's, not used.
+    assert outcomes[0].samples[0].extra_fields["server_reward"] == 1.0
+    assert "server_reward" not in outcomes[1].samples[0].extra_fields
+
+
+async def test_reward_server_never_asks_the_grader_and_says_how_to_fix_a_missing_one() -> None:
+    HalfGrader.graded = []
+    async with cluster(grader_cls=HalfGrader, reward="server") as (entrypoint, gw, _loop, _url):
+        outcomes = await run_rows(entrypoint, gw, [Row(0), Row(1, no_reward=True)])
+    assert outcomes[0].samples[0].reward == 1.0 and HalfGrader.graded == []
+    error = outcomes[1].samples[0].error
+    assert outcomes[1].status == "failed" and error is not None
+    assert '[remote] reward = "grader"' in error.message
+
+
 async def test_server_error_is_a_failed_rollout_with_its_reason() -> None:
     async with cluster() as (entrypoint, gw, _loop, _url):
         [outcome] = await run_rows(entrypoint, gw, [Row(0, fail=True)])
     assert outcome.status == "failed"
     assert outcome.error is not None
     assert outcome.error.category is ErrorCategory.AGENT_ERROR
-    assert "reported ERROR" in outcome.error.message and "the sandbox is gone" in outcome.error.message
+    assert (
+        "reported ERROR" in outcome.error.message and "the sandbox is gone" in outcome.error.message
+    )
 
 
 async def test_a_lost_callback_is_recovered_from_the_status_route() -> None:
@@ -201,27 +236,37 @@ async def test_callback_router_checks_key_body_and_rollout() -> None:
         async with httpx.AsyncClient() as http:
             assert (await http.post(scoped, json=body)).status_code == 401
             auth = {"Authorization": "Bearer gw"}
-            assert (await http.post(scoped, json={"rollout_id": "r1"}, headers=auth)).status_code == 422
+            assert (
+                await http.post(scoped, json={"rollout_id": "r1"}, headers=auth)
+            ).status_code == 422
             other = f"{gw.url}/rollouts/r2/samples/main/v1/rollout/completed"
             assert (await http.post(other, json=body, headers=auth)).status_code == 422
             assert (await http.post(scoped, json=body, headers=auth)).status_code == 200
-            assert (await http.post(scoped, json=body, headers=auth)).status_code == 200  # duplicate
+            assert (
+                await http.post(scoped, json=body, headers=auth)
+            ).status_code == 200  # duplicate
             unknown = {**body, "rollout_id": "nobody"}
-            assert (await http.post(f"{gw.url}/v1/rollout/completed", json=unknown, headers=auth)).status_code == 404
+            assert (
+                await http.post(f"{gw.url}/v1/rollout/completed", json=unknown, headers=auth)
+            ).status_code == 404
         response = await asyncio.wait_for(future, 5)
     assert response.reward == 0.25
     await asyncio.sleep(0)
     assert callbacks.stats == {"received": 2, "duplicates": 1, "unknown": 1, "rejected": 2}
 
 
-async def test_remote_entrypoint_for_reads_the_training_config(monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_remote_entrypoint_for_reads_the_training_config(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     from types import SimpleNamespace
 
     from osmosis_trainer.server_workflow import remote_entrypoint_for
 
     monkeypatch.setenv("OSMOSIS_ROLLOUT_API_KEY", "from-env")
-    config = SimpleNamespace(remote=SimpleNamespace(server_url="http://h:9000/", api_key=None),
-                             training=SimpleNamespace(max_prompt_length=100, max_response_length=28))
+    config = SimpleNamespace(
+        remote=SimpleNamespace(server_url="http://h:9000/", api_key=None),
+        training=SimpleNamespace(max_prompt_length=100, max_response_length=28),
+    )
     async with PolicyGateway(ScriptedEngine(per_sample=False, script=script)) as gw:
         entry = remote_entrypoint_for(config, gw)
     cfg = entry.workflow_config

@@ -11,7 +11,7 @@ import asyncio
 import logging
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -52,6 +52,16 @@ class JobPlan:
     total_steps: int
     device: str
     engine: str
+    demonstrations: list[Any] = field(default_factory=list)
+    """``[warm_start]``: the valid demonstration rows (read and checked, not yet rendered)."""
+    bad_demonstrations: int = 0
+    """``[warm_start] on_bad_row = "skip"``: rows left out as malformed."""
+
+
+def needs_entrypoint(config: TrainingConfig) -> bool:
+    """Whether the run loads ``[experiment] entrypoint``: its workflow runs here, or (with
+    ``[remote] reward = "grader"``) its Grader scores the remote server's rollouts."""
+    return config.remote is None or config.remote.reward == "grader"
 
 
 def plan_job(config: TrainingConfig) -> JobPlan:
@@ -64,15 +74,39 @@ def plan_job(config: TrainingConfig) -> JobPlan:
             f"{config.source_path}: [secrets].required names {', '.join(missing)}, which "
             "are not set in the environment; export them before 'osmosis train submit'"
         )
-    # With [remote] the agent loop lives in the user's server; a local entrypoint is optional.
-    entrypoint = config.entrypoint_path(must_exist=config.remote is None)
+    # With [remote] the agent loop lives in the user's server; a local entrypoint is needed
+    # only for its Grader ([remote] reward = "grader").
+    entrypoint = config.entrypoint_path(must_exist=needs_entrypoint(config))
     dataset = config.dataset_path()
     rows = list(read_dataset(dataset))
     if not rows:
         raise ConfigError(f"{config.source_path}: the dataset {dataset} has no rows")
     t = config.training
     total = plan_steps(len(rows), t.rollout_batch_size, t.total_epochs, t.max_steps)
-    return JobPlan(entrypoint, dataset, rows, total, resolve_device(t.device), t.engine)
+    plan = JobPlan(entrypoint, dataset, rows, total, resolve_device(t.device), t.engine)
+    if config.warm_start is not None:
+        _plan_warm_start(config, plan)
+    return plan
+
+
+def _plan_warm_start(config: TrainingConfig, plan: JobPlan) -> None:
+    """Read and check the demonstrations before any model loads (errors name file:line)."""
+    from osmosis_ai.data import load_demonstrations
+
+    ws = config.warm_start
+    assert ws is not None
+    path = config.warm_start_dataset_path()
+    assert path is not None
+    demos, problems = load_demonstrations(path, on_bad_row=ws.on_bad_row)
+    for problem in problems[:5]:
+        logger.warning("[warm_start] skipped a malformed row: %s", problem)
+    if not demos:
+        raise ConfigError(
+            f"{config.source_path}: [warm_start].dataset {path} has no valid demonstration "
+            f"({len(problems)} malformed rows); check it with 'osmosis dataset validate {path}'"
+        )
+    plan.demonstrations = demos
+    plan.bad_demonstrations = len(problems)
 
 
 def _engine(
@@ -183,7 +217,8 @@ async def _run(
     on_report: Callable[[StepReport], None] | None,
     phase: Callable[[str], None],
 ) -> TrainResult:
-    from osmosis_ai.rollout.running import RolloutRunner, load_entrypoint
+    from osmosis_ai.rollout.running import RolloutRunner, load_entrypoint, load_grader
+    from osmosis_ai.serving import new_api_key
     from osmosis_ai.serving.gateway import PolicyGateway
     from osmosis_trainer.loop._policy import attach_lora
     from osmosis_trainer.loop._source import GatewayRolloutSource
@@ -193,6 +228,8 @@ async def _run(
     t = config.training
     os.environ.update(config.env)
     entry: Any = None if config.remote is not None else load_entrypoint(plan.entrypoint)
+    # [remote] reward = "grader": the entrypoint's Grader, loaded before the model (fail fast).
+    grader = load_grader(plan.entrypoint) if needs_entrypoint(config) and entry is None else None
     phase(f"loading {config.experiment.model_path} on {plan.device}")
     dtype = training_dtype(t.dtype, plan.device)
     loaded = load_model(config.experiment.model_path, device=plan.device, dtype=dtype)
@@ -232,15 +269,20 @@ async def _run(
     n_val = config.evaluation.limit or min(len(plan.rows), _MAX_VALIDATION_ROWS)
     try:
         gateway_host = config.cluster.gateway_host if cluster is not None else "127.0.0.1"
+        # A key per run: the rollouts get it through gateway.route(), so nothing else (another
+        # process on the machine, a host on the cluster network) can drive the policy.
         async with PolicyGateway(
-            engine, sampling=sampling, host=gateway_host,
+            engine, sampling=sampling, host=gateway_host, api_key=new_api_key(),
             max_body_bytes=config.gateway.max_body_bytes,
         ) as gateway:
             if config.remote is not None:
                 from osmosis_trainer.server_workflow import remote_entrypoint_for
 
                 # Mounts /v1/rollout/completed on the gateway; make_runner reads `entry` late.
-                entry = remote_entrypoint_for(config, gateway)
+                entry = remote_entrypoint_for(
+                    config, gateway, grader_cls=grader[0] if grader else None,
+                    grader_config=grader[1] if grader else None,
+                )
             source = (cluster.source if cluster is not None else GatewayRolloutSource)(
                 make_runner(t.n_samples_per_prompt), gateway, make_runner=make_runner,
                 max_prompt_length=t.max_prompt_length,
@@ -262,11 +304,18 @@ async def _run(
                 ),
             )
             try:
+                resumed = False
                 if resume:
                     phase("resuming")
-                    path = resume if isinstance(resume, Path) else None
-                    if not await trainer.resume(path) and path is None:
-                        raise TrainingError(f"{run.path}: nothing to resume (no checkpoint yet)")
+                    resumed = await _resume(trainer, run, resume, config.warm_start is not None)
+                if config.warm_start is not None and not resumed:
+                    from osmosis_trainer.warm_start import run_warm_start
+
+                    phase("warm start")
+                    await run_warm_start(
+                        trainer, config, plan.demonstrations, loaded.tokenizer,
+                        bad_rows=plan.bad_demonstrations, on_report=on_report,
+                    )
                 phase("training")
                 return await trainer.train()
             finally:
@@ -275,6 +324,25 @@ async def _run(
         await engine.close()
         if cluster is not None:
             cluster.close()
+
+
+async def _resume(trainer: Trainer, run: RunDir, resume: bool | Path, warm: bool) -> bool:
+    """Restore the given checkpoint, else the latest step, else the warm start's; ``False``
+    when a run with ``[warm_start]`` died before its phase ended (the phase is redone)."""
+    from osmosis_trainer.checkpoints import warm_checkpoint
+
+    path = resume if isinstance(resume, Path) else None
+    if await trainer.resume(path):
+        return True
+    if path is None and warm:
+        found = warm_checkpoint(run.checkpoints)
+        if found is None:
+            logger.info("no checkpoint yet: the warm start runs again")
+            return False
+        return await trainer.resume(found)
+    if path is None:
+        raise TrainingError(f"{run.path}: nothing to resume (no checkpoint yet)")
+    return False
 
 
 class _ClusterJob:

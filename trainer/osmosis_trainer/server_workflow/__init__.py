@@ -59,10 +59,17 @@ def remote_entrypoint_for(
     Mounts the completion callbacks on ``gateway``. The key is ``[remote].api_key``, else
     ``$OSMOSIS_ROLLOUT_API_KEY``. The token budget per rollout is
     ``max_prompt_length + max_response_length`` when the config has a ``[training]`` section.
+    With ``[remote] reward = "grader"`` the Grader of ``[experiment] entrypoint`` scores every
+    sample (``grader_cls`` overrides it); with ``"server"`` the server's reward is required.
     """
     remote = getattr(config, "remote", None)
     if remote is None:
         raise ConfigError("the config has no [remote] section (server_url, api_key)")
+    reward = getattr(remote, "reward", "server")
+    if reward == "grader" and grader_cls is None:
+        from osmosis_ai.rollout.running import load_grader
+
+        grader_cls, grader_config = load_grader(config.entrypoint_path())
     training = getattr(config, "training", None)
     budget = (
         training.max_prompt_length + training.max_response_length if training is not None else 8192
@@ -75,4 +82,5 @@ def remote_entrypoint_for(
         grader_config=grader_config,
         max_turns=max_turns,
         max_tokens_total=budget,
+        reward=reward,
     )

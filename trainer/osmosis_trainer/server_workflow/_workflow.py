@@ -4,8 +4,9 @@ For each rollout, :class:`RemoteRolloutWorkflow` posts ``/v1/rollout/init`` to t
 ``server_url`` = the gateway's route for this rollout's ``main`` sample (without ``/v1``). The
 server's LLM calls therefore land on the gateway's scoped chat route (recorded token by token)
 and its completion callback on the scoped ``/v1/rollout/completed`` route, which resolves the
-future the bridge awaits. The final messages become sample ``main``; the reward is the server's
-when it sends one, else the wrapped grader's (:class:`RemoteRewardGrader`).
+future the bridge awaits. The final messages become sample ``main``. ``[remote] reward`` says
+where its reward comes from: the server's result (``"server"``), or the entrypoint's Grader
+run here on the final messages (``"grader"``, through :class:`RemoteRewardGrader`).
 """
 
 from __future__ import annotations
@@ -14,13 +15,13 @@ import asyncio
 import logging
 import os
 import random
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import quote
 
 import httpx
 from pydantic import ConfigDict, Field
 
-from osmosis_ai.errors import OsmosisError, PolicyCallError
+from osmosis_ai.errors import ConfigError, OsmosisError, PolicyCallError
 from osmosis_ai.rollout import (
     AgentWorkflow,
     AgentWorkflowConfig,
@@ -82,6 +83,11 @@ class RemoteRolloutConfig(AgentWorkflowConfig):
     require_reward: bool = Field(
         default=True, description="Fail a sample whose result has no reward (no grader to ask)."
     )
+    ignore_reward: bool = Field(
+        default=False,
+        description="Drop the reward the server sends (``[remote] reward = \"grader\"``: the "
+        "local grader scores every sample; the server's is kept as ``server_reward``).",
+    )
 
 
 class RemoteRolloutWorkflow(AgentWorkflow[RemoteRolloutConfig]):
@@ -119,7 +125,7 @@ class RemoteRolloutWorkflow(AgentWorkflow[RemoteRolloutConfig]):
                 f"{ctx.rollout_id}: {response.error_message or 'no message'}"
             )
         ctx.scope.register_sample_source(
-            DEFAULT_SAMPLE_ID, _ResultSample(response, init, cfg.require_reward, cfg.server_url)
+            DEFAULT_SAMPLE_ID, _ResultSample(response, init, cfg)
         )
 
 
@@ -199,28 +205,33 @@ async def _poll(http: httpx.AsyncClient, cfg: RemoteRolloutConfig, rollout_id: s
 class _ResultSample:
     """Builds sample ``main`` from the server's result (calls are joined by the runner)."""
 
-    def __init__(self, response: RolloutResponse, init: InitResponse, require_reward: bool,
-                 server_url: str) -> None:
+    def __init__(self, response: RolloutResponse, init: InitResponse,
+                 cfg: RemoteRolloutConfig) -> None:
         self.response = response
         self.init = init
-        self.require_reward = require_reward
-        self.server_url = server_url
+        self.cfg = cfg
 
     def build_sample(self, sample_id: str) -> RolloutSample:
         r = self.response
-        if r.reward is None and self.require_reward:
+        if r.reward is None and self.cfg.require_reward:
             raise ValueError(
-                f"the remote rollout server {self.server_url} sent no reward, and the run has no "
-                "grader: return ctx.complete(messages, reward=...) from the agent loop, or give "
-                "the run a Grader"
+                f"the remote rollout server {self.cfg.server_url} sent no reward, and the run "
+                "takes the server's ([remote] reward = \"server\"): return "
+                "ctx.complete(messages, reward=...) from the agent loop, or set "
+                "[remote] reward = \"grader\" and define a Grader in [experiment] entrypoint"
             )
+        extra = {}
+        reward = r.reward
+        if self.cfg.ignore_reward and reward is not None:
+            extra["server_reward"] = reward
+            reward = None
         metrics = {f"remote/{k}": float(v) for k, v in (r.metrics.model_dump() if r.metrics else {}).items()}
         return RolloutSample(
             id=sample_id,
             messages=list(r.final_messages),
-            reward=r.reward,
+            reward=reward,
             metrics=metrics,
-            extra_fields={**r.extra_fields, "finish_reason": r.finish_reason,
+            extra_fields={**r.extra_fields, **extra, "finish_reason": r.finish_reason,
                           "tools": self.init.tools},
         )
 
@@ -259,18 +270,27 @@ def remote_entrypoint(
     max_turns: int = 10,
     max_tokens_total: int = 8192,
     poll_interval_s: float = 15.0,
+    reward: Literal["server", "grader"] | None = None,
 ) -> Entrypoint:
     """An :class:`Entrypoint` whose workflow runs each rollout on a remote rollout server.
 
     Pass it to ``RolloutRunner(entrypoint, gateway, ...)`` (backend ``"local"``: the callbacks
     live in this process). ``callbacks`` must be mounted on that gateway
-    (``RemoteCallbacks.attach(gateway)``). Rewards come from the server; ``grader_cls`` (if
-    given) grades the samples the server sent without one.
+    (``RemoteCallbacks.attach(gateway)``).
+
+    ``reward`` (``[remote] reward``): ``"server"`` takes the server's reward and fails a
+    result without one (``grader_cls`` is not used); ``"grader"`` scores every sample with
+    ``grader_cls`` and ignores the server's. ``None``: the server's reward, and ``grader_cls``
+    (if given) for the samples the server sent without one.
     """
+    if reward == "grader" and grader_cls is None:
+        raise ConfigError('[remote] reward = "grader" needs a Grader (grader_cls)')
+    if reward == "server":
+        grader_cls = None
     workflow_config = RemoteRolloutConfig(
         server_url=server_url.rstrip("/"), api_key=api_key, callbacks=callbacks,
         max_turns=max_turns, max_tokens_total=max_tokens_total, poll_interval_s=poll_interval_s,
-        require_reward=grader_cls is None,
+        require_reward=grader_cls is None, ignore_reward=reward == "grader",
     )
     grader_config_ = RemoteGraderConfig(inner_cls=grader_cls, inner_config=grader_config)
     return Entrypoint(
