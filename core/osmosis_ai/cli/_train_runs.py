@@ -78,6 +78,7 @@ def list_runs(
         reward = r.last_reward
         table.add_row(
             r.run_id,
+            "[red]unreadable[/]" if r.unreadable else
             f"[{colours.get(r.status, 'white')}]{r.status}[/]",
             r.phase,
             r.rollout or "-",
@@ -88,6 +89,9 @@ def list_runs(
             _age(r.created_at),
         )
     state.console.print(table)
+    for r in runs:
+        if r.unreadable:
+            state.warn(f"run {r.run_id} is unreadable: {r.unreadable}")
 
 
 def info(
@@ -121,16 +125,22 @@ def _print_info(d: dict[str, Any]) -> None:
     con = state.console
     p = d["progress"]
     total = p["total_steps"] if p["total_steps"] is not None else "?"
-    con.print(f"[bold]{d['run_id']}[/]  {d['status']} · phase {d['phase']}"
+    status = "unreadable" if d.get("unreadable") else d["status"]
+    con.print(f"[bold]{d['run_id']}[/]  {status} · phase {d['phase']}"
               + (f" ({d['activity']})" if d.get("activity") else ""), highlight=False)
     lines = [
         f"path       {d['path']}",
         f"rollout    {d['rollout']} · model {d['model']} · dataset {d['dataset']}",
-        f"progress   step {p['current_step']}/{total}",
+        f"progress   step {p['current_step']}/{total}"
+        + (f" · {d['samples']} samples" if d.get("samples") is not None else ""),
         f"reward     latest {_num(d['latest_reward'])}"
         + (f" · best {_num(d['best_reward']['reward'])} at step {d['best_reward']['step']}"
-           if d["best_reward"] else ""),
+           if d["best_reward"] else "")
+        + (f" · improvement {_num(d['improvement']['change'], '+.3f')}"
+           if d.get("improvement") else ""),
     ]
+    if d.get("unreadable"):
+        lines.insert(0, f"unreadable {d['unreadable']}")
     code = d.get("code") or {}
     if code.get("revision"):
         lines.append(
@@ -150,6 +160,8 @@ def _print_info(d: dict[str, Any]) -> None:
                if cluster.get("engines") or cluster.get("engines_lost") else "")
             + (f" ({cluster['engines_lost']} lost)" if cluster.get("engines_lost") else "")
         )
+    from osmosis_ai.learning import heldout_lines
+
     held = d.get("heldout")
     if isinstance(held, dict) and held.get("diff") is not None:
         lines.append(
@@ -159,6 +171,7 @@ def _print_info(d: dict[str, Any]) -> None:
         )
     elif d.get("heldout_error"):
         lines.append(f"held-out   did not finish: {d['heldout_error']}")
+    lines.extend(heldout_lines(held))  # base / warm start / trained: pass rate and tool use
     if d.get("duration_s") is not None:
         lines.append(f"duration   {d['duration_s'] / 60:.1f} min")
     for line in lines:
@@ -173,13 +186,25 @@ def _print_info(d: dict[str, Any]) -> None:
     if d["checkpoints"]:
         con.print("checkpoints", highlight=False)
         for c in d["checkpoints"]:
-            con.print(f"  step {c['step']:<6} reward {_num(c['reward'])}  {c['path']}",
-                      highlight=False, markup=False)
+            con.print(f"  step {c['step']:<6} reward {_num(c['reward'])}  {c['path']}"
+                      + _published(c), highlight=False, markup=False)
     else:
         con.print("checkpoints none", highlight=False)
     if d.get("error"):
         con.print(f"[red]error[/]      {d['error']}", highlight=False)
     con.print(f"log        {d['log_file']}", highlight=False, markup=False)
+
+
+def _published(c: dict[str, Any]) -> str:
+    """`` · serving at URL · on the Hub: user/name`` for a checkpoint that was published."""
+    out = ""
+    dep, hub = c.get("deployment"), c.get("hub")
+    if isinstance(dep, dict):
+        out += f" · {'serving at' if dep['state'] == 'serving' else 'was served at'} {dep['url']}"
+    if isinstance(hub, dict):
+        out += (f" · on the Hub: {hub['repo']}" if hub["state"] == "uploaded"
+                else f" · Hub upload failed ({hub['repo']})")
+    return out
 
 
 def logs(
@@ -230,6 +255,9 @@ def stop(
     from osmosis_ai.runs import find_run, wait_for_status
 
     record = find_run(_root(runs_dir), run_name)
+    if record.unreadable:
+        raise ConfigError(f"run {record.run_id} is unreadable ({record.unreadable}); no worker "
+                          "of it can be told to stop. Fix status.json or delete the folder")
     if not record.live:
         raise ConfigError(f"run {record.run_id} is already {record.status}; nothing to stop")
     record.run_dir.request_stop()

@@ -10,7 +10,10 @@ import tomllib
 from typing import Any
 
 from osmosis_ai.config import redact_config
+from osmosis_ai.learning import summarize_learning
+from osmosis_ai.runs._published import publish_status
 from osmosis_ai.runs._read import RunRecord
+from osmosis_ai.runs._schema import inside
 
 __all__ = ["describe_run"]
 
@@ -32,25 +35,69 @@ HELDOUT_FILE = "heldout.json"
 
 
 def _heldout(record: RunRecord) -> dict[str, Any] | None:
+    path = inside(record.path, HELDOUT_FILE)
     try:
-        data = json.loads((record.path / HELDOUT_FILE).read_text(encoding="utf-8"))
+        data = json.loads(path.read_text(encoding="utf-8")) if path is not None else None
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
 
 
+def _step(record: dict[str, Any]) -> int | None:
+    value = record.get("step")
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _per_step(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One record per step, the last one written (a resumed step is written again)."""
+    by_step = {s: r for r in records if (s := _step(r)) is not None}
+    return [by_step[s] for s in sorted(by_step)]
+
+
+def _improvement(train: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The seeds' **Improvement**: mean reward of the last steps minus that of the first."""
+    learning = summarize_learning(train)
+    if learning is None:
+        return None
+    return {"first": learning.first, "last": learning.last, "change": learning.change,
+            "window": learning.window, "steps": learning.steps}
+
+
+def _samples(train: list[dict[str, Any]]) -> int | None:
+    """The seeds' **Samples**: rollout samples generated over the run's training steps."""
+    counts = _finite([r.get("samples") for r in train])
+    return int(sum(counts)) if counts else None
+
+
+def _warm_start(records: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The warm-start phase's steps and its first and last loss and token accuracy."""
+    rows = _per_step([r for r in records if r.get("kind") == "warm_start"])
+    if not rows:
+        return None
+    out: dict[str, Any] = {"steps": len(rows)}
+    for key in ("loss", "token_accuracy"):
+        values = _finite([r.get(f"warm_start/{key}") for r in rows])
+        out[key] = {"first": values[0], "last": values[-1]} if values else None
+    return out
+
+
+def _config(record: RunRecord) -> dict[str, Any] | None:
+    """The run's config snapshot, its secrets redacted (again: folders written before
+    snapshots were redacted hold them in clear)."""
+    path = inside(record.path, "config.toml")
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8")) if path is not None else None
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return None
+    return redact_config(data) if data is not None else None
+
+
 def describe_run(record: RunRecord) -> dict[str, Any]:
     """Config, progress, latest and best reward, a metrics summary, checkpoints, the error."""
     raw = record.raw
-    try:
-        # Redacted again here: run folders written before snapshots were redacted.
-        config: dict[str, Any] | None = redact_config(
-            tomllib.loads(record.run_dir.config_file.read_text())
-        )
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
-        config = None
+    config = _config(record)
     records = record.metrics()
-    train = [r for r in records if r.get("kind", "train") == "train"]
+    train = _per_step([r for r in records if r.get("kind", "train") == "train"])
     evals = [r for r in records if r.get("kind") == "eval"]
     summary: dict[str, dict[str, float]] = {}
     for key in _SUMMARY_KEYS:
@@ -61,9 +108,7 @@ def describe_run(record: RunRecord) -> dict[str, Any]:
                 "max": max(values), "mean": statistics.fmean(values),
             }
     scored = [
-        (int(r["step"]), vals[0])
-        for r in train
-        if "step" in r and (vals := _finite([r.get("reward_mean")]))
+        (r["step"], vals[0]) for r in train if (vals := _finite([r.get("reward_mean")]))
     ]
     best = max(scored, key=lambda sv: sv[1]) if scored else None
     created, finished = raw.get("created_at"), raw.get("finished_at")
@@ -87,7 +132,12 @@ def describe_run(record: RunRecord) -> dict[str, Any]:
         "validation": {k: v for k, v in evals[-1].items() if k.startswith("val_")}
         if evals else None,
         "metrics_summary": summary,
-        "checkpoints": [c.as_dict() for c in record.checkpoints()],
+        "improvement": _improvement(train),
+        "samples": _samples(train),
+        "warm_start": _warm_start(records),
+        "checkpoints": [
+            {**c.as_dict(), **publish_status(c.path)} for c in record.checkpoints()
+        ],
         "created_at": created,
         "finished_at": finished,
         "duration_s": round(end - created, 1) if isinstance(created, int | float) else None,
@@ -100,4 +150,5 @@ def describe_run(record: RunRecord) -> dict[str, Any]:
         "log_file": str(record.log_file),
         "metrics_file": str(record.path / "metrics.jsonl"),
         "config": config,
+        "unreadable": record.unreadable,
     }

@@ -70,6 +70,10 @@ def process_alive(info: dict[str, Any]) -> bool | None:
         if fields[0] in ("Z", "X"):
             return False  # killed, not yet reaped by its parent
         start = info.get("pid_start")
-        if start is not None and len(fields) > 19 and int(fields[19]) != start:
+        if not isinstance(start, int) or isinstance(start, bool):
+            # A worker on this machine always records its start time (this very file is
+            # readable): without one the live pid cannot be shown to be that worker.
+            return False
+        if len(fields) > 19 and int(fields[19]) != start:
             return False  # the pid now belongs to another process
     return True

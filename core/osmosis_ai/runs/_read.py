@@ -17,7 +17,8 @@ from typing import Any
 
 from osmosis_ai.errors import OsmosisError
 from osmosis_ai.runs._process import process_alive
-from osmosis_ai.runs._store import STATUSES, TERMINAL_STATUSES, RunDir, read_status
+from osmosis_ai.runs._schema import inside, load_status
+from osmosis_ai.runs._store import STATUSES, TERMINAL_STATUSES, RunDir
 
 __all__ = [
     "CheckpointInfo",
@@ -53,10 +54,20 @@ class CheckpointInfo:
         """The PEFT adapter folder (``PeftModel.from_pretrained(base, adapter)``)."""
         return self.path / "adapter"
 
+    @property
+    def name(self) -> str:
+        """``step_NNNNNN``, or ``warm`` for the warm start's checkpoint (step 0)."""
+        return self.path.name
+
+    @property
+    def label(self) -> str:
+        """What follows ``RUN:`` to name it: the step, or ``warm``."""
+        return "warm" if self.name == "warm" else str(self.step)
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "step": self.step, "reward": self.reward, "path": str(self.path),
-            "adapter": str(self.adapter), "saved_at": self.saved_at,
+            "adapter": str(self.adapter), "saved_at": self.saved_at, "name": self.label,
         }
 
 
@@ -68,8 +79,11 @@ class RunRecord:
     status: str
     """One of :data:`~osmosis_ai.runs.STATUSES` (``crashed`` when the worker died silently)."""
     raw: dict[str, Any] = field(repr=False)
-    """``status.json`` as written."""
+    """``status.json`` as written (checked against its schema; ``{}`` when unreadable)."""
     heartbeat_age_s: float | None = None
+    unreadable: str | None = None
+    """Why ``status.json`` cannot be used (a link, not JSON, a field of the wrong type): the
+    run is listed with status ``unknown`` and this reason, and nothing trusts its contents."""
 
     @property
     def run_id(self) -> str:
@@ -136,10 +150,12 @@ class RunRecord:
         return self.status in ("pending", "running")
 
     def metrics(self) -> list[dict[str, Any]]:
-        return read_metrics(self.path / "metrics.jsonl")
+        path = inside(self.path, "metrics.jsonl")
+        return read_metrics(path) if path is not None else []
 
     def checkpoints(self) -> list[CheckpointInfo]:
-        return list_checkpoints(self.path / "checkpoints")
+        folder = inside(self.path, "checkpoints")
+        return list_checkpoints(folder) if folder is not None else []
 
     def summary(self) -> dict[str, Any]:
         """The fields ``train list`` shows (JSON-ready)."""
@@ -148,7 +164,7 @@ class RunRecord:
             "phase": self.phase, "rollout": self.rollout, "model": self.model,
             "dataset": self.dataset, "step": self.step, "total_steps": self.total_steps,
             "last_reward": self.last_reward, "created_at": self.created_at,
-            "path": str(self.path),
+            "path": str(self.path), "unreadable": self.unreadable,
         }
 
 
@@ -160,7 +176,7 @@ def _number(value: Any) -> float | None:
 
 def _heartbeat_age(path: Path) -> float | None:
     try:
-        return max(0.0, time.time() - (path / "heartbeat").stat().st_mtime)
+        return max(0.0, time.time() - (path / "heartbeat").lstat().st_mtime)
     except OSError:
         return None
 
@@ -168,11 +184,14 @@ def _heartbeat_age(path: Path) -> float | None:
 def load_run(path: Path, *, record_crash: bool = True) -> RunRecord | None:
     """The run at ``path`` with its liveness checked, or ``None`` when it is not a run folder.
 
-    A ``pending``/``running`` run whose worker is gone is ``crashed``; with ``record_crash``
+    A ``status.json`` that fails its schema gives a record with ``unreadable`` set (status
+    ``unknown``, no field of it used). A ``pending``/``running`` run whose worker is gone is ``crashed``; with ``record_crash``
     that is written back to ``status.json`` (so it stays so after a reboot).
     """
     path = Path(path)
-    raw = read_status(path)
+    raw, problem = load_status(path)
+    if problem is not None:
+        return RunRecord(path=path, status="unknown", raw={}, unreadable=problem)
     if raw is None:
         return None
     beat = _heartbeat_age(path)
@@ -181,7 +200,7 @@ def load_run(path: Path, *, record_crash: bool = True) -> RunRecord | None:
         alive = process_alive(raw.get("worker") or {"pid": raw.get("pid")})
         if alive is False:
             # Read again: the worker may have recorded its outcome just before exiting.
-            raw = read_status(path) or raw
+            raw = load_status(path)[0] or raw
             status = _stored_status(raw)
             if status in ("pending", "running"):
                 status = "crashed"
@@ -224,7 +243,8 @@ def list_runs(runs_root: Path, *, status: Iterable[str] | None = None) -> list[R
     wanted = set(status) if status is not None else None
     out = []
     for child in root.iterdir():
-        if not child.is_dir() or child.name.startswith("."):
+        # A link is never followed: a run folder linked in from elsewhere is not listed.
+        if child.is_symlink() or not child.is_dir() or child.name.startswith("."):
             continue
         record = load_run(child)
         if record is None or (wanted is not None and record.status not in wanted):
@@ -293,23 +313,42 @@ def list_checkpoints(checkpoints_dir: Path) -> list[CheckpointInfo]:
         return []
     out = []
     for p in sorted(root.iterdir()):
-        if not (p.is_dir() and p.name.startswith("step_") and (p / "trainer_state.pt").exists()):
+        digits = p.name.removeprefix("step_")
+        if not (p.name.startswith("step_") and digits.isdigit() and inside(root, p.name)
+                and p.is_dir() and inside(p, "trainer_state.pt")):
             continue
+        meta_file = inside(p, "checkpoint.json")
         try:
-            meta = json.loads((p / "checkpoint.json").read_text())
-        except (OSError, json.JSONDecodeError):
+            meta = json.loads(meta_file.read_text()) if meta_file is not None else {}
+        except (OSError, ValueError):
             meta = {}
-        metrics = meta.get("metrics") or {}
+        meta = meta if isinstance(meta, dict) else {}
+        metrics = meta.get("metrics")
+        metrics = metrics if isinstance(metrics, dict) else {}
         step = meta.get("step")
         out.append(
             CheckpointInfo(
-                step=int(step) if isinstance(step, int) else int(p.name.removeprefix("step_")),
+                step=step if isinstance(step, int) and not isinstance(step, bool)
+                else int(digits),
                 path=p,
                 reward=_number(metrics.get("reward_mean")),
                 saved_at=_number(meta.get("saved_at")),
             )
         )
-    return out
+    return [*_warm_checkpoint(root), *out]
+
+
+def _warm_checkpoint(root: Path) -> list[CheckpointInfo]:
+    """``checkpoints/warm`` (the ``[warm_start]`` adapter RL starts from), as step 0."""
+    p = root / "warm"
+    if p.is_symlink() or not (p / "trainer_state.pt").is_file():
+        return []
+    try:
+        meta = json.loads((p / "checkpoint.json").read_text())
+    except (OSError, ValueError):
+        meta = {}
+    saved = meta.get("saved_at") if isinstance(meta, dict) else None
+    return [CheckpointInfo(step=0, path=p, reward=None, saved_at=_number(saved))]
 
 
 def wait_for_status(
