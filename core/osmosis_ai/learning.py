@@ -14,7 +14,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["HeldOut", "LearningSummary", "format_summary", "held_out_of", "summarize_learning"]
+__all__ = [
+    "HeldOut",
+    "LearningSummary",
+    "format_summary",
+    "held_out_of",
+    "heldout_lines",
+    "summarize_learning",
+]
 
 WINDOW = 3
 """Steps averaged at each end of the run."""
@@ -127,4 +134,58 @@ def format_summary(summary: LearningSummary) -> list[str]:
             f"held-out ({held.rows} rows): base {held.base:.3f} → trained {held.trained:.3f} "
             f"({held.diff:+.3f}, 95% CI [{held.ci_low:+.3f}, {held.ci_high:+.3f}]: {verdict})"
         )
+    return lines
+
+
+_ROLE_NAMES = {"base": "base", "warm": "warm start", "trained": "trained"}
+
+
+def _rate(value: Any, fmt: str) -> str:
+    """``value`` in ``fmt``, or a dash as wide as the field when there is no value."""
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    if ok:
+        return format(value, fmt)
+    width = "".join(c for c in fmt.split(".")[0] if c.isdigit())
+    return "-".rjust(int(width or 0))
+
+
+def _pass_diff(label: str, comparison: Any) -> str | None:
+    if not isinstance(comparison, Mapping) or comparison.get("diff") is None:
+        return None
+    low, high = comparison.get("ci_low"), comparison.get("ci_high")
+    verdict = (
+        "better" if low is not None and low > 0
+        else "worse" if high is not None and high < 0 else "no clear change"
+    )
+    return (
+        f"  {label}: pass rate {_rate(comparison['diff'], '+.3f')}, 95% CI "
+        f"[{_rate(low, '+.3f')}, {_rate(high, '+.3f')}] ({verdict})"
+    )
+
+
+def heldout_lines(report: Mapping[str, Any] | None) -> list[str]:
+    """Plain lines for a run's ``heldout.json`` (as a dict): pass rate and tool use of the base
+    model, the warm start and the trained checkpoint, and the paired pass-rate differences.
+    A report without per-model results (an older run) gives no lines."""
+    if not isinstance(report, Mapping):
+        return []
+    models = [m for m in report.get("models") or [] if isinstance(m, Mapping)]
+    if not models:
+        return []
+    lines = [
+        f"held-out, {report.get('rows')} rows:",
+        f"  {'':<12}{'pass':>7}{'tool calls':>12}{'calls/rollout':>15}{'turns':>7}",
+    ]
+    for m in models:
+        lines.append(
+            f"  {_ROLE_NAMES.get(str(m.get('role')), str(m.get('role'))):<12}"
+            f"{_rate(m.get('pass_rate'), '7.3f')}"
+            f"{_rate(m.get('tool_call_rate'), '12.0%')}"
+            f"{_rate(m.get('tool_calls_per_rollout'), '15.2f')}"
+            f"{_rate(m.get('turns_per_rollout'), '7.2f')}"
+        )
+    for label, key in (("trained vs warm start", "pass_vs_warm"), ("trained vs base", "pass_vs_base")):
+        line = _pass_diff(label, report.get(key))
+        if line is not None:
+            lines.append(line)
     return lines

@@ -134,8 +134,8 @@ def _heldout_eval(run: RunDir, plan: HeldOutPlan) -> None:
     """``[heldout]``: the final checkpoint against its base model. The run has finished and its
     checkpoint is saved, so a failure here is recorded (``heldout_error``), not fatal."""
     from osmosis_ai.cli._output import state
-    from osmosis_ai.eval import EvalEvents
-    from osmosis_ai.learning import held_out_of
+    from osmosis_ai.eval import EvalEvents, warm_checkpoint
+    from osmosis_ai.learning import held_out_of, heldout_lines
 
     def phase(model: str) -> EvalEvents:
         def on_phase(name: str) -> None:
@@ -145,13 +145,14 @@ def _heldout_eval(run: RunDir, plan: HeldOutPlan) -> None:
 
     dataset = plan.dataset or plan.eval_config
     state.console.print(
-        f"held-out eval: trained vs base on {dataset.name} ({plan.n} sample(s) per row)",
+        f"held-out eval: trained vs base{' vs warm start' if warm_checkpoint(run.path) else ''} "
+        f"on {dataset.name} ({plan.n} sample(s) per row)",
         markup=False,
     )
     try:
         comparison = asyncio.run(
             run_heldout(plan, run.path, run.run_id, events=phase("trained"),
-                        baseline_events=phase("base"))
+                        baseline_events=phase("base"), warm_events=phase("warm start"))
         )
     except Exception as exc:  # the training result stands; say why the comparison is missing
         message = str(exc) if isinstance(exc, OsmosisError) else f"{type(exc).__name__}: {exc}"
@@ -168,6 +169,8 @@ def _heldout_eval(run: RunDir, plan: HeldOutPlan) -> None:
     )
 
 
+    for line in heldout_lines(comparison.model_dump(mode="json")):
+        state.console.print(line, markup=False, highlight=False)
 @contextlib.contextmanager
 def _prune_empty_artifacts(run: RunDir) -> Iterator[None]:
     """Drop the per-rollout artifact folders the rollouts left empty, when the run ends."""

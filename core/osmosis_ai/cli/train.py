@@ -266,7 +266,7 @@ def _follow(
 
 def _report(run: Any, elapsed: float, json_out: bool) -> None:
     from osmosis_ai.eval import read_heldout
-    from osmosis_ai.learning import format_summary, held_out_of, summarize_learning
+    from osmosis_ai.learning import format_summary, held_out_of, heldout_lines, summarize_learning
     from osmosis_ai.runs import load_run, read_metrics
 
     record = load_run(run.path)
@@ -311,6 +311,8 @@ def _report(run: Any, elapsed: float, json_out: bool) -> None:
         if learning is not None:
             for line in format_summary(learning):
                 con.print(line, highlight=False)
+    for line in heldout_lines(payload["heldout"]):
+        con.print(line, highlight=False, markup=False)
     if payload["heldout_error"]:
         state.warn(f"held-out eval did not finish: {payload['heldout_error']}")
     colour = "green" if ok else "red"

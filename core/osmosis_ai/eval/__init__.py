@@ -8,13 +8,22 @@ the run folder, and returns the summary. The metric functions are pure and reusa
 
 from __future__ import annotations
 
-from osmosis_ai.eval._compare import Comparison, compare_records, paired_bootstrap, row_rewards
+from osmosis_ai.eval._compare import (
+    Comparison,
+    compare_records,
+    paired_bootstrap,
+    row_passes,
+    row_rewards,
+)
 from osmosis_ai.eval._demos import DemoReport, demos_from_eval, demos_from_run
 from osmosis_ai.eval._heldout import (
+    HeldOutModel,
     HeldOutPlan,
+    HeldOutReport,
     plan_heldout,
     read_heldout,
     run_heldout,
+    warm_checkpoint,
 )
 from osmosis_ai.eval._journal import Journal, hash_file, hash_rollout_dir, read_journal
 from osmosis_ai.eval._metrics import (
@@ -49,7 +58,9 @@ __all__ = [
     "EvalRunInfo",
     "EvalRunView",
     "EvalSummary",
+    "HeldOutModel",
     "HeldOutPlan",
+    "HeldOutReport",
     "Journal",
     "PairedResult",
     "RewardStats",
@@ -72,6 +83,8 @@ __all__ = [
     "read_journal",
     "resolve_model",
     "run_heldout",
+    "warm_checkpoint",
+    "row_passes",
     "row_rewards",
     "run_eval",
     "run_paired_eval",

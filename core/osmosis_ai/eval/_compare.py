@@ -13,12 +13,16 @@ import math
 import random
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
+from typing import Literal
 
 from pydantic import BaseModel, Field
 
 from osmosis_ai.eval._records import EvalRecord
 
-__all__ = ["Comparison", "compare_records", "paired_bootstrap", "row_rewards"]
+__all__ = ["Comparison", "Measure", "compare_records", "paired_bootstrap", "row_passes", "row_rewards"]
+
+Measure = Literal["reward", "pass"]
+"""What a comparison pairs: each row's mean reward, or its pass rate."""
 
 
 class Comparison(BaseModel):
@@ -38,6 +42,11 @@ class Comparison(BaseModel):
     seed: int
     candidate_failed: int = Field(description="Failed samples of the candidate.")
     baseline_failed: int = Field(description="Failed samples of the baseline.")
+    measure: Measure = Field(
+        default="reward",
+        description="What is paired: each row's mean reward, or its pass rate (the share of "
+        "its samples at or above the pass threshold; a failed sample counts as not passed).",
+    )
 
     @property
     def verdict(self) -> str:
@@ -105,6 +114,16 @@ def row_rewards(records: Iterable[EvalRecord]) -> dict[int, float]:
     return {row: math.fsum(v) / len(v) for row, v in sums.items()}
 
 
+def row_passes(records: Iterable[EvalRecord]) -> dict[int, float]:
+    """Each row's pass rate over its samples, failed ones counting as not passed (as the eval
+    summary's pass rate counts them); skipped samples are left out."""
+    outcomes: dict[int, list[float]] = defaultdict(list)
+    for r in records:
+        if r.status != "skipped":
+            outcomes[_row_key(r)].append(1.0 if r.status == "success" and r.passed else 0.0)
+    return {row: math.fsum(v) / len(v) for row, v in outcomes.items()}
+
+
 def compare_records(
     candidate: Sequence[EvalRecord],
     baseline: Sequence[EvalRecord],
@@ -114,9 +133,11 @@ def compare_records(
     resamples: int = 2000,
     confidence: float = 0.95,
     seed: int = 0,
+    measure: Measure = "reward",
 ) -> Comparison:
-    """Pair two eval runs' records by dataset row and bootstrap the difference."""
-    a, b = row_rewards(candidate), row_rewards(baseline)
+    """Pair two eval runs' records by dataset row and bootstrap the difference of ``measure``."""
+    values = row_passes if measure == "pass" else row_rewards
+    a, b = values(candidate), values(baseline)
     rows = sorted(set(a) & set(b))
     every = {_row_key(r) for r in candidate} | {_row_key(r) for r in baseline}
     ca = [a[r] for r in rows]
@@ -141,4 +162,5 @@ def compare_records(
         seed=seed,
         candidate_failed=sum(1 for r in candidate if r.status == "failed"),
         baseline_failed=sum(1 for r in baseline if r.status == "failed"),
+        measure=measure,
     )

@@ -1,9 +1,12 @@
-"""A training run's ``[heldout]`` comparison: its last checkpoint against the base model.
+"""A training run's ``[heldout]`` comparison: its last checkpoint against the base model, and
+against the warm start's checkpoint when the run had one.
 
 The same paired evaluation as ``osmosis eval run --model RUN --baseline`` (one eval run per
 model on the same rows, a paired bootstrap of the reward difference), run by the training
-worker after the last step. The eval runs land in the run folder's ``heldout/`` and the
-comparison in ``heldout.json``, which the end screen, ``train info`` and the dashboard read.
+worker after the last step; with a warm start, ``RUN:warm`` is evaluated on the same rows too,
+so the report separates what the demonstrations taught from what RL added. The eval runs land
+in the run folder's ``heldout/`` (the base model in ``baseline/``, the warm start in ``warm/``)
+and the report in ``heldout.json``, which the end screen, ``train info`` and the dashboard read.
 """
 
 from __future__ import annotations
@@ -11,15 +14,64 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
 
 from osmosis_ai.errors import ConfigError
-from osmosis_ai.eval._compare import Comparison
+from osmosis_ai.eval._compare import Comparison, compare_records
 from osmosis_ai.eval._paired import baseline_for, run_paired_eval
-from osmosis_ai.eval._run import EvalEvents, EvalOptions
+from osmosis_ai.eval._run import EvalEvents, EvalOptions, EvalResult, run_eval
 from osmosis_ai.runs import HELDOUT_FILE
 
-__all__ = ["HeldOutPlan", "plan_heldout", "read_heldout", "run_heldout"]
+__all__ = [
+    "HeldOutModel",
+    "HeldOutPlan",
+    "HeldOutReport",
+    "plan_heldout",
+    "read_heldout",
+    "run_heldout",
+    "warm_checkpoint",
+]
+
+WARM_CHECKPOINT = "warm"
+"""The warm start's checkpoint folder under ``<run>/checkpoints/``, addressed as ``RUN:warm``."""
+
+
+class HeldOutModel(BaseModel):
+    """One model's result on the held-out rows."""
+
+    role: Literal["base", "warm", "trained"] = Field(
+        description="base: the model before training; warm: after the warm start ([warm_start]) "
+        "only; trained: the run's last checkpoint."
+    )
+    model: str = Field(description="What was evaluated (a model, or a checkpoint RUN:STEP).")
+    samples: int = Field(description="Samples graded or failed (skipped ones left out).")
+    pass_rate: float | None
+    reward_mean: float | None
+    tool_call_rate: float | None = Field(description="Share of samples with a tool call.")
+    tool_calls_per_rollout: float | None
+    turns_per_rollout: float | None = Field(description="Mean policy calls per sample.")
+
+
+class HeldOutReport(Comparison):
+    """``heldout.json``: the trained checkpoint against its base model (the inherited fields:
+    the paired reward difference, as ``eval run --baseline`` reports it), each model's pass and
+    tool-use rates, and paired pass-rate differences against the base model and the warm start."""
+
+    models: list[HeldOutModel] = Field(
+        default_factory=list, description="base, warm (when the run had a warm start), trained."
+    )
+    pass_vs_base: Comparison | None = Field(
+        default=None, description="Trained minus base, paired on each row's pass rate."
+    )
+    pass_vs_warm: Comparison | None = Field(
+        default=None, description="Trained minus the warm start, paired on each row's pass rate."
+    )
+
+    def result(self, role: str) -> HeldOutModel | None:
+        """The result of ``role`` (base, warm or trained), if it ran."""
+        return next((m for m in self.models if m.role == role), None)
 
 
 
@@ -70,6 +122,21 @@ def plan_heldout(config: Any) -> HeldOutPlan | None:
     return HeldOutPlan(eval_config=eval_path, dataset=dataset, n=section.n)
 
 
+def warm_checkpoint(run_path: Path) -> Path | None:
+    """The run's warm-start checkpoint folder, when the run had a warm start."""
+    path = run_path / "checkpoints" / WARM_CHECKPOINT
+    return path if (path / "adapter").is_dir() else None
+
+
+def _model_result(role: Any, result: EvalResult) -> HeldOutModel:
+    s = result.summary
+    return HeldOutModel(
+        role=role, model=result.plan.model, samples=s.success + s.failed,
+        pass_rate=s.pass_rate, reward_mean=s.reward.mean, tool_call_rate=s.tool_call_rate,
+        tool_calls_per_rollout=s.tool_calls_per_rollout, turns_per_rollout=s.turns_per_rollout,
+    )
+
+
 async def run_heldout(
     plan: HeldOutPlan,
     run_path: Path,
@@ -77,26 +144,55 @@ async def run_heldout(
     *,
     events: EvalEvents | None = None,
     baseline_events: EvalEvents | None = None,
-) -> Comparison:
-    """Evaluate run ``run_id``'s latest checkpoint, then its base model, on the held-out rows;
-    write ``heldout.json`` into ``run_path`` and return the comparison."""
-    options = EvalOptions(
-        model=run_id, n=plan.n, output=run_path / "heldout", dataset_file=plan.dataset
-    )
+    warm_events: EvalEvents | None = None,
+) -> HeldOutReport:
+    """Evaluate run ``run_id``'s latest checkpoint, its base model and (when the run had a warm
+    start) its warm checkpoint on the held-out rows; write ``heldout.json`` into ``run_path``
+    and return the report."""
+    out = run_path / "heldout"
+    options = EvalOptions(model=run_id, n=plan.n, output=out, dataset_file=plan.dataset)
     baseline = baseline_for(plan.eval_config, options)
     result = await run_paired_eval(
         plan.eval_config, options, baseline, events=events, baseline_events=baseline_events
     )
-    (run_path / HELDOUT_FILE).write_text(
-        result.comparison.model_dump_json(indent=2), encoding="utf-8"
+    warm: EvalResult | None = None
+    if warm_checkpoint(run_path) is not None:
+        warm_dir = out / "warm"
+        warm = await run_eval(
+            plan.eval_config,
+            EvalOptions(
+                model=f"{run_id}:{WARM_CHECKPOINT}", n=plan.n, output=warm_dir,
+                dataset_file=plan.dataset, resume=(warm_dir / "run.json").is_file(),
+            ),
+            events=warm_events,
+        )
+    trained_name = result.candidate.plan.model
+
+    def by_pass(other: EvalResult) -> Comparison:
+        return compare_records(
+            result.candidate.records, other.records, candidate_name=trained_name,
+            baseline_name=other.plan.model, measure="pass",
+        )
+
+    models = [_model_result("base", result.baseline)]
+    if warm is not None:
+        models.append(_model_result("warm", warm))
+    models.append(_model_result("trained", result.candidate))
+    report = HeldOutReport(
+        **result.comparison.model_dump(),
+        models=models,
+        pass_vs_base=by_pass(result.baseline),
+        pass_vs_warm=by_pass(warm) if warm is not None else None,
     )
-    return result.comparison
+    (run_path / HELDOUT_FILE).write_text(report.model_dump_json(indent=2), encoding="utf-8")
+    return report
 
 
-def read_heldout(run_path: Path) -> Comparison | None:
-    """The run's held-out comparison, or ``None`` when none ran (or its file is unreadable)."""
+def read_heldout(run_path: Path) -> HeldOutReport | None:
+    """The run's held-out report, or ``None`` when none ran (or its file is unreadable). A
+    report of an older run (the reward comparison alone) reads with no models."""
     path = run_path / HELDOUT_FILE
     try:
-        return Comparison.model_validate(json.loads(path.read_text(encoding="utf-8")))
+        return HeldOutReport.model_validate(json.loads(path.read_text(encoding="utf-8")))
     except (OSError, ValueError):
         return None

@@ -67,6 +67,15 @@ class EvalSummary(BaseModel):
     failure_examples: dict[str, str] = Field(
         default_factory=dict, description="The first error message of each failure reason."
     )
+    tool_call_rate: float | None = Field(
+        default=None, description="Share of samples (failed count) with at least one tool call."
+    )
+    tool_calls_per_rollout: float | None = Field(
+        default=None, description="Mean tool calls per sample (failed count)."
+    )
+    turns_per_rollout: float | None = Field(
+        default=None, description="Mean policy calls (turns) per sample (failed count)."
+    )
     prompt_tokens: int = 0
     completion_tokens: int = 0
     tokens_per_sample: float | None = None
@@ -152,6 +161,7 @@ def summarize(
         }
     prompt_tokens = sum(r.prompt_tokens for r in recs)
     completion_tokens = sum(r.completion_tokens for r in recs)
+    acted = success + failed  # the pass rate's samples: tool use is read on the same ones
     return EvalSummary(
         samples=len(recs),
         success=len(success),
@@ -165,6 +175,11 @@ def summarize(
         pass_at_k_groups=len(used),
         failures_by_reason=dict(Counter(r.error_type or "unknown" for r in failed).most_common()),
         failure_examples=_first_errors(failed),
+        tool_call_rate=(sum(r.tool_calls > 0 for r in acted) / considered) if considered else None,
+        tool_calls_per_rollout=(
+            (sum(r.tool_calls for r in acted) / considered) if considered else None
+        ),
+        turns_per_rollout=(sum(r.num_calls for r in acted) / considered) if considered else None,
         prompt_tokens=prompt_tokens,
         completion_tokens=completion_tokens,
         tokens_per_sample=((prompt_tokens + completion_tokens) / len(recs)) if recs else None,

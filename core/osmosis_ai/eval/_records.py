@@ -31,7 +31,8 @@ class EvalRecord(BaseModel):
     tokens: int = Field(default=0, description="Prompt + completion tokens of the sample's calls.")
     prompt_tokens: int = 0
     completion_tokens: int = 0
-    num_calls: int = 0
+    num_calls: int = Field(default=0, description="Policy calls (turns) of the sample.")
+    tool_calls: int = Field(default=0, description="Tool calls the policy emitted in them.")
     duration_ms: float = 0.0
     error_type: str | None = Field(default=None, description="The failure category, if failed.")
     error: str | None = None

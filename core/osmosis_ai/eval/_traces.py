@@ -84,6 +84,7 @@ def outcome_records(
             prompt_tokens=prompt_tokens,
             completion_tokens=completion_tokens,
             num_calls=len(sample.calls),
+            tool_calls=sum(len(c.tool_calls) for c in sample.calls),
             error_type=error_type,
             error=error,
             judge={

@@ -56,6 +56,10 @@ class GradedSample:
     truncated: bool = False
     last_call: Any = None
     """The sample's last policy call (its messages are the conversation), for traces."""
+    model_calls: int = 0
+    """Policy calls (turns) the sample made."""
+    tool_calls: int = 0
+    """Tool calls the policy emitted over those turns."""
 
 
 @dataclass

@@ -157,6 +157,8 @@ class GatewayRolloutSource:
                 completion_tokens=sum(len(c.completion_token_ids or []) for c in sample.calls),
                 truncated=any(c.finish_reason == "length" for c in sample.calls),
                 last_call=sample.calls[-1] if sample.calls else None,
+                model_calls=len(sample.calls),
+                tool_calls=sum(len(c.tool_calls) for c in sample.calls),
             )
         )
         out.metrics["policy_calls"] = out.metrics.get("policy_calls", 0.0) + len(sample.calls)

@@ -36,7 +36,12 @@ from osmosis_trainer.loop._data import DataCursor
 from osmosis_trainer.loop._metrics import MetricsWriter
 from osmosis_trainer.loop._optim import build_optimizer, build_scheduler
 from osmosis_trainer.loop._policy import load_adapter_weights
-from osmosis_trainer.loop._rollouts import RolloutSource, StepRollouts, build_train_batch
+from osmosis_trainer.loop._rollouts import (
+    GradedSample,
+    RolloutSource,
+    StepRollouts,
+    build_train_batch,
+)
 from osmosis_trainer.loop._run import RunDir
 from osmosis_trainer.loop._settings import LoopSettings
 from osmosis_trainer.loop._traces import TraceSampler
@@ -214,7 +219,8 @@ class Trainer:
     def _latest_step(self) -> int | None:
         if self.last_checkpoint is None:
             return None
-        return int(self.last_checkpoint.name.removeprefix("step_"))
+        digits = self.last_checkpoint.name.removeprefix("step_")
+        return int(digits) if digits.isdigit() else 0  # checkpoints/warm: before step 1
 
     async def _collect(self, step: int) -> _Collected:
         """Take the step's rows and run their rollouts (a task of its own when run ahead)."""
@@ -407,4 +413,18 @@ def _rollout_metrics(ro: StepRollouts, pass_threshold: float) -> dict[str, float
     }
     out.update({f"failed/{k}": float(v) for k, v in ro.failure_reasons.items()})
     out.update(ro.metrics)
+    out.update(tool_metrics(ro.samples))
     return out
+
+
+def tool_metrics(samples: Sequence[GradedSample]) -> dict[str, float]:
+    """Tool use of a step's graded samples: the share that called a tool at all, tool calls
+    and policy calls (turns) per sample. An agent that learns to act shows here first."""
+    n = len(samples)
+    if not n:
+        return {}
+    return {
+        "tools/call_rate": sum(s.tool_calls > 0 for s in samples) / n,
+        "tools/calls_per_rollout": sum(s.tool_calls for s in samples) / n,
+        "tools/turns_per_rollout": sum(s.model_calls for s in samples) / n,
+    }
