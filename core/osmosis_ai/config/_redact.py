@@ -13,6 +13,7 @@ environment, never through the run folder (:func:`secret_values` / :func:`restor
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 import re
@@ -113,7 +114,7 @@ def secret_values(data: Mapping[str, Any]) -> dict[str, Any]:
 def restore_secrets(data: Mapping[str, Any], values: Mapping[str, Any]) -> dict[str, Any]:
     """``data`` with the redacted values put back from ``values`` (dotted paths); paths that do
     not exist in ``data`` are ignored (they cannot smuggle new settings in)."""
-    out = json.loads(json.dumps(dict(data)))
+    out: dict[str, Any] = copy.deepcopy(dict(data))
     for dotted, value in values.items():
         path = tuple(dotted.split("."))
         holder = out
