@@ -217,12 +217,13 @@ def test_command(
 async def _open_policy(model: str) -> AsyncIterator[Any]:
     """Serve ``model`` through the policy gateway on 127.0.0.1 (the same path as training)."""
     # Both raise MissingExtraError naming the pip command when an extra is missing.
-    from osmosis_ai.serving import create_engine
+    from osmosis_ai.serving import create_engine, new_api_key
     from osmosis_ai.serving.gateway import PolicyGateway
 
     engine = create_engine(model)
     try:
-        async with PolicyGateway(engine) as gateway:
+        # The agent loop under test gets the key in each request (RolloutRequest.api_key).
+        async with PolicyGateway(engine, api_key=new_api_key()) as gateway:
             yield gateway
     finally:
         await engine.close()

@@ -32,7 +32,7 @@ async def open_policy_endpoint(
     """
     # Both raise MissingExtraError naming the pip command when an extra is missing.
     from osmosis_ai.config import SamplingConfig
-    from osmosis_ai.serving import create_engine
+    from osmosis_ai.serving import create_engine, new_api_key
     from osmosis_ai.serving.gateway import PolicyGateway
 
     # Loading a model takes seconds (the embedded one ~20 s): keep the event loop free.
@@ -40,8 +40,10 @@ async def open_policy_endpoint(
     try:
         if adapter is not None:
             await engine.load_adapter(str(adapter), 1)
+        # A key per eval run; its rollouts get it through gateway.route().
         async with PolicyGateway(
-            engine, sampling=SamplingConfig.from_params(sampling), max_body_bytes=max_body_bytes
+            engine, sampling=SamplingConfig.from_params(sampling), max_body_bytes=max_body_bytes,
+            api_key=new_api_key(),
         ) as gateway:
             yield gateway
     finally:
