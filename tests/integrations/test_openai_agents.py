@@ -252,3 +252,52 @@ def test_default_trace_upload_is_removed_unless_opted_in(
         assert list(_processors()) == expected
     finally:
         set_trace_processors(before)
+
+
+async def test_a_session_carries_one_sample_across_turns() -> None:
+    from agents import SQLiteSession
+
+    from osmosis_trainer.trajectory import build_sequences
+
+    agent = OsmosisAgent(name="calc", instructions="Use the tools.", tools=[add])
+    session = SQLiteSession("conversation")  # in memory
+    (q1, a1), (q2, a2) = question(0), question(3)
+    async with FakeOpenAIServer(script=calculator) as server:
+        with in_rollout(server) as scope:
+            first = await Runner.run(agent, q1, session=session)
+            second = await Runner.run(agent, q2, session=session)
+        samples = await samples_of(scope)
+    assert (first.final_output, second.final_output) == (a1, a2)
+    # One agent in one rollout: one sample, its calls from both turns in order.
+    [sample] = samples.values()
+    assert len(sample.calls) == 4 and all(c.trainable for c in sample.calls)
+    # The second turn's first request is the session's history plus the new question.
+    history = sample.calls[2].request_messages
+    assert [m["role"] for m in history] == [
+        "system",
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+        "user",
+    ]
+    assert q1 in json.dumps(history[1]) and q2 in json.dumps(history[-1])
+    assert history[2]["tool_calls"][0]["id"] == sample.calls[0].tool_calls[0].id
+    assert [m["role"] for m in sample.messages] == [
+        "system",
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+    ]
+    # Tokens: each prompt extends the previous prompt + completion, so the whole session is
+    # one training sequence whose trained tokens are exactly the sampled ones, in order.
+    built = build_sequences(sample.calls)
+    assert (len(built.sequences), built.merges, built.mismatches) == (1, 3, [])
+    [seq] = built.sequences
+    trained = [t for t, m in zip(seq.token_ids, seq.loss_mask, strict=True) if m]
+    assert trained == [t for c in sample.calls for t in (c.completion_token_ids or [])]
