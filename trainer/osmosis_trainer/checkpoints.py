@@ -7,6 +7,9 @@ Layout of one checkpoint (``<run>/checkpoints/step_000020/``)::
     trainer_state.pt         optimizer, scheduler, RNG states, data position
     checkpoint.json          step, policy version, data position, metrics of that step, time
 
+The warm start's checkpoint (``[warm_start]``) is ``<run>/checkpoints/warm/``, laid out the same
+(step 0: the adapter RL starts from, with RL's fresh optimizer state); ``latest`` never names it.
+
 A checkpoint is written into a hidden temporary folder and renamed into place, then the
 ``latest`` pointer file is replaced: a crash never leaves a half-written checkpoint behind.
 
@@ -41,11 +44,14 @@ __all__ = [
     "restore_rng",
     "save_adapter",
     "save_checkpoint",
+    "warm_checkpoint",
 ]
 
 _LATEST = "latest"
 _STATE = "trainer_state.pt"
 _META = "checkpoint.json"
+WARM = "warm"
+"""The warm start's checkpoint folder under ``checkpoints/``."""
 
 
 @dataclass(frozen=True)
@@ -175,12 +181,18 @@ def save_checkpoint(
     scheduler: Any,
     data: DataPosition,
     meta: dict[str, Any] | None = None,
+    name: str | None = None,
 ) -> Path:
-    """Write checkpoint ``step_<step>`` under ``checkpoints_dir`` and point ``latest`` at it."""
+    """Write checkpoint ``step_<step>`` under ``checkpoints_dir`` and point ``latest`` at it.
+
+    ``name`` (e.g. :data:`WARM`) writes a folder of that name instead, and leaves ``latest``
+    as it is.
+    """
     checkpoints_dir = Path(checkpoints_dir)
     checkpoints_dir.mkdir(parents=True, exist_ok=True)
-    final = checkpoints_dir / f"step_{step:06d}"
-    tmp = checkpoints_dir / f".step_{step:06d}.{os.getpid()}.tmp"
+    folder = name or f"step_{step:06d}"
+    final = checkpoints_dir / folder
+    tmp = checkpoints_dir / f".{folder}.{os.getpid()}.tmp"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
     _save_pretrained(model, tmp / "adapter")
@@ -200,8 +212,15 @@ def save_checkpoint(
     if final.exists():
         shutil.rmtree(final)
     os.replace(tmp, final)
-    _write_text_atomic(checkpoints_dir / _LATEST, final.name + "\n")
+    if name is None:
+        _write_text_atomic(checkpoints_dir / _LATEST, final.name + "\n")
     return final
+
+
+def warm_checkpoint(checkpoints_dir: Path) -> Path | None:
+    """The complete warm-start checkpoint under ``checkpoints_dir``, or ``None``."""
+    path = Path(checkpoints_dir) / WARM
+    return path if (path / _STATE).is_file() else None
 
 
 def list_checkpoints(checkpoints_dir: Path) -> list[Path]:

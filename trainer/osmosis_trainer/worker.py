@@ -106,6 +106,8 @@ def _train(run: RunDir, resume: bool, workspace: Path) -> int:
         # The rollout code comes from the pinned revision (exported into the run), the
         # dataset from the workspace as it is now.
         config.experiment.dataset = str(config.dataset_path())
+        if config.warm_start is not None:
+            config.warm_start.dataset = str(config.warm_start_dataset_path())
         config._workspace_root = pinned_path(
             {"pinned": True, "repo_root": str(pinned_repo)}, run.code, config.workspace_root
         )
@@ -167,10 +169,10 @@ def _heldout_eval(run: RunDir, plan: HeldOutPlan) -> None:
         if held is not None else f"held-out: {comparison.verdict}",
         markup=False,
     )
-
-
     for line in heldout_lines(comparison.model_dump(mode="json")):
         state.console.print(line, markup=False, highlight=False)
+
+
 @contextlib.contextmanager
 def _prune_empty_artifacts(run: RunDir) -> Iterator[None]:
     """Drop the per-rollout artifact folders the rollouts left empty, when the run ends."""

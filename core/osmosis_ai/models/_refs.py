@@ -3,7 +3,8 @@
 Torch-free: runs are read through the run store (:mod:`osmosis_ai.runs`). A checkpoint is
 ``<run>/checkpoints/step_NNNNNN/`` with ``adapter/`` (a standard PEFT folder:
 ``adapter_config.json`` + ``adapter_model.safetensors``) and ``checkpoint.json`` (the step's
-metrics); the base model is the run's ``[experiment].model_path``.
+metrics); the base model is the run's ``[experiment].model_path``. A run with ``[warm_start]``
+also has ``<run>/checkpoints/warm/`` (the adapter RL started from, step 0), named ``RUN:warm``.
 """
 
 from __future__ import annotations
@@ -52,9 +53,14 @@ class CheckpointRef:
         return self.path / "adapter"
 
     @property
+    def is_warm(self) -> bool:
+        """Whether this is the warm start's checkpoint (``checkpoints/warm``)."""
+        return self.path.name == "warm"
+
+    @property
     def label(self) -> str:
-        """``<run_id>:<step>``: what to pass back as ``RUN:STEP``."""
-        return f"{self.run_id}:{self.step}"
+        """``<run_id>:<step>`` (``<run_id>:warm``): what to pass back as ``RUN:STEP``."""
+        return f"{self.run_id}:{'warm' if self.is_warm else self.step}"
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -62,6 +68,7 @@ class CheckpointRef:
             "run_name": self.run_name,
             "status": self.status,
             "step": self.step,
+            "name": "warm" if self.is_warm else f"step_{self.step:06d}",
             "reward": self.reward,
             "base_model": self.base_model,
             "path": str(self.path),
@@ -81,7 +88,7 @@ def _base_model(run: RunRecord) -> str:
     if model is None:
         model = run.model if isinstance(run.model, str) else None
     if model is None:
-        for cfg_file in sorted(run.path.glob("checkpoints/step_*/adapter/adapter_config.json")):
+        for cfg_file in sorted(run.path.glob("checkpoints/*/adapter/adapter_config.json")):
             try:
                 value = json.loads(cfg_file.read_text()).get("base_model_name_or_path")
             except (OSError, ValueError):
@@ -134,7 +141,7 @@ def find_checkpoints(runs_root: Path, *, run: str | None = None) -> list[Checkpo
 
 def _split(spec: str) -> tuple[str, str | None]:
     head, sep, tail = spec.rpartition(":")
-    if sep and head and (tail.isdigit() or tail in {"latest", "best"}):
+    if sep and head and (tail.isdigit() or tail in {"latest", "best", "warm"}):
         return head, tail
     return spec, None
 
@@ -154,7 +161,8 @@ def looks_like_checkpoint_ref(spec: str, runs_root: Path) -> bool:
 
 
 def resolve_checkpoint(spec: str, runs_root: Path) -> CheckpointRef:
-    """The checkpoint ``RUN[:STEP]`` names; STEP is a number, ``latest`` (default) or ``best``.
+    """The checkpoint ``RUN[:STEP]`` names; STEP is a number, ``latest`` (default), ``best``
+    or ``warm`` (the ``[warm_start]`` phase's adapter, before RL step 1).
 
     RUN is a run id (``calc-20261124-101500``), a run name used by exactly one run, or a unique
     prefix of a run id. ``best`` is the checkpoint with the highest recorded reward.
@@ -174,6 +182,15 @@ def resolve_checkpoint(spec: str, runs_root: Path) -> CheckpointRef:
         except OSError:
             name = ""
         return next((c for c in checkpoints if c.path.name == name), checkpoints[-1])
+    if step == "warm":
+        warm = next((c for c in checkpoints if c.is_warm), None)
+        if warm is None:
+            raise ModelRefError(
+                f"run {run.run_id} has no warm-start checkpoint ({run.path / 'checkpoints' / 'warm'}"
+                " is written when a [warm_start] phase finishes); its checkpoints are at steps "
+                f"{', '.join(str(c.step) for c in checkpoints)}"
+            )
+        return warm
     if step == "best":
         scored = [c for c in checkpoints if c.reward is not None]
         if not scored:

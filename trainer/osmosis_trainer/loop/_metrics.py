@@ -27,7 +27,8 @@ def _clean(value: Any) -> Any:
 class MetricsWriter:
     """Appends metric records to ``<run>/metrics.jsonl`` and mirrors scalars to TensorBoard.
 
-    Each record is ``{"step": int, "kind": "train" | "eval", "time": float, ...metrics}``.
+    Each record is ``{"step": int, "kind": "train" | "eval" | "warm_start", "time": float,
+    ...metrics}``.
     TensorBoard is optional: without the package the JSONL file is still written.
     """
 
@@ -49,10 +50,21 @@ class MetricsWriter:
                 logger.info("tensorboard is not installed; metrics go to metrics.jsonl only")
 
     def truncate_after(self, step: int) -> None:
-        """Drop records past ``step`` (used on resume, so replayed steps are not duplicated)."""
+        """Drop records past ``step`` (used on resume, so replayed steps are not duplicated).
+        Warm-start records count their own steps and are kept (a finished phase is not redone)."""
         if not self.path.exists():
             return
-        kept = [r for r in read_metrics(self.path) if int(r.get("step", 0)) <= step]
+        kept = [
+            r for r in read_metrics(self.path)
+            if r.get("kind") == "warm_start" or int(r.get("step", 0)) <= step
+        ]
+        self.path.write_text("".join(json.dumps(r) + "\n" for r in kept))
+
+    def drop_kind(self, kind: str) -> None:
+        """Drop every record of ``kind`` (a warm start redone after a crash starts afresh)."""
+        if not self.path.exists():
+            return
+        kept = [r for r in read_metrics(self.path) if r.get("kind") != kind]
         self.path.write_text("".join(json.dumps(r) + "\n" for r in kept))
 
     def write(self, step: int, metrics: dict[str, Any], *, kind: str = "train") -> None:

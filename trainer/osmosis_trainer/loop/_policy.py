@@ -21,6 +21,7 @@ __all__ = [
     "attach_lora",
     "load_adapter_weights",
     "lora_parameters",
+    "masked_logits",
     "token_logprobs",
 ]
 
@@ -95,6 +96,40 @@ def _causal_lm(model: torch.nn.Module) -> Any:
     return get_base() if callable(get_base) else model
 
 
+def masked_logits(
+    model: torch.nn.Module,
+    input_ids: torch.Tensor,
+    mask: torch.Tensor,
+    *,
+    temperature: float = 1.0,
+    prefix: SharedPrefix | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The fp32 next-token logits at the ``N`` masked positions and the ``N`` target ids.
+
+    The forward pass :func:`token_logprobs` (RL) and the warm start's cross-entropy share:
+    the decoder over the whole sequence, the LM head only where a token trains.
+    """
+    lm = _causal_lm(model)
+    with adapter_precision(model):
+        if prefix is not None:
+            from osmosis_trainer.loop._prefix import shared_prefix_hidden
+
+            predicting = shared_prefix_hidden(lm.get_decoder(), input_ids, prefix)  # [B, S, H]
+            targets = input_ids[mask]  # [N]
+        else:
+            hidden = lm.get_decoder()(input_ids=input_ids, use_cache=False).last_hidden_state
+            predicting = hidden[:, :-1]  # [B, T-1, H]
+            targets = input_ids[:, 1:][mask]  # [N]
+        selected = predicting[mask]  # [N, H]
+        logits = lm.get_output_embeddings()(selected).float()  # [N, V]
+    softcap = getattr(lm.config, "final_logit_softcapping", None)
+    if softcap:
+        logits = torch.tanh(logits / softcap) * softcap
+    if temperature != 1.0:
+        logits = logits / temperature
+    return logits, targets
+
+
 def token_logprobs(
     model: torch.nn.Module,
     input_ids: torch.Tensor,
@@ -122,24 +157,9 @@ def token_logprobs(
     Returns:
         ``(logp, entropy | None)`` shaped like ``mask``, zero where ``mask`` is 0.
     """
-    lm = _causal_lm(model)
-    with adapter_precision(model):
-        if prefix is not None:
-            from osmosis_trainer.loop._prefix import shared_prefix_hidden
-
-            predicting = shared_prefix_hidden(lm.get_decoder(), input_ids, prefix)  # [B, S, H]
-            targets = input_ids[mask]  # [N]
-        else:
-            hidden = lm.get_decoder()(input_ids=input_ids, use_cache=False).last_hidden_state
-            predicting = hidden[:, :-1]  # [B, T-1, H]
-            targets = input_ids[:, 1:][mask]  # [N]
-        selected = predicting[mask]  # [N, H]
-        logits = lm.get_output_embeddings()(selected).float()  # [N, V]
-    softcap = getattr(lm.config, "final_logit_softcapping", None)
-    if softcap:
-        logits = torch.tanh(logits / softcap) * softcap
-    if temperature != 1.0:
-        logits = logits / temperature
+    logits, targets = masked_logits(
+        model, input_ids, mask, temperature=temperature, prefix=prefix
+    )  # [N, V], [N]
     logp_all = torch.log_softmax(logits, dim=-1)  # [N, V]
     picked = logp_all.gather(-1, targets.unsqueeze(-1)).squeeze(-1)  # [N]
     logp = torch.zeros(mask.shape, dtype=picked.dtype, device=picked.device)  # [B, T-1]
