@@ -4,7 +4,8 @@ Everything is read-only except ``POST /api/runs/{run_id}/stop``, which does what
 ``osmosis train stop`` does (a stop request the worker honours after its current step). That
 POST needs the ``X-Osmosis-Dashboard`` header, which a page from another site cannot send
 without a CORS preflight this app never grants, so a web page open in the same browser
-cannot stop runs; the Host check keeps DNS-rebinding pages out as well.
+cannot stop runs; the Host check keeps DNS-rebinding pages out as well. Off loopback the
+CLI passes a token, which every request must carry (see :mod:`osmosis_ai.dashboard._guard`).
 """
 
 from __future__ import annotations
@@ -19,23 +20,47 @@ from fastapi.staticfiles import StaticFiles
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from osmosis_ai.dashboard import _data
+from osmosis_ai.dashboard._guard import SecurityHeaders, TokenGuard
 
-__all__ = ["STATIC_DIR", "create_app"]
+__all__ = ["LOOPBACK_HOSTS", "STATIC_DIR", "create_app"]
 
 STATIC_DIR = Path(__file__).parent / "static"
 _STOP_HEADER = "x-osmosis-dashboard"
+LOOPBACK_HOSTS = ["127.0.0.1", "localhost", "[::1]"]
+"""The Host names a loopback-bound dashboard answers to."""
 
 
 def create_app(
-    runs_root: Path, evals_root: Path, *, allowed_hosts: list[str] | None = None
+    runs_root: Path,
+    evals_root: Path,
+    *,
+    allowed_hosts: list[str] | None = None,
+    token: str | None = None,
 ) -> FastAPI:
-    """The app serving ``runs_root`` (training runs) and ``evals_root`` (eval runs)."""
+    """The app serving ``runs_root`` (training runs) and ``evals_root`` (eval runs).
+
+    Args:
+        allowed_hosts: Host header values accepted (default :data:`LOOPBACK_HOSTS`); a
+            wildcard ``*`` is refused, since it lets DNS-rebinding pages in.
+        token: when set, every request must carry it (bearer header, or the cookie that
+            ``GET /?token=TOKEN`` sets).
+
+    Raises:
+        ValueError: ``allowed_hosts`` holds a wildcard, or ``token`` is empty.
+    """
     runs_root, evals_root = Path(runs_root), Path(evals_root)
+    hosts = list(allowed_hosts or LOOPBACK_HOSTS)
+    if any("*" in h for h in hosts):
+        raise ValueError(f"allowed_hosts {hosts}: name each host; a wildcard is not allowed")
+    if token is not None and not token.strip():
+        raise ValueError("token is empty: pass None for no token, or a secret string")
     app = FastAPI(title="osmosis dashboard", docs_url=None, redoc_url=None, openapi_url=None)
-    app.add_middleware(
-        TrustedHostMiddleware,
-        allowed_hosts=allowed_hosts or ["127.0.0.1", "localhost", "[::1]"],
-    )
+    # The last added runs first: security headers on every answer, then the Host check
+    # (a rebinding page gets 400 before anything else), then the token.
+    if token is not None:
+        app.add_middleware(TokenGuard, token=token)
+    app.add_middleware(TrustedHostMiddleware, allowed_hosts=hosts)
+    app.add_middleware(SecurityHeaders)
 
     @app.exception_handler(_data.BadNameError)
     async def _bad_name(_: Request, exc: _data.BadNameError) -> JSONResponse:
@@ -69,6 +94,14 @@ def create_app(
     def trace(run_id: str, step: int = PathParam(ge=0, le=10**9)) -> dict[str, Any]:
         return _data.trace_step(runs_root, run_id, step)
 
+    @app.get("/api/runs/{run_id}/outputs")
+    def outputs(run_id: str) -> dict[str, Any]:
+        return _data.run_outputs(runs_root, run_id)
+
+    @app.get("/api/runs/{run_id}/output")
+    def output(run_id: str, path: str) -> dict[str, Any]:
+        return _data.run_output(runs_root, run_id, path)
+
     @app.post("/api/runs/{run_id}/stop")
     def stop(
         run_id: str, x_osmosis_dashboard: str | None = Header(default=None)
@@ -76,6 +109,9 @@ def create_app(
         if not x_osmosis_dashboard:
             raise HTTPException(403, f"the stop action needs the {_STOP_HEADER} header")
         record = _data.find_record(runs_root, run_id)
+        if record.unreadable:
+            raise HTTPException(409, f"run {run_id} is unreadable ({record.unreadable}); "
+                                "nothing to stop")
         if not record.live:
             raise HTTPException(409, f"run {run_id} is already {record.status}; nothing to stop")
         record.run_dir.request_stop()  # exactly what 'osmosis train stop' does

@@ -1,21 +1,27 @@
 """What the dashboard shows, read from the run store and the eval runs (torch-free, read-only).
 
-User input (a run id, an eval run name, a step) never becomes a path by itself: names are
-checked against a strict pattern and then looked up among the folders the store lists, and a
-step is an integer formatted into a fixed file name. So nothing outside the workspace's
-``runs/`` and ``.osmosis/evals/`` can be read through the dashboard.
+User input (a run id, an eval run name, a step, an output's path) never becomes a path by
+itself: names are checked against a strict pattern and then looked up among the folders the
+store lists, a step is an integer formatted into a fixed file name, and an output's path must
+name a plain file the listing of ``<run>/artifacts`` holds. No symbolic link is followed
+(the store does not list a linked run folder; a linked ``traces/``, ``metrics.jsonl`` or
+artifact is skipped), so nothing outside the workspace's ``runs/`` and ``.osmosis/evals/``
+can be read through the dashboard.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import os
 import re
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from osmosis_ai.dashboard._traces import sample_view
 from osmosis_ai.runs import RunRecord, describe_run, list_runs
+from osmosis_ai.runs._schema import inside
 
 __all__ = [
     "BadNameError",
@@ -28,6 +34,8 @@ __all__ = [
     "run_failures",
     "run_list",
     "run_metrics",
+    "run_output",
+    "run_outputs",
     "trace_step",
     "trace_steps",
 ]
@@ -60,9 +68,11 @@ def _finite(value: Any) -> float | None:
     return None
 
 
-def read_jsonl(path: Path) -> tuple[list[dict[str, Any]], list[int]]:
+def read_jsonl(path: Path | None) -> tuple[list[dict[str, Any]], list[int]]:
     """The records of a JSONL file and the 1-based numbers of lines that were not JSON objects
-    (a torn or corrupt line is reported, never fatal)."""
+    (a torn or corrupt line is reported, never fatal). ``None``: no such file."""
+    if path is None:
+        return [], []
     try:
         text = path.read_text(encoding="utf-8", errors="replace")
     except OSError:
@@ -116,21 +126,28 @@ def run_detail(runs_root: Path, run_id: str) -> dict[str, Any]:
 def run_metrics(runs_root: Path, run_id: str) -> dict[str, Any]:
     """The run's metric records, split into training and validation, with corrupt lines."""
     record = find_record(runs_root, run_id)
-    records, bad = read_jsonl(record.path / "metrics.jsonl")
+    records, bad = read_jsonl(inside(record.path, "metrics.jsonl"))
     train = [r for r in records if r.get("kind", "train") == "train"]
     evals = [r for r in records if r.get("kind") == "eval"]
+    warm = [r for r in records if r.get("kind") == "warm_start"]
     for r in train:
         # Total length (prompt + completions + tool results) per trained sequence.
         tokens, seqs = _finite(r.get("train_tokens")), _finite(r.get("train_sequences"))
         if "total_length" not in r and tokens is not None and seqs:
             r["total_length"] = tokens / seqs
-    return {"run_id": run_id, "train": train, "eval": evals, "corrupt_lines": bad}
+    return {
+        "run_id": run_id,
+        "train": train,
+        "eval": evals,
+        "warm_start": warm,
+        "corrupt_lines": bad,
+    }
 
 
 def run_failures(runs_root: Path, run_id: str) -> dict[str, Any]:
     """Failed rollouts by reason, summed over the run, and per step."""
     record = find_record(runs_root, run_id)
-    records, bad = read_jsonl(record.path / "failures.jsonl")
+    records, bad = read_jsonl(inside(record.path, "failures.jsonl"))
     total: Counter[str] = Counter()
     for r in records:
         reasons = r.get("reasons")
@@ -142,13 +159,13 @@ def run_failures(runs_root: Path, run_id: str) -> dict[str, Any]:
 
 
 def _trace_files(run_path: Path) -> dict[int, Path]:
-    folder = run_path / TRACES_DIR
+    folder = inside(run_path, TRACES_DIR)  # a linked traces/ folder is not followed
     out: dict[int, Path] = {}
-    if not folder.is_dir():
+    if folder is None or not folder.is_dir():
         return out
     for p in folder.glob("step_*.jsonl"):
         digits = p.stem.removeprefix("step_")
-        if digits.isdigit() and p.is_file() and not p.is_symlink():
+        if digits.isdigit() and inside(folder, p.name) is not None and p.is_file():
             out[int(digits)] = p
     return out
 
@@ -166,12 +183,82 @@ def trace_step(runs_root: Path, run_id: str, step: int) -> dict[str, Any]:
     records, bad = read_jsonl(files[step])
     groups: dict[str, list[dict[str, Any]]] = {}
     for r in records:
-        groups.setdefault(str(r.get("group_id", "?")), []).append(r)
+        groups.setdefault(str(r.get("group_id", "?")), []).append(sample_view(r))
     return {
         "step": step,
         "groups": [{"group_id": g, "samples": s} for g, s in groups.items()],
         "corrupt_lines": bad,
     }
+
+
+# -- outputs (ctx.artifacts_dir) ----------------------------------------------------------------
+
+ARTIFACTS_DIR = "artifacts"
+"""``<run>/artifacts/<rollout_id>/artifacts/``: each rollout's ``ctx.artifacts_dir``."""
+MAX_OUTPUTS = 2000
+"""Files listed per run (the newest first); the count of the rest is reported."""
+MAX_OUTPUT_BYTES = 256 * 1024
+"""The most of one output shown as text."""
+
+
+def _output_files(run_path: Path) -> list[tuple[str, Path]]:
+    """``(path relative to artifacts/, file)`` of every plain file under ``<run>/artifacts``;
+    links (to files or folders) are not followed and not listed."""
+    root = inside(run_path, ARTIFACTS_DIR)
+    if root is None or not root.is_dir():
+        return []
+    out = []
+    for folder, dirs, files in os.walk(root, followlinks=False):
+        here = Path(folder)
+        dirs[:] = sorted(d for d in dirs if not (here / d).is_symlink())
+        for name in sorted(files):
+            path = here / name
+            if not path.is_symlink() and path.is_file():
+                out.append((path.relative_to(root).as_posix(), path))
+    return out
+
+
+def run_outputs(runs_root: Path, run_id: str) -> dict[str, Any]:
+    """The files the run's rollouts wrote to their ``ctx.artifacts_dir`` (newest first)."""
+    record = find_record(runs_root, run_id)
+    files = []
+    for rel, path in _output_files(record.path):
+        try:
+            st = path.stat()
+        except OSError:
+            continue
+        files.append({"path": rel, "size": st.st_size, "modified": st.st_mtime})
+    files.sort(key=lambda f: (-f["modified"], f["path"]))
+    return {
+        "run_id": run_id,
+        "folder": str(record.path / ARTIFACTS_DIR),
+        "files": files[:MAX_OUTPUTS],
+        "more": max(0, len(files) - MAX_OUTPUTS),
+    }
+
+
+def run_output(runs_root: Path, run_id: str, rel: str) -> dict[str, Any]:
+    """One output file as text (its first :data:`MAX_OUTPUT_BYTES`), or ``binary``: only a
+    path the listing holds is opened, so ``..``, absolute paths and links never are."""
+    record = find_record(runs_root, run_id)
+    found = dict(_output_files(record.path)).get(rel)
+    if found is None:
+        raise NotFoundError(f"run {run_id!r} has no output {rel!r} (see its Outputs list)")
+    try:
+        # O_NOFOLLOW: a file swapped for a link after the listing is refused, not followed.
+        fd = os.open(found, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        with os.fdopen(fd, "rb") as fh:
+            data = fh.read(MAX_OUTPUT_BYTES + 1)
+            size = os.fstat(fh.fileno()).st_size
+    except OSError as exc:
+        raise NotFoundError(f"output {rel!r} of run {run_id!r} cannot be read: {exc}") from exc
+    cut = len(data) > MAX_OUTPUT_BYTES
+    data = data[:MAX_OUTPUT_BYTES]
+    try:
+        text: str | None = data.decode("utf-8")
+    except UnicodeDecodeError:
+        text = None if b"\0" in data else data.decode("utf-8", "replace")
+    return {"path": rel, "size": size, "text": text, "binary": text is None, "cut": cut}
 
 
 # -- eval runs --------------------------------------------------------------------------------

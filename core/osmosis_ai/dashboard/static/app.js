@@ -35,7 +35,14 @@ function fmt(v, digits = 3) {
   return String(v);
 }
 
-function badge(status) { return el("span", { class: `badge ${status}` }, status); }
+function badge(status, unreadable) {
+  return unreadable ? el("span", { class: "badge unreadable", title: unreadable }, "unreadable")
+    : el("span", { class: `badge ${status}` }, status);
+}
+
+function signed(v) { return typeof v === "number" ? `${v >= 0 ? "+" : ""}${v.toFixed(3)}` : "–"; }
+function pct(v) { return typeof v === "number" ? `${(100 * v).toFixed(0)} %` : "–"; }
+function when(t) { return typeof t === "number" ? new Date(t * 1000).toLocaleString() : "–"; }
 
 function show(...nodes) {
   const main = document.getElementById("main");
@@ -81,7 +88,7 @@ async function runList() {
     body.replaceChildren(...shown.map((r) => el("tr", {
       class: "click", "data-run": r.run_id, onclick: () => { location.hash = `#/run/${encodeURIComponent(r.run_id)}`; },
     }, el("td", {}, el("a", { href: `#/run/${encodeURIComponent(r.run_id)}` }, r.run_id)),
-    el("td", {}, badge(r.status)), el("td", {}, r.phase, r.activity ? ` · ${r.activity}` : ""),
+    el("td", {}, badge(r.status, r.unreadable)), el("td", {}, r.phase, r.activity ? ` · ${r.activity}` : ""),
     el("td", {}, `${r.step}/${fmt(r.total_steps)}`), el("td", {}, fmt(r.last_reward)),
     el("td", {}, fmt(r.rollout)), el("td", {}, fmt(r.dataset)), el("td", {}, fmt(r.model)))));
     if (!shown.length) {
@@ -153,6 +160,10 @@ const CHARTS = [
   ["KL", [["kl (reference)", "kl"], ["sampler vs trainer", "mismatch_kl"]]],
   ["importance ratio", [["mean", "is_ratio_mean"], ["min", "is_ratio_min"], ["max", "is_ratio_max"]]],
   ["clipped fraction", [["PPO clip", "clip_frac"], ["IS clipped", "is_clipped_frac"]]],
+  ["tool-call rate", [["rollouts calling a tool", "tools/call_rate"]]],
+  ["tool use per rollout", [["tool calls", "tools/calls_per_rollout"], ["turns (model calls)", "tools/turns_per_rollout"]]],
+  ["warm-start loss", [["loss", "warm_start/loss", "warm_start"]]],
+  ["warm-start token accuracy", [["token accuracy", "warm_start/token_accuracy", "warm_start"]]],
   ["prefix mismatches", [["samples split", "prefix_mismatch"]]],
   ["zero-variance groups", [["groups", "zero_variance_groups"]]],
   ["failed rollouts", [["failed", "failed_rollouts"]]],
@@ -164,14 +175,14 @@ const CHARTS = [
 // -- run page ---------------------------------------------------------------------------------
 
 async function runPage(runId) {
-  let run, metrics, failures, traces;
+  let run, metrics, failures, traces, outputs;
+  const base = `/api/runs/${encodeURIComponent(runId)}`;
   try {
-    [run, metrics, failures, traces] = await Promise.all([
-      api(`/api/runs/${encodeURIComponent(runId)}`), api(`/api/runs/${encodeURIComponent(runId)}/metrics`),
-      api(`/api/runs/${encodeURIComponent(runId)}/failures`), api(`/api/runs/${encodeURIComponent(runId)}/traces`)]);
+    [run, metrics, failures, traces, outputs] = await Promise.all([
+      api(base), api(`${base}/metrics`), api(`${base}/failures`), api(`${base}/traces`), api(`${base}/outputs`)]);
   } catch (e) { return fail(e); }
   charts.forEach((c) => c.destroy()); charts = [];
-  const byKind = { train: metrics.train, eval: metrics.eval };
+  const byKind = { train: metrics.train, eval: metrics.eval, warm_start: metrics.warm_start || [] };
   const grid = el("div", { class: "grid", "data-testid": "charts" });
   for (const [title, defs] of CHARTS) {
     const c = chart(title, defs.map(([label, key, kind]) => ({ label, points: pointsOf(byKind[kind || "train"], key) })));
@@ -189,14 +200,24 @@ async function runPage(runId) {
       try { await api(`/api/runs/${encodeURIComponent(runId)}/stop`, { method: "POST", headers: { "X-Osmosis-Dashboard": "1" } }); route(); } catch (e) { alert(e.message); }
     } }, "stop run") : null;
   const nodes = [
-    el("h1", {}, run.run_id, " ", badge(run.status), " ", stop),
+    el("h1", {}, run.run_id, " ", badge(run.status, run.unreadable), " ", stop),
   ];
-  nodes.push(el("div", { class: "kv card" }, [
+  if (run.unreadable) {
+    nodes.push(el("p", { class: "err", "data-testid": "unreadable" },
+      `status.json is unreadable, so nothing it says is shown: ${run.unreadable}`));
+  }
+  const imp = run.improvement;
+  const ws = run.warm_start;
+  nodes.push(el("div", { class: "kv card", "data-testid": "overview" }, [
     ["phase", `${run.phase}${run.activity ? " · " + run.activity : ""}`], ["step", `${p.current_step}/${fmt(p.total_steps)}`],
-    ["latest reward", fmt(run.latest_reward)], ["best reward", run.best_reward ? `${fmt(run.best_reward.reward)} (step ${run.best_reward.step})` : "–"],
-    ["base model", fmt(run.model)], ["rollout", fmt(run.rollout)], ["dataset", fmt(run.dataset)],
     ["duration", run.duration_s ? `${fmt(run.duration_s, 0)} s` : "–"],
-  ].flatMap(([k, v]) => [el("span", { class: "muted" }, k), el("span", {}, v)])));
+    ["reward", fmt(run.latest_reward)],
+    ["improvement", imp ? `${signed(imp.change)} (mean of the first ${imp.window} steps ${fmt(imp.first)} → last ${imp.window} ${fmt(imp.last)})` : "–"],
+    ["samples", fmt(run.samples)],
+    ["best reward", run.best_reward ? `${fmt(run.best_reward.reward)} (step ${run.best_reward.step})` : "–"],
+    ["warm start", ws ? `${ws.steps} steps · loss ${ws.loss ? `${fmt(ws.loss.first)} → ${fmt(ws.loss.last)}` : "–"} · token accuracy ${ws.token_accuracy ? `${fmt(ws.token_accuracy.first)} → ${fmt(ws.token_accuracy.last)}` : "–"}` : null],
+    ["base model", fmt(run.model)], ["rollout", fmt(run.rollout)], ["dataset", fmt(run.dataset)],
+  ].filter(([, v]) => v !== null).flatMap(([k, v]) => [el("span", { class: "muted" }, k), el("span", { "data-key": k }, v)])));
   if (run.error) nodes.push(el("p", { class: "err" }, run.error));
   if (metrics.corrupt_lines.length) {
     nodes.push(el("p", { class: "warn", "data-testid": "corrupt" },
@@ -213,14 +234,65 @@ async function runPage(runId) {
     ? el("p", { "data-testid": "trace-steps" }, "sampled trajectories of step ", traces.steps.map((s) =>
       [el("a", { href: `#/run/${encodeURIComponent(runId)}/traces/${s}` }, String(s)), " "]))
     : el("p", { class: "muted" }, "no traces (set [logging] trace_samples_per_step > 0 to keep some)"));
+  if (run.heldout) nodes.push(el("h2", {}, "Held-out rows"), heldoutView(run.heldout));
+  else if (run.heldout_error) nodes.push(el("h2", {}, "Held-out rows"), el("p", { class: "warn" }, `did not finish: ${run.heldout_error}`));
   nodes.push(el("h2", {}, "Checkpoints"));
-  nodes.push(run.checkpoints.length ? el("table", {}, el("thead", {}, el("tr", {}, el("th", {}, "step"), el("th", {}, "reward"), el("th", {}, "path"))),
-    el("tbody", {}, run.checkpoints.map((c) => el("tr", {}, el("td", {}, c.step), el("td", {}, fmt(c.reward)), el("td", { class: "muted" }, c.path)))))
+  nodes.push(run.checkpoints.length ? el("table", { "data-testid": "checkpoints" }, el("thead", {}, el("tr", {},
+    ["checkpoint", "reward", "deployment", "Hugging Face", "path"].map((h) => el("th", {}, h)))),
+  el("tbody", {}, run.checkpoints.map((c) => el("tr", {}, el("td", {}, `${run.run_id}:${c.name ?? c.step}`), el("td", {}, fmt(c.reward)),
+    el("td", { "data-testid": "deployment" }, deploymentText(c.deployment)), el("td", { "data-testid": "hub" }, hubText(c.hub)),
+    el("td", { class: "muted" }, c.path)))))
     : el("p", { class: "muted" }, "no checkpoint saved yet"));
+  nodes.push(el("h2", {}, "Outputs"), outputsView(runId, outputs));
   nodes.push(el("h2", {}, "Config"), el("pre", {}, run.config ? JSON.stringify(run.config, null, 2) : "config.toml is missing or unreadable"));
   show(...nodes);
   if (run.status === "running" || run.status === "pending") schedule(route);
   else document.getElementById("live").textContent = "";
+}
+
+function deploymentText(d) {
+  if (!d) return "not deployed";
+  if (d.state === "serving") return `serving at ${d.url || "?"} since ${when(d.since)}`;
+  return `${d.state === "stopped" ? "stopped" : "ended"} (was at ${d.url || "?"} until ${when(d.until)})`;
+}
+
+function hubText(h) {
+  if (!h) return "not uploaded";
+  if (h.state === "uploaded") return `${h.repo} (${h.private ? "private" : "public"}, ${when(h.at)})`;
+  return `upload to ${h.repo} failed: ${h.error || "?"}`;
+}
+
+// heldout.json: per-model pass and tool-use rates (base, warm, trained) and the paired
+// differences; an older file holds only the reward comparison of trained vs base.
+function heldoutView(h) {
+  const box = el("div", { "data-testid": "heldout" });
+  if (Array.isArray(h.models) && h.models.length) {
+    box.append(el("table", {}, el("thead", {}, el("tr", {}, ["model", "", "samples", "pass rate", "mean reward", "tool-call rate", "tool calls / rollout", "turns / rollout"].map((x) => el("th", {}, x)))),
+      el("tbody", {}, h.models.map((m) => el("tr", { "data-role": m.role }, el("td", {}, m.role), el("td", { class: "muted" }, fmt(m.model)), el("td", {}, fmt(m.samples)),
+        el("td", {}, pct(m.pass_rate)), el("td", {}, fmt(m.reward_mean)), el("td", {}, pct(m.tool_call_rate)),
+        el("td", {}, fmt(m.tool_calls_per_rollout, 2)), el("td", {}, fmt(m.turns_per_rollout, 2)))))));
+  }
+  const line = (label, c) => c && typeof c.diff === "number"
+    ? el("p", {}, `${label}: ${signed(c.diff)} over ${c.rows} rows, ${Math.round(100 * (c.confidence || 0.95))} % CI [${signed(c.ci_low)}, ${signed(c.ci_high)}]`) : null;
+  box.append(...[line("pass rate, trained − base", h.pass_vs_base), line("pass rate, trained − warm start", h.pass_vs_warm),
+    line(`mean reward, trained − base (${fmt(h.baseline_mean)} → ${fmt(h.candidate_mean)})`, h)].filter(Boolean));
+  return box;
+}
+
+function outputsView(runId, o) {
+  if (!o.files.length) return el("p", { class: "muted" }, `no outputs: files a rollout writes to ctx.artifacts_dir appear here (${o.folder})`);
+  return el("div", {}, el("table", { "data-testid": "outputs" }, el("thead", {}, el("tr", {}, ["file", "size", "written"].map((h) => el("th", {}, h)))),
+    el("tbody", {}, o.files.map((f) => el("tr", {}, el("td", {}, el("a", { href: `#/run/${encodeURIComponent(runId)}/output/${encodeURIComponent(f.path)}` }, f.path)),
+      el("td", {}, `${f.size} B`), el("td", {}, when(f.modified)))))),
+  o.more ? el("p", { class: "muted" }, `and ${o.more} more under ${o.folder}`) : null);
+}
+
+async function outputPage(runId, path) {
+  let f;
+  try { f = await api(`/api/runs/${encodeURIComponent(runId)}/output?path=${encodeURIComponent(path)}`); } catch (e) { return fail(e); }
+  show(el("p", {}, el("a", { href: `#/run/${encodeURIComponent(runId)}` }, `← ${runId}`)), el("h1", {}, f.path),
+    el("p", { class: "muted" }, `${f.size} bytes${f.cut ? " (the first 256 KiB shown)" : ""}`),
+    f.binary ? el("p", { class: "muted" }, "a binary file: not shown") : el("pre", { "data-testid": "output" }, f.text));
 }
 
 // -- traces -----------------------------------------------------------------------------------
@@ -230,23 +302,46 @@ function tokenView(seqs) {
   seqs.forEach((seq, i) => {
     if (i > 0) box.append(el("span", { class: "split" }, "— prefix mismatch: a new training sequence starts here —"));
     const toks = seq.tokens || seq.token_ids.map(String);
+    const toolTok = new Set((seq.tool_spans || []).flatMap((sp) => Array.from({ length: sp.end - sp.start }, (_, k) => sp.start + k)));
     toks.forEach((t, j) => {
       const trained = seq.mask[j] === 1;
+      const tool = toolTok.has(j);
       const s = seq.sampler_logprobs ? seq.sampler_logprobs[j] : null;
       const tr = seq.trainer_logprobs ? seq.trainer_logprobs[j] : null;
       const drift = trained && typeof s === "number" && typeof tr === "number" && Math.abs(s - tr) > 0.5;
-      const title = trained ? `id ${seq.token_ids[j]} · trained · sampler ${fmt(s)} · trainer ${fmt(tr)}` : `id ${seq.token_ids[j]} · context (not trained)`;
-      box.append(el("span", { class: `tok${trained ? " trained" : ""}${drift ? " drift" : ""}`, title }, t));
+      const title = (trained ? `id ${seq.token_ids[j]} · trained · sampler ${fmt(s)} · trainer ${fmt(tr)}` : `id ${seq.token_ids[j]} · context (not trained)`) + (tool ? " · tool result" : "");
+      box.append(el("span", { class: `tok${trained ? " trained" : ""}${drift ? " drift" : ""}${tool ? " toolres" : ""}`, title }, t));
     });
   });
   return box;
 }
 
-function conversation(messages) {
-  return el("div", {}, messages.map((m) => el("div", { class: `msg ${m.role}` },
-    el("div", { class: "role" }, m.role, m.name ? ` (${m.name})` : ""),
-    typeof m.content === "string" ? m.content : JSON.stringify(m.content, null, 1),
-    (m.tool_calls || []).map((c) => el("div", { class: "muted" }, `→ tool call ${c.function ? c.function.name : ""}(${c.function ? c.function.arguments : ""})`)))));
+function resultTokens(r) {
+  if (!r || !r.tokens) return el("span", { class: "muted" }, "tokens: not found in the training sequence");
+  const t = r.tokens;
+  return t.trained ? el("span", { class: "err" }, `tokens: ${t.masked} masked, ${t.trained} TRAINED (a tool result should be masked)`)
+    : el("span", { class: "muted" }, `tokens: ${t.masked} masked (context, not trained)`);
+}
+
+// One block per message, and one per tool call with its arguments and its result (the tool
+// message answering it by id); content parts show as their text.
+function conversation(blocks) {
+  return el("div", {}, blocks.map((b) => {
+    if (b.kind === "tool_call") {
+      const args = typeof b.arguments === "string" ? b.arguments : JSON.stringify(b.arguments, null, 2);
+      return el("div", { class: "msg toolcall", "data-testid": "tool-call" },
+        el("div", { class: "role" }, "tool call ", el("b", { "data-testid": "tool-name" }, b.name)),
+        el("pre", { class: "args", "data-testid": "tool-args" }, args),
+        b.result ? el("div", { class: "toolresult", "data-testid": "tool-result" },
+          el("div", { class: "role" }, "result ", resultTokens(b.result)), b.result.text)
+          : el("div", { class: "muted" }, "no result recorded"));
+    }
+    if (b.kind === "tool_result") {
+      return el("div", { class: "msg tool", "data-testid": "tool-result" },
+        el("div", { class: "role" }, "tool result ", resultTokens(b)), b.text);
+    }
+    return el("div", { class: `msg ${b.role}` }, el("div", { class: "role" }, b.role, b.name ? ` (${b.name})` : ""), b.text);
+  }));
 }
 
 async function tracePage(runId, step) {
@@ -258,14 +353,14 @@ async function tracePage(runId, step) {
   const nav = el("p", {}, el("a", { href: `#/run/${encodeURIComponent(runId)}` }, `← ${runId}`), "  step: ",
     steps.steps.map((s) => [s === step ? el("b", {}, String(s)) : el("a", { href: `#/run/${encodeURIComponent(runId)}/traces/${s}` }, String(s)), " "]));
   const nodes = [nav, el("h1", {}, `Step ${step}: sampled trajectories`),
-    el("p", { class: "muted" }, "blue: trained tokens (the policy sampled them); red: sampler and trainer logprobs differ by more than 0.5; hover a token for its logprobs.")];
+    el("p", { class: "muted" }, "blue: trained tokens (the policy sampled them); purple underline: a tool's result (masked); red: sampler and trainer logprobs differ by more than 0.5; hover a token for its logprobs.")];
   if (data.corrupt_lines.length) nodes.push(el("p", { class: "warn" }, `${data.corrupt_lines.length} unreadable trace line(s) skipped`));
   for (const g of data.groups) {
     nodes.push(el("h2", {}, `group ${g.group_id}`));
     for (const s of g.samples) {
       nodes.push(el("div", { class: "card", "data-testid": "sample" },
         el("h3", {}, `${s.rollout_id} · reward ${fmt(s.reward)} · advantage ${fmt(s.advantage)}${s.truncated ? " · truncated" : ""}`),
-        s.messages && s.messages.length ? conversation(s.messages) : el("p", { class: "muted" }, "conversation not recorded"),
+        s.blocks && s.blocks.length ? conversation(s.blocks) : el("p", { class: "muted" }, "conversation not recorded"),
         el("h3", {}, `training sequence${s.sequences.length > 1 ? `s (${s.sequences.length}, split by a prefix mismatch)` : ""}`),
         tokenView(s.sequences)));
     }
@@ -333,6 +428,7 @@ function route() {
   document.getElementById("live").textContent = "";
   const parts = location.hash.replace(/^#\/?/, "").split("/").map(decodeURIComponent);
   if (parts[0] === "run" && parts[2] === "traces") return tracePage(parts[1], Number(parts[3]));
+  if (parts[0] === "run" && parts[2] === "output") return outputPage(parts[1], parts.slice(3).join("/"));
   if (parts[0] === "run" && parts[1]) return runPage(parts[1]);
   if (parts[0] === "evals") return evalList();
   if (parts[0] === "eval" && parts[1]) return evalPage(parts[1]);
