@@ -130,3 +130,30 @@ async def test_remote_reward_grader_without_a_grader_is_a_located_error(tmp_path
     (rollout / "server.py").unlink()
     with pytest.raises(ConfigError, match="entrypoint = 'server.py': file .* not found"):
         plan_job(config)
+
+
+async def test_the_templates_grader_is_what_reward_grader_loads(tmp_path: Path) -> None:
+    """The template's training comment: with reward = "grader" and entrypoint = "grader.py",
+    the trainer scores with the rule of rewards.py."""
+    from osmosis_ai.rollout import GraderContext, RolloutSample
+    from osmosis_ai.templates import create_from_template
+
+    create_from_template("remote-server", "calc", tmp_path)
+    config_file = tmp_path / "configs" / "training" / "calc.toml"
+    text = config_file.read_text()
+    assert 'reward = "server"' in text and 'entrypoint = "grader.py"' in text
+    config_file.write_text(
+        text.replace('reward = "server"', 'reward = "grader"').replace(
+            'entrypoint = "server.py"', 'entrypoint = "grader.py"'
+        )
+    )
+    config = load_training_config(config_file)
+    assert config.remote is not None and config.remote.reward == "grader"
+    grader_cls, grader_config = load_grader(plan_job(config).entrypoint)
+    samples = {
+        "right": RolloutSample(id="right", messages=[{"role": "assistant", "content": "= 42"}]),
+        "wrong": RolloutSample(id="wrong", messages=[{"role": "assistant", "content": "41"}]),
+    }
+    ctx = GraderContext(samples=samples, label="42", metadata={}, prompt=[], config=grader_config)
+    await grader_cls(grader_config).grade(ctx)
+    assert (samples["right"].reward, samples["wrong"].reward) == (1.0, 0.0)
