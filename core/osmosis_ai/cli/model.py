@@ -156,7 +156,9 @@ def deploy_command(
     state.err_console.print(
         f"loading {ref.label} (base {ref.base_model}, adapter {ref.adapter_dir}) ..."
     )
+    served = _record_deploy(ref, host, port, name or _served_name(ref), engine)
     code = _serve_until_signalled(cmd)
+    _end_deploy(ref, served, code)
     if code not in (0, -2, 130):
         raise typer.Exit(code)
 
@@ -338,7 +340,8 @@ def export_command(
     else:
         _export_adapter(ref, out, base_id)
     (out / "README.md").write_text(_model_card(ref, base_id, merge), encoding="utf-8")
-    url = _push(out, push_to_hub, not public) if push_to_hub is not None else None
+    url = (_push_recorded(ref, out, push_to_hub, not public, merge)
+           if push_to_hub is not None else None)
     if json_out:
         state.emit_json(
             {"checkpoint": ref.as_dict(), "out": str(out), "merged": merge, "hub_url": url}
@@ -348,6 +351,36 @@ def export_command(
     state.console.print(f"exported {ref.label} as a {what} to {out}")
     if url:
         state.console.print(f"pushed to {url}")
+
+
+def _record_deploy(ref: CheckpointRef, host: str, port: int, name: str, engine: str) -> str:
+    """Record in the checkpoint that this process serves it (``train info`` and the dashboard
+    show it as serving while this process lives; it waits for its server)."""
+    from osmosis_ai.runs._published import record_deployment
+
+    shown = f"[{host}]" if ":" in host else host
+    url = f"http://{shown}:{port}/v1" if port else f"http://{shown}:<free port>/v1"
+    return record_deployment(ref.path, url=url, name=name, engine=engine, pid=os.getpid())
+
+
+def _end_deploy(ref: CheckpointRef, served: str, code: int) -> None:
+    from osmosis_ai.runs._published import record_deployment_end
+
+    record_deployment_end(ref.path, served, code)
+
+
+def _push_recorded(ref: CheckpointRef, out: Path, repo: str, private: bool, merged: bool) -> str:
+    """:func:`_push`, with the upload (or its failure) recorded in the checkpoint."""
+    from osmosis_ai.runs._published import record_upload
+
+    try:
+        url = _push(out, repo, private)
+    except OsmosisError as exc:
+        record_upload(ref.path, repo=repo, url=None, private=private, merged=merged,
+                      error=str(exc).split(". ")[0])
+        raise
+    record_upload(ref.path, repo=repo, url=url, private=private, merged=merged)
+    return url
 
 
 def register(app: typer.Typer) -> None:
