@@ -217,3 +217,71 @@ def test_deleted_run_says_so(browser: Any, dashboard_url: str) -> None:
     message.wait_for()
     assert "deleted?" in message.inner_text()
 
+
+
+def test_tool_calls_overview_checkpoints_and_outputs(
+    browser: Any, dashboard_url: str, trained_run: tuple[Path, str], tmp_path: Path
+) -> None:
+    """A run folder written as a tool-using run leaves it (fixtures of the API tests): the
+    trace shows the call as a block with its result's masked tokens, the overview lists
+    Improvement and Samples, the checkpoint its Hub upload, Outputs the rollout's file."""
+    from tests.core.dashboard.test_run_views import SAMPLE
+
+    runs, _ = trained_run
+    run = runs / "tools-20260101-000000"
+    (run / "traces").mkdir(parents=True)
+    (run / "status.json").write_text(json.dumps({
+        "name": "tools", "run_id": run.name, "status": "finished", "phase": "complete",
+        "step": 4, "total_steps": 4, "created_at": 1.0, "finished_at": 61.0}))
+    (run / "traces" / "step_000001.jsonl").write_text(json.dumps(SAMPLE) + "\n")
+    records = [{"step": s, "kind": "train", "reward_mean": 0.2 * s, "samples": 8.0,
+                "tools/call_rate": 0.25 * s, "tools/calls_per_rollout": 0.5 * s,
+                "tools/turns_per_rollout": 1 + 0.5 * s} for s in (1, 2, 3, 4)]
+    records += [{"step": s, "kind": "warm_start", "warm_start/loss": 1.0 / s,
+                 "warm_start/token_accuracy": 0.2 * s} for s in (1, 2)]
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    ckpt = run / "checkpoints" / "step_000004"
+    (ckpt / "adapter").mkdir(parents=True)
+    (ckpt / "trainer_state.pt").write_bytes(b"x")
+    from osmosis_ai.runs._published import record_upload
+
+    record_upload(ckpt, repo="me/tools", url="https://huggingface.co/me/tools", private=True,
+                  merged=False)
+    art = run / "artifacts" / "r0" / "artifacts"
+    art.mkdir(parents=True)
+    (art / "notes.txt").write_text("<b>not markup</b>")
+
+    page = browser.new_page(viewport={"width": 1400, "height": 1500})
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.on("console", lambda msg: errors.append(msg.text)
+            if "Content Security Policy" in msg.text else None)
+    page.goto(f"{dashboard_url}/#/run/{run.name}")
+    overview = page.locator('[data-testid="overview"]')
+    overview.wait_for()
+    assert overview.locator('[data-key="samples"]').inner_text() == "32"
+    assert overview.locator('[data-key="improvement"]').inner_text().startswith("+0.400")
+    for title in ("tool-call rate", "tool use per rollout", "warm-start loss",
+                  "warm-start token accuracy"):
+        assert page.locator(f'[data-chart="{title}"] canvas').count() == 1, title
+    rate = page.locator('[data-chart="tool-call rate"]').evaluate("el => el.uplot.data")
+    assert rate[1] == pytest.approx([0.25, 0.5, 0.75, 1.0])
+    assert "me/tools (private" in page.locator('[data-testid="hub"]').first.inner_text()
+    assert page.locator('[data-testid="deployment"]').first.inner_text() == "not deployed"
+    page.locator('[data-testid="outputs"] a', has_text="notes.txt").click()
+    shown = page.locator('[data-testid="output"]')
+    shown.wait_for()
+    assert shown.inner_text() == "<b>not markup</b>"  # text, never markup
+
+    page.goto(f"{dashboard_url}/#/run/{run.name}/traces/1")
+    call = page.locator('[data-testid="tool-call"]')
+    call.wait_for()
+    assert call.locator('[data-testid="tool-name"]').inner_text() == "divide"
+    assert json.loads(call.locator('[data-testid="tool-args"]').inner_text()) == {"a": 18, "b": 3}
+    result = call.locator('[data-testid="tool-result"]').inner_text()
+    assert "1 masked" in result and "6" in result
+    user = page.locator(".msg.user").first.inner_text()
+    assert "What is 18 / 3?" in user and "[{" not in user  # content parts as text
+    assert page.locator(".tok.toolres").count() == 1
+    page.screenshot(path=str(tmp_path / "dashboard-tools.png"), full_page=False)
+    assert errors == []
