@@ -20,8 +20,11 @@ from tests.e2e.toy_workspace import make_workspace
 
 
 def _demo(i: int) -> dict[str, object]:
-    call = {"id": f"c{i}", "type": "function",
-            "function": {"name": "add", "arguments": json.dumps({"a": i, "b": i + 1})}}
+    call = {
+        "id": f"c{i}",
+        "type": "function",
+        "function": {"name": "add", "arguments": json.dumps({"a": i, "b": i + 1})},
+    }
     return {
         "messages": [
             {"role": "user", "content": f"What is {i} + {i + 1}?"},
@@ -29,10 +32,19 @@ def _demo(i: int) -> dict[str, object]:
             {"role": "tool", "tool_call_id": f"c{i}", "content": str(2 * i + 1)},
             {"role": "assistant", "content": f"{2 * i + 1}"},
         ],
-        "tools": [{"type": "function", "function": {
-            "name": "add", "description": "Add two integers.",
-            "parameters": {"type": "object", "properties": {"a": {"type": "integer"},
-                                                            "b": {"type": "integer"}}}}}],
+        "tools": [
+            {
+                "type": "function",
+                "function": {
+                    "name": "add",
+                    "description": "Add two integers.",
+                    "parameters": {
+                        "type": "object",
+                        "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+                    },
+                },
+            }
+        ],
     }
 
 
@@ -61,7 +73,10 @@ async def test_warm_start_alone(tiny_model_dir: Path, tmp_path: Path) -> None:
     phases: list[str] = []
     reports: list[str] = []
     result = await run_training(
-        config, run, plan=plan, on_phase=phases.append,
+        config,
+        run,
+        plan=plan,
+        on_phase=phases.append,
         on_report=lambda r: reports.append(r.kind),
     )
     assert result.status == "finished" and result.steps_done == 0

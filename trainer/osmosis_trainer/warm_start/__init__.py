@@ -108,13 +108,15 @@ async def run_warm_start(
         "step": 0,
     }
     logger.info(
-        "warm start: %d demonstrations (%d assistant tokens; left out: %s), %d epochs, "
-        "%d steps", len(report.demos), tokens, _skips(report, bad_rows), settings.epochs, total,
+        "warm start: %d demonstrations (%d assistant tokens; left out: %s), %d epochs, %d steps",
+        len(report.demos),
+        tokens,
+        _skips(report, bad_rows),
+        settings.epochs,
+        total,
     )
     trainer.metrics.drop_kind("warm_start")  # a phase cut short by a crash is redone whole
-    run.update_status(
-        status="running", phase="train", activity="warm start", warm_start=summary
-    )
+    run.update_status(status="running", phase="train", activity="warm start", warm_start=summary)
     loop = asyncio.get_running_loop()
 
     def on_step(step: WarmStartStep) -> None:
@@ -124,7 +126,11 @@ async def run_warm_start(
         run.update_status(warm_start=summary)
         logger.info(
             "warm start step %d/%d (epoch %d): loss %.4f, token accuracy %.1f%%",
-            step.step, step.total_steps, step.epoch, step.loss, 100 * step.token_accuracy,
+            step.step,
+            step.total_steps,
+            step.epoch,
+            step.loss,
+            100 * step.token_accuracy,
         )
         if on_report is not None:
             report_ = StepReport(step.step, step.total_steps, "warm_start", metrics)
@@ -132,21 +138,36 @@ async def run_warm_start(
 
     t0 = time.perf_counter()
     steps = await asyncio.to_thread(
-        train_warm_start, trainer.model, report.demos, settings, device=trainer.device,
-        on_step=on_step, should_stop=run.stop_requested,
+        train_warm_start,
+        trainer.model,
+        report.demos,
+        settings,
+        device=trainer.device,
+        on_step=on_step,
+        should_stop=run.stop_requested,
     )
     if len(steps) < total:
         return None  # a stop request: the trainer records the stop
     last = steps[-1]
     path = save_checkpoint(
-        run.checkpoints, step=0, model=trainer.model, optimizer=trainer.optimizer,
-        scheduler=trainer.scheduler, data=DataPosition(), name=WARM,
+        run.checkpoints,
+        step=0,
+        model=trainer.model,
+        optimizer=trainer.optimizer,
+        scheduler=trainer.scheduler,
+        data=DataPosition(),
+        name=WARM,
         meta={
             "kind": "warm_start",
-            "metrics": {"warm_start/loss": last.loss,
-                        "warm_start/token_accuracy": last.token_accuracy},
-            "warm_start": {**summary, "first_loss": steps[0].loss, "time_s":
-                           round(time.perf_counter() - t0, 1)},
+            "metrics": {
+                "warm_start/loss": last.loss,
+                "warm_start/token_accuracy": last.token_accuracy,
+            },
+            "warm_start": {
+                **summary,
+                "first_loss": steps[0].loss,
+                "time_s": round(time.perf_counter() - t0, 1),
+            },
         },
     )
     trainer.last_checkpoint = path

@@ -182,8 +182,15 @@ def train_warm_start(
             model, optimizer, seqs, settings, device=device, where=f"warm start step {n}"
         )
         step = WarmStartStep(
-            step=n, total_steps=len(plan), epoch=epoch + 1, loss=loss, token_accuracy=acc,
-            tokens=tokens, lr=settings.lr, grad_norm=grad_norm, sequences=len(seqs),
+            step=n,
+            total_steps=len(plan),
+            epoch=epoch + 1,
+            loss=loss,
+            token_accuracy=acc,
+            tokens=tokens,
+            lr=settings.lr,
+            grad_norm=grad_norm,
+            sequences=len(seqs),
             time_s=time.perf_counter() - t0,
         )
         done.append(step)
@@ -201,7 +208,8 @@ def resolve_warm_settings(ws: Any, loop: Any, seed: int) -> WarmStartSettings:
         batch_size=ws.batch_size,
         micro_batch_tokens=ws.micro_batch_tokens or loop.micro_batch_tokens,
         pad_id=loop.pad_id,
-        weight_decay=ws.weight_decay if ws.weight_decay is not None
+        weight_decay=ws.weight_decay
+        if ws.weight_decay is not None
         else loop.algorithm.weight_decay,
         max_grad_norm=ws.max_grad_norm,
         seed=seed,

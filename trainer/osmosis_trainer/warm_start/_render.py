@@ -80,15 +80,16 @@ class WarmStartRenderer:
         self.eos_ids = [int(i) for i in eos_ids]
         if not self.eos_ids:
             raise ValueError("the model defines no EOS token")
-        self._eos_text = {
-            i: t for i in self.eos_ids if (t := tokenizer.decode([i])) and t.strip()
-        }
+        self._eos_text = {i: t for i in self.eos_ids if (t := tokenizer.decode([i])) and t.strip()}
 
     def _ids(self, text: str) -> list[int]:
         return [int(t) for t in self.tokenizer(text, add_special_tokens=False)["input_ids"]]
 
     def completion_ids(
-        self, history: list[dict[str, Any]], turn: dict[str, Any], tools: list[dict[str, Any]] | None
+        self,
+        history: list[dict[str, Any]],
+        turn: dict[str, Any],
+        tools: list[dict[str, Any]] | None,
     ) -> list[int]:
         """The ids the engine samples for assistant ``turn`` after ``history``: the turn's
         text as the template renders it, then the end-of-turn (EOS) token.
