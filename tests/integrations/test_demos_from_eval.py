@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from osmosis_ai.cli import main
+from osmosis_ai.data import load_demonstrations
 from osmosis_ai.eval import EvalOptions, demos_from_eval, read_journal, run_eval
 from osmosis_ai.eval._demos import chat_messages
 from osmosis_ai.testing import FakeRequest, ScriptItem, text
@@ -80,6 +81,9 @@ async def test_passed_samples_become_rows_that_replay_the_conversation(
     report = demos_from_eval(run_dir, tmp_path / "demos.jsonl")
     rows = _rows(tmp_path / "demos.jsonl")
     assert report.kept == len(rows) == len(passed)
+    # The warm start reads them as they are.
+    demos, problems = load_demonstrations(tmp_path / "demos.jsonl")
+    assert problems == [] and len(demos) == len(rows)
     assert (report.below_threshold, report.failed, report.unreadable) == (len(WRONG), 0, 0)
     for row, record in zip(rows, sorted(passed, key=lambda r: r.row_index), strict=True):
         q, answer = question(record.row_index)
@@ -171,3 +175,28 @@ async def test_cli_prints_counts_and_names_a_missing_run(
     assert main(["dataset", "from-eval", "calc-1", "-o", "x.jsonl"]) == 1
     assert "no results.jsonl" in capsys.readouterr().err
     assert not (tmp_path / "x.jsonl").exists()
+
+
+@pytest.mark.slow  # SmolLM2 on the CPU through the default (embedded) eval engine
+async def test_from_eval_accepts_an_eval_run_of_the_embedded_model(tmp_path: Path) -> None:
+    from osmosis_ai.templates import create_from_template
+
+    create_from_template("openai-agents", "calc", tmp_path)
+    out = tmp_path / ".osmosis" / "evals" / "embedded"
+    result = await run_eval(
+        tmp_path / "configs" / "eval" / "calc.toml", EvalOptions(limit=3, output=out)
+    )
+    assert result.info.model == "embedded" and result.info.status == "completed"
+    report = demos_from_eval(out, tmp_path / "demos.jsonl", min_reward=0.0)
+    graded = [r for r in result.records if r.status == "success"]
+    assert report.unreadable == 0, report.problems
+    assert report.kept + report.duplicates == len(graded) >= 1
+    assert report.failed == len(result.records) - len(graded)
+    for row in _rows(tmp_path / "demos.jsonl"):
+        assert row["messages"][0]["role"] == "system" and row["messages"][-1]["role"] == "assistant"
+        assert {t["function"]["name"] for t in row["tools"]} == {
+            "add",
+            "subtract",
+            "multiply",
+            "divide",
+        }

@@ -144,7 +144,7 @@ def _text(content: Any) -> str:
 def _tool_call(call: Any) -> dict[str, Any]:
     if not isinstance(call, dict):
         raise ValueError(f"a tool call is not an object: {str(call)[:80]}")
-    fn = call.get("function") if isinstance(call.get("function"), dict) else call
+    fn = call["function"] if isinstance(call.get("function"), dict) else call
     name = fn.get("name")
     if not isinstance(name, str) or not name:
         raise ValueError(f"a tool call without a function name: {json.dumps(call)[:120]}")
@@ -331,11 +331,10 @@ def _write(output: Path, report: DemoReport, fill: Callable[[_Writer], None]) ->
 
 
 def _validate(output: Path, report: DemoReport) -> None:
-    """Check the written rows with the warm start's own loader (when this osmosis has it)."""
-    try:
-        from osmosis_ai.data import load_demonstrations  # type: ignore[attr-defined]
-    except ImportError:
-        return
+    """Check the written rows with the warm start's own loader: a row it would reject is a bug
+    here, reported with its line rather than left for the training run to find."""
+    from osmosis_ai.data import load_demonstrations
+
     _rows, problems = load_demonstrations(output)
     for problem in problems:
         report.problem(f"written row rejected by the warm-start loader: {problem}")

@@ -18,7 +18,7 @@ the server's LLM calls are recorded by the gateway, and its ``/v1/rollout/comple
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, Literal
 
 from osmosis_ai.errors import ConfigError
 from osmosis_ai.rollout.running import Entrypoint
@@ -65,7 +65,7 @@ def remote_entrypoint_for(
     remote = getattr(config, "remote", None)
     if remote is None:
         raise ConfigError("the config has no [remote] section (server_url, api_key)")
-    reward = getattr(remote, "reward", "server")
+    reward: Literal["server", "grader"] = getattr(remote, "reward", "server")
     if reward == "grader" and grader_cls is None:
         from osmosis_ai.rollout.running import load_grader
 
