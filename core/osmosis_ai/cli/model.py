@@ -115,8 +115,14 @@ def deploy_command(
     device: Annotated[str, typer.Option("--device", help="hf engine: auto, cpu, cuda.")] = "auto",
     max_body_bytes: Annotated[
         int | None,
-        typer.Option("--max-body-bytes", help="hf engine: largest request body in bytes; "
+        typer.Option("--max-body-bytes", help="Largest request body in bytes; "
                      "larger ones get 413 (default: [gateway] max_body_bytes, 32 MiB)."),
+    ] = None,
+    api_key: Annotated[
+        str | None,
+        typer.Option("--api-key", envvar="OSMOSIS_DEPLOY_API_KEY", show_default=False,
+                     help="Clients must send 'Authorization: Bearer KEY' (default: no key; "
+                     "a warning when --host is not loopback)."),
     ] = None,
 ) -> None:
     """Serve a checkpoint on an OpenAI-compatible endpoint until Ctrl-C."""
@@ -157,19 +163,21 @@ def deploy_command(
         f"loading {ref.label} (base {ref.base_model}, adapter {ref.adapter_dir}) ..."
     )
     served = _record_deploy(ref, host, port, name or _served_name(ref), engine)
-    code = _serve_until_signalled(cmd)
+    # The key reaches the server through its environment: never on a command line (ps).
+    env = {**os.environ, "OSMOSIS_DEPLOY_API_KEY": api_key} if api_key else None
+    code = _serve_until_signalled(cmd, env)
     _end_deploy(ref, served, code)
     if code not in (0, -2, 130):
         raise typer.Exit(code)
 
 
-def _serve_until_signalled(cmd: list[str]) -> int:
+def _serve_until_signalled(cmd: list[str], env: dict[str, str] | None = None) -> int:
     """Run the server child until it exits; SIGINT/SIGTERM sent to this process are passed on
     and waited for, so a stop aimed at ``osmosis model deploy`` (not only a terminal's Ctrl-C,
     which reaches both) never leaves the server running, or holding its port, behind it."""
     import signal
 
-    proc = subprocess.Popen(cmd)
+    proc = subprocess.Popen(cmd, env=env)
 
     def forward(signum: int, frame: object) -> None:
         if proc.poll() is None:

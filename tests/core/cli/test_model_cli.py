@@ -19,6 +19,8 @@ from tests.core.eval._helpers import make_run
 from .conftest import RunCli
 
 RUN_ID = "calc-20261124-010000"
+TOOLS = [{"type": "function", "function": {"name": "add", "description": "Add two integers.",
+                                           "parameters": {"type": "object", "properties": {}}}}]
 
 
 @pytest.fixture(scope="module")
@@ -152,7 +154,7 @@ def test_push_to_hub_offline_is_a_clear_error(
     assert (workspace / "out/adapter_config.json").is_file()  # the export itself is kept
 
 
-def test_deploy_serves_the_checkpoint_openai_style(workspace: Path) -> None:
+def test_deploy_serves_the_checkpoint_openai_style(workspace: Path, tiny_model: Path) -> None:
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     cmd = [
         sys.executable,
@@ -169,7 +171,10 @@ def test_deploy_serves_the_checkpoint_openai_style(workspace: Path) -> None:
         "cpu",
         "--max-body-bytes",
         "2048",
+        "--api-key",
+        "cli-k3y",
     ]
+    auth = {"Authorization": "Bearer cli-k3y"}
     proc = subprocess.Popen(
         cmd, cwd=workspace, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
     )
@@ -180,24 +185,27 @@ def test_deploy_serves_the_checkpoint_openai_style(workspace: Path) -> None:
         assert m, (line, proc.stderr.read() if proc.stderr and proc.poll() is not None else "")
         assert m.group(1) == f"{RUN_ID}:2" and m.group(3) == "calc-step2"
         url, name = m.group(2), m.group(3)
-        models = httpx.get(f"{url}/models").json()
+        assert httpx.get(f"{url}/models").status_code == 401  # --api-key
+        models = httpx.get(f"{url}/models", headers=auth).json()
         assert name in [x["id"] for x in models["data"]]
-        reply = httpx.post(
-            f"{url}/chat/completions",
-            json={
-                "model": name,
-                "messages": [{"role": "user", "content": "Hi"}],
-                "max_tokens": 5,
-            },
-            timeout=60,
-        ).json()
+        messages = [{"role": "user", "content": "Hi"}]
+        body = {"model": name, "messages": messages, "tools": TOOLS, "max_tokens": 5,
+                "return_token_ids": True}
+        assert httpx.post(f"{url}/chat/completions", json=body, timeout=60).status_code == 401
+        reply = httpx.post(f"{url}/chat/completions", json=body, timeout=60, headers=auth).json()
         assert reply["object"] == "chat.completion"
         assert reply["model"] == name
         assert reply["usage"]["completion_tokens"] >= 1
+        # The deployed prompt is the one training and eval render (one renderer for all).
+        from osmosis_trainer.engines import ChatRenderer
+        from osmosis_trainer.models import load_model
+
+        tokenizer = load_model(str(tiny_model)).tokenizer
+        assert reply["prompt_token_ids"] == ChatRenderer(tokenizer).encode(messages, TOOLS)
         big = httpx.post(
             f"{url}/chat/completions",
             json={"model": name, "messages": [{"role": "user", "content": "x" * 3000}]},
-            timeout=60,
+            timeout=60, headers=auth,
         )
         assert big.status_code == 413  # --max-body-bytes 2048
         assert big.json()["error"] == {
@@ -208,8 +216,9 @@ def test_deploy_serves_the_checkpoint_openai_style(workspace: Path) -> None:
         }
     finally:
         proc.send_signal(signal.SIGINT)
-        proc.communicate(timeout=60)
+        out, err = proc.communicate(timeout=60)
     assert proc.returncode == 0
+    assert "cli-k3y" not in line + out + err  # the key is never printed
 
 
 def test_deploy_refuses_a_tiny_body_limit(run_cli: RunCli, workspace: Path) -> None:

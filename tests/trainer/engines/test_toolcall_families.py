@@ -147,32 +147,3 @@ def test_family_detection() -> None:
     assert detect_family(None) == "hermes"
     assert detect_family("{{ '<tool_call>' }}") == "hermes"
     assert detect_family((HERE / "templates" / "mistral_v3_tools.jinja").read_text()) == "mistral"
-
-
-def _saved(model_dir: Path, tmp_path: Path, template: str, tokens: list[str]) -> Path:
-    tok = _tokenizer(model_dir, template)
-    if tokens:
-        tok.add_special_tokens({"additional_special_tokens": tokens})
-    folder = tmp_path / "model"
-    tok.save_pretrained(str(folder))
-    return folder
-
-
-def test_vllm_gets_the_parser_of_the_family(tiny_model_dir: Path, tmp_path: Path) -> None:
-    from osmosis_trainer.engines import VLLMEngine
-    from osmosis_trainer.engines._vllm import tool_call_parser_for
-
-    mistral = (HERE / "templates" / "mistral_v3_tools.jinja").read_text()
-    # vLLM's mistral and hermes parsers need their markers as tokens: without them, no parser.
-    assert tool_call_parser_for(_saved(tiny_model_dir, tmp_path / "a", mistral, [])) is None
-    folder = _saved(tiny_model_dir, tmp_path / "b", mistral, ["[TOOL_CALLS]"])
-    assert tool_call_parser_for(folder) == "mistral"
-    llama = _saved(tiny_model_dir, tmp_path / "c", _trl_template("llama3_1"), [])
-    assert tool_call_parser_for(llama) == "llama3_json"
-    qwen = _saved(tiny_model_dir, tmp_path / "d", _trl_template("qwen2_5"), ["<tool_call>", "</tool_call>"])
-    assert tool_call_parser_for(qwen) == "hermes"
-
-    cmd = VLLMEngine(model_path=folder)._launch_command(8000)
-    assert cmd[cmd.index("--tool-call-parser") + 1] == "mistral" and "--enable-auto-tool-choice" in cmd
-    off = VLLMEngine(model_path=folder, tool_call_parser="")._launch_command(8000)
-    assert "--tool-call-parser" not in off

@@ -54,7 +54,8 @@ def _save_adapter(model_dir: Path, out: Path, seed: int) -> Path:
 
 async def _served_names(engine: Any) -> list[str]:
     async with httpx.AsyncClient() as c:
-        data = (await c.get(f"{engine.base_url}/v1/models")).json()
+        assert (await c.get(f"{engine.base_url}/v1/models")).status_code == 401  # its own key
+        data = (await c.get(f"{engine.base_url}/v1/models", headers=engine._headers)).json()
     return [m["id"] for m in data["data"]]
 
 

@@ -1,5 +1,5 @@
-"""Tool calls behind vLLM: the engine starts vLLM with the tool-call parser of the model's
-family, and the server's parsed calls reach the gateway's result (``nox -s vllm``)."""
+"""Tool calls behind vLLM: the engine renders the prompt with the tools block itself, sends
+token ids, and parses the reply as the transformers engine does (``nox -s vllm``)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from transformers import AutoTokenizer
 
 pytestmark = [
     pytest.mark.vllm,
@@ -54,38 +55,34 @@ def hermes_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
-async def test_vllm_parses_hermes_calls_for_the_engine(hermes_model: Path) -> None:
-    from osmosis_ai.serving._openai_reply import result_from_openai
-    from osmosis_trainer.engines import VLLMEngine
+async def test_vllm_replies_with_tool_calls_reach_the_engines_result(hermes_model: Path) -> None:
+    from osmosis_ai.serving import GenerationRequest
+    from osmosis_trainer.engines import ChatRenderer, VLLMEngine
 
     engine = VLLMEngine(model_path=hermes_model, max_model_len=1024, dtype="float32")
     try:
         await engine.start()
-        cmd = engine._launch_command(0)
-        assert cmd[cmd.index("--tool-call-parser") + 1] == "hermes"
+        assert "--tool-call-parser" not in engine._launch_command(0)  # replies parsed here
+        messages = [{"role": "user", "content": "What is 12 + 30?"}]
+        req = GenerationRequest(messages=messages, tools=TOOLS, max_tokens=64, temperature=0.0)
+        assert engine.renderer is not None
+        prompt = engine.renderer.encode(messages, TOOLS)
+        tokenizer = AutoTokenizer.from_pretrained(str(hermes_model))
+        assert prompt == ChatRenderer(tokenizer).encode(messages, TOOLS)
         # A random tiny model writes no tool call by itself: constrain its output to one, so
-        # what is tested is vLLM's parser turning the text into tool_calls.
+        # what is tested is the engine reading vLLM's ids back into tool_calls.
         call = '<tool_call>\n{"name": "add", "arguments": {"a": 12, "b": 30}}\n</tool_call>'
-        body = {
-            "model": engine._base_model,
-            "messages": [{"role": "user", "content": "What is 12 + 30?"}],
-            "tools": TOOLS,
-            "max_tokens": 64,
-            "temperature": 0.0,
-            "structured_outputs": {"regex": call.replace("{", r"\{").replace("}", r"\}")},
-            "return_token_ids": True,
-            "logprobs": True,
-            "top_logprobs": 0,
-        }
+        body = engine.completion_body(req, prompt)
+        body["structured_outputs"] = {"regex": call.replace("{", r"\{").replace("}", r"\}")}
         async with httpx.AsyncClient(timeout=600) as client:
-            resp = await client.post(f"{engine.base_url}/v1/chat/completions", json=body)
+            resp = await client.post(
+                f"{engine.base_url}/v1/completions", json=body, headers=engine._headers
+            )
         assert resp.status_code == 200, resp.text
-        data = resp.json()
-        raw_calls = data["choices"][0]["message"].get("tool_calls")
-        assert raw_calls and raw_calls[0]["function"]["name"] == "add", data
-        result = result_from_openai(data, parse_tools=True, model="m", policy_version=0)
+        result = engine._result(resp.json(), prompt, req, parse_tools=True, served="m")
         assert [c.name for c in result.tool_calls] == ["add"]
         assert json.loads(result.tool_calls[0].arguments) == {"a": 12, "b": 30}
         assert result.finish_reason == "tool_calls" and result.completion_token_ids
+        assert result.prompt_token_ids == prompt
     finally:
         await engine.close()

@@ -1,7 +1,8 @@
 """The trainer's inference engines: the ones that need torch or launch a server.
 
 - :class:`HFEngine`: transformers in process (CPU or GPU), the embedded default.
-- :class:`VLLMEngine`: a vLLM OpenAI server launched as a child process, with runtime LoRA.
+- :class:`VLLMEngine`: a vLLM OpenAI server launched as a child process, with runtime LoRA;
+  prompts rendered by :class:`ChatRenderer` and sent as token ids.
 
 The engine contract (``InferenceEngine``, ``GenerationRequest``, ...) and the torch-free
 engines (``OpenAIServerEngine``, ``LiteLLMEngine``) live in :mod:`osmosis_ai.serving`, whose

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from osmosis_ai.serving import FinishReason, GenerationResult
 from osmosis_ai.serving.toolcalls import assistant_message
-from osmosis_trainer.engines._response import ResponseParser
+from osmosis_trainer.engines._response import ResponseParser, reply_text
 from osmosis_trainer.engines._sampling import processed_logprobs, sample_tokens
 
 if TYPE_CHECKING:
@@ -97,12 +97,7 @@ class Row:
         self, tokenizer: Any, model: str, version: int, parser: ResponseParser | None = None
     ) -> GenerationResult:
         eos_last = self.finish == "stop" and self.ended_by_eos
-        text_ids = self.out_ids[:-1] if eos_last else self.out_ids
-        text = tokenizer.decode(text_ids, skip_special_tokens=False)
-        if self.stop:
-            cut = min((i for s in self.stop if (i := text.find(s)) != -1), default=-1)
-            if cut != -1:
-                text = text[:cut]
+        text = reply_text(tokenizer, self.out_ids, ended_by_token=eos_last, stop=self.stop)
         if self.parse_tools and parser is not None:
             message, calls = parser(text, self.prompt_ids)
         else:

@@ -19,9 +19,21 @@ from osmosis_ai.serving.toolcalls import (
     new_tool_call_id,
 )
 
-__all__ = ["ResponseParser"]
+__all__ = ["ResponseParser", "reply_text"]
 
 logger = logging.getLogger("osmosis")
+
+
+def reply_text(tokenizer: Any, ids: list[int], *, ended_by_token: bool, stop: list[str]) -> str:
+    """The text of generated ``ids`` as every engine reads it: special tokens kept (a family's
+    tool-call markers may be special tokens), the ending token (EOS or end of turn) dropped
+    when ``ended_by_token``, cut at the first of the ``stop`` strings."""
+    text: str = tokenizer.decode(ids[:-1] if ended_by_token else ids, skip_special_tokens=False)
+    if stop:
+        cut = min((i for s in stop if (i := text.find(s)) != -1), default=-1)
+        if cut != -1:
+            text = text[:cut]
+    return text
 
 
 class ResponseParser:
