@@ -221,7 +221,7 @@ def _output_files(run_path: Path) -> list[tuple[str, Path]]:
 def run_outputs(runs_root: Path, run_id: str) -> dict[str, Any]:
     """The files the run's rollouts wrote to their ``ctx.artifacts_dir`` (newest first)."""
     record = find_record(runs_root, run_id)
-    files = []
+    files: list[dict[str, Any]] = []
     for rel, path in _output_files(record.path):
         try:
             st = path.stat()

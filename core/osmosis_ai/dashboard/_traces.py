@@ -135,8 +135,9 @@ def sample_view(sample: dict[str, Any]) -> dict[str, Any]:
         for call in m.get("tool_calls") or []:
             if not isinstance(call, dict):
                 continue
-            fn = call.get("function") if isinstance(call.get("function"), dict) else {}
-            block = {
+            fn = call.get("function")
+            fn = fn if isinstance(fn, dict) else {}
+            block: dict[str, Any] = {
                 "kind": "tool_call",
                 "id": str(call.get("id") or ""),
                 "name": str(fn.get("name") or "?"),
