@@ -148,6 +148,14 @@ def _print_info(d: dict[str, Any]) -> None:
             + (" (pinned)" if code.get("pinned") else " (working tree)")
             + (" · dirty tree at submit" if code.get("dirty") else "")
         )
+    warm = d.get("warm_start")
+    if isinstance(warm, dict):  # [warm_start]: the supervised phase before RL step 1
+        loss, acc = warm.get("loss") or {}, warm.get("token_accuracy") or {}
+        lines.append(
+            f"warm start {warm.get('steps')} steps · loss {_num(loss.get('first'))} → "
+            f"{_num(loss.get('last'))} · token accuracy {_num(acc.get('first'), '.0%')} → "
+            f"{_num(acc.get('last'), '.0%')}"
+        )
     beat = d.get("heartbeat_age_s")
     if d["status"] in ("pending", "running") and beat is not None:
         lines.append(f"worker     pid {d.get('pid')} · last heartbeat {beat:.0f} s ago")
@@ -186,7 +194,8 @@ def _print_info(d: dict[str, Any]) -> None:
     if d["checkpoints"]:
         con.print("checkpoints", highlight=False)
         for c in d["checkpoints"]:
-            con.print(f"  step {c['step']:<6} reward {_num(c['reward'])}  {c['path']}"
+            where = "warm  " if Path(str(c["path"])).name == "warm" else f"{c['step']:<6}"
+            con.print(f"  step {where} reward {_num(c['reward'])}  {c['path']}"
                       + _published(c), highlight=False, markup=False)
     else:
         con.print("checkpoints none", highlight=False)

@@ -110,6 +110,14 @@ class _LiveView:
         self.phase = text
 
     def on_report(self, report: Any) -> None:
+        if report.kind == "warm_start":
+            m = report.metrics
+            self.phase = (
+                f"warm start {report.step}/{report.total_steps}: loss "
+                f"{_fmt(m, 'warm_start/loss', '.4f')} token accuracy "
+                f"{_fmt(m, 'warm_start/token_accuracy', '.0%')}"
+            )
+            return
         if report.kind == "eval":
             self.val.append(float(report.metrics.get("val_reward_mean", math.nan)))
             return
@@ -172,7 +180,14 @@ class _LineView:
 
     def on_report(self, report: Any) -> None:
         m = report.metrics
-        if report.kind == "eval":
+        if report.kind == "warm_start":
+            line = (
+                f"warm start {report.step}/{report.total_steps} (epoch "
+                f"{_fmt(m, 'warm_start/epoch', '.0f')}): loss {_fmt(m, 'warm_start/loss', '.4f')} "
+                f"token accuracy {_fmt(m, 'warm_start/token_accuracy', '.0%')} tokens "
+                f"{_fmt(m, 'warm_start/tokens', '.0f')}"
+            )
+        elif report.kind == "eval":
             line = (
                 f"validation step {report.step}: reward {_fmt(m, 'val_reward_mean')} "
                 f"pass {_fmt(m, 'val_pass_rate', '.0%')}"

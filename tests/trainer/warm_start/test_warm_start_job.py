@@ -63,7 +63,9 @@ def _workspace(tmp_path: Path, model_dir: Path, *, max_steps: int, extra: str = 
     return config
 
 
-async def test_warm_start_alone(tiny_model_dir: Path, tmp_path: Path) -> None:
+async def test_warm_start_alone(
+    tiny_model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     config_file = _workspace(tmp_path, tiny_model_dir, max_steps=0)
     config = load_training_config(config_file)
     plan = plan_job(config)
@@ -105,6 +107,21 @@ async def test_warm_start_alone(tiny_model_dir: Path, tmp_path: Path) -> None:
     ref = resolve_checkpoint(f"{run.run_id}:warm", tmp_path / "ws" / "runs")
     assert ref.path == path and ref.label == f"{run.run_id}:warm"
     assert resolve_checkpoint(run.run_id, tmp_path / "ws" / "runs").path == path
+    # train info shows the phase; model list lists the checkpoint as RUN:warm
+    from typer.testing import CliRunner
+
+    from osmosis_ai.cli import app
+
+    monkeypatch.chdir(tmp_path / "ws")
+    info = CliRunner().invoke(app, ["train", "info", run.run_id], terminal_width=200)
+    assert info.exit_code == 0, info.output
+    first, last = losses[0], losses[-1]
+    assert f"warm start 12 steps · loss {first:.3f} → {last:.3f} · token accuracy" in info.output
+    assert f"step warm   reward -  {path}" in info.output
+    listed = CliRunner().invoke(app, ["model", "list", "--json"])
+    assert listed.exit_code == 0, listed.output
+    (entry,) = json.loads(listed.output)
+    assert entry["name"] == "warm" and entry["step"] == 0 and entry["path"] == str(path)
 
 
 async def test_warm_start_then_rl_and_resume(tiny_model_dir: Path, tmp_path: Path) -> None:
