@@ -117,7 +117,7 @@ class WarmStartRenderer:
         self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None
     ) -> str:
         chat = self.chat
-        prepared = chat.prepare(messages, tools)  # type: ignore[arg-type]
+        prepared = chat.prepare(messages, tools)
         text = self.tokenizer.apply_chat_template(
             prepared,
             tools=tools if (tools and chat.renders_tools) else None,
@@ -135,16 +135,16 @@ class WarmStartRenderer:
             if turn.get("role") != "assistant":
                 continue
             history = msgs[:k]
-            prompt = self.chat.encode(history, demo.tools)  # type: ignore[arg-type]
+            prompt = self.chat.encode(history, demo.tools)
             completion = self.completion_ids(history, turn, demo.tools)
             out.append(
                 LLMCall(
                     call_id=f"warm-{demo.line}-{k}",
                     rollout_id=f"warm-{demo.line}",
                     sample_id="warm",
-                    request_messages=history,  # type: ignore[arg-type]
+                    request_messages=history,
                     tools=demo.tools,
-                    response_message=turn,  # type: ignore[arg-type]
+                    response_message=turn,
                     finish_reason="stop",
                     prompt_token_ids=prompt,
                     completion_token_ids=completion,
