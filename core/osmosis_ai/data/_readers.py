@@ -305,11 +305,25 @@ def _parquet(path: Path, file: str, skip: int) -> Iterator[RawRecord]:
             groups.append(i)
         else:
             first += n  # the whole row group lies before the selection: never read it
-    if not groups:
-        return
     row = first
-    for batch in pf.iter_batches(batch_size=1024, row_groups=groups):
-        for record in batch.to_pylist():
-            if row >= skip:
-                yield RawRecord(row, None, record)
-            row += 1
+    for group in groups:
+        start = row
+        end = start + pf.metadata.row_group(group).num_rows - 1
+        batches = pf.iter_batches(batch_size=1024, row_groups=[group])
+        while True:
+            try:
+                batch = next(batches)
+            except StopIteration:
+                break
+            except Exception as exc:  # a damaged page: pyarrow raises OSError / ArrowException
+                message = (
+                    f"row group {group} (rows {start}..{end}): the parquet data cannot be read "
+                    f"({type(exc).__name__}: {' '.join(str(exc).split())}); the file is damaged or "
+                    "truncated: write it again from its source"
+                )
+                yield RawRecord(row, None, issue=_issue(file, message, row=row), fatal=True)
+                return
+            for record in batch.to_pylist():
+                if row >= skip:
+                    yield RawRecord(row, None, record)
+                row += 1

@@ -58,6 +58,16 @@ def test_unreadable_dataset_values_are_row_errors(
     assert message in result.out + result.err and "Traceback" not in result.out + result.err
 
 
+def test_a_damaged_parquet_file_is_one_located_error(run_cli: RunCli, tmp_path: Path) -> None:
+    from tests.core.data.test_validate import corrupt_parquet
+
+    path = corrupt_parquet(tmp_path / "d.parquet")
+    result = run_cli("dataset", "validate", str(path))
+    text = result.out + result.err
+    assert result.code == 1 and "Traceback" not in text
+    assert "row group 1 (rows 100..199)" in text and "Corrupt snappy" in text
+
+
 def _workspace(tmp_path: Path) -> Path:
     (tmp_path / "configs" / "training").mkdir(parents=True)
     (tmp_path / "rollouts" / "calc").mkdir(parents=True)

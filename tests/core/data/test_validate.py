@@ -83,3 +83,34 @@ def test_unreadable_parquet_is_reported(tmp_path: Path) -> None:
     report = validate_dataset(f)
     assert not report.ok and report.error_count == 1
     assert str(report.errors[0]).startswith(f"{f}: not a readable parquet file: ")
+
+
+def corrupt_parquet(path: Path) -> Path:
+    """A snappy parquet file of 3 row groups whose second group's first page is garbled (the
+    footer and the other groups intact): pyarrow reads group 0, then raises
+    ``OSError: Corrupt snappy compressed data.``"""
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    rows = [f"question {i}: " + "word " * (5 + i % 37) for i in range(300)]
+    pq.write_table(
+        pa.table({"user_prompt": rows, "ground_truth": [str(i) for i in range(300)]}),
+        path,
+        row_group_size=100,
+        compression="snappy",
+    )
+    chunk = pq.ParquetFile(path).metadata.row_group(1).column(0)
+    start = (chunk.dictionary_page_offset or chunk.data_page_offset) + 20
+    data = bytearray(path.read_bytes())
+    for i in range(start, start + 8):
+        data[i] ^= 0xA5
+    path.write_bytes(bytes(data))
+    return path
+
+
+def test_a_damaged_parquet_page_is_a_located_error(tmp_path: Path) -> None:
+    f = corrupt_parquet(tmp_path / "d.parquet")
+    report = validate_dataset(f)
+    assert not report.ok and report.error_count == 1 and report.valid_rows == 100
+    message = str(report.errors[0])
+    assert message.startswith(f"{f}: row 100: row group 1 (rows 100..199): ")
+    assert "Corrupt snappy compressed data" in message and "write it again" in message
