@@ -62,16 +62,22 @@ def smollm2() -> Any:
     tok.padding_side = "left"
     torch.manual_seed(0)
     config = LlamaConfig(
-        vocab_size=len(tok), hidden_size=8, intermediate_size=16, num_hidden_layers=1,
-        num_attention_heads=1, num_key_value_heads=1, max_position_embeddings=8192,
+        vocab_size=len(tok),
+        hidden_size=8,
+        intermediate_size=16,
+        num_hidden_layers=1,
+        num_attention_heads=1,
+        num_key_value_heads=1,
+        max_position_embeddings=8192,
         eos_token_id=tok.eos_token_id,
     )
     model: Any = LlamaForCausalLM(config)
     return LoadedModel(model=model.eval(), tokenizer=tok, name="smollm2-tok")
 
 
-def _script(req: GenerationRequest) -> str:
-    """The calculator policy as text a model would emit: one tool call, then the result."""
+def _script(req: GenerationRequest, tool_calls: int = 1) -> str:
+    """The calculator policy as text a model would emit: the question's tool call, then
+    ``tool_calls - 1`` more calls that each add 0 to the last result, then that result."""
     import re
 
     users = [m for m in req.messages if m.get("role") == "user"]
@@ -83,15 +89,19 @@ def _script(req: GenerationRequest) -> str:
         return render_tool_call(OPS[op][0], json.dumps({"a": a, "b": b}))
     content = results[-1].get("content")
     text = content if isinstance(content, str) else json.dumps(content)
-    return str(re.findall(r"-?\d+", text)[-1])
+    last = str(re.findall(r"-?\d+", text)[-1])
+    if len(results) < tool_calls:
+        return render_tool_call("add", json.dumps({"a": int(last), "b": 0}))
+    return last
 
 
 class ScriptedSmolLM2(HFEngine):
     """``HFEngine`` whose decoding loop samples scripted ids (everything else is the engine's)."""
 
-    def __init__(self, loaded: Any) -> None:
+    def __init__(self, loaded: Any, tool_calls: int = 1) -> None:
         super().__init__(loaded, device="cpu", copy_model=False)
         self.sampled: list[list[int]] = []
+        self.tool_calls = tool_calls
 
     def _do_batch(self, batch: list[Any]) -> None:
         eos = int(self.tokenizer.eos_token_id)
@@ -99,7 +109,8 @@ class ScriptedSmolLM2(HFEngine):
             row = self._start(job)
             if row is None:
                 continue
-            ids = self.tokenizer.encode(_script(job.req), add_special_tokens=False) + [eos]
+            text = _script(job.req, self.tool_calls)
+            ids = self.tokenizer.encode(text, add_special_tokens=False) + [eos]
             row.out_ids = ids
             row.out_logprobs = [-0.5 - 0.01 * i for i in range(len(ids))]
             row.finish, row.ended_by_eos = "stop", True
@@ -121,12 +132,13 @@ def _expected_sequences(calls: list[Any]) -> tuple[int, int]:
     return merges, sequences
 
 
+@pytest.mark.parametrize("tool_calls", [1, 3])
 @pytest.mark.parametrize("framework", ["strands", "openai-agents"])
 async def test_trained_ids_are_sampled_ids_with_the_real_template(
-    framework: str, smollm2: Any
+    framework: str, tool_calls: int, smollm2: Any
 ) -> None:
     entrypoint, sample_id = ROLLOUTS[framework]
-    engine = ScriptedSmolLM2(smollm2)
+    engine = ScriptedSmolLM2(smollm2, tool_calls)
     tok = smollm2.tokenizer
     try:
         async with PolicyGateway(engine, sampling=SamplingConfig(max_tokens=256)) as gw:
@@ -139,7 +151,8 @@ async def test_trained_ids_are_sampled_ids_with_the_real_template(
         sample = outcome.sample(sample_id)
         assert sample is not None and sample.reward == 1.0, sample
         calls = sample.calls
-        assert len(calls) == 2 and calls[0].tool_calls, [c.completion_token_ids for c in calls]
+        assert len(calls) == tool_calls + 1, [c.completion_token_ids for c in calls]
+        assert all(c.tool_calls for c in calls[:-1]) and not calls[-1].tool_calls
         recorded += len(calls)
         # The real template rendered this rollout's own question, with the tools block.
         prompt_text = tok.decode(calls[0].prompt_token_ids)
@@ -152,7 +165,9 @@ async def test_trained_ids_are_sampled_ids_with_the_real_template(
         assert build.mismatches == []
         # Every trained token is a sampled token, in order and in place.
         trained = [
-            t for seq in build.sequences for t, m in zip(seq.token_ids, seq.loss_mask, strict=True)
+            t
+            for seq in build.sequences
+            for t, m in zip(seq.token_ids, seq.loss_mask, strict=True)
             if m
         ]
         assert trained == [t for c in calls for t in (c.completion_token_ids or [])]
@@ -164,7 +179,25 @@ async def test_trained_ids_are_sampled_ids_with_the_real_template(
                 assert seq.token_ids[start:end] == call.completion_token_ids
                 assert seq.loss_mask[start:end] == [1] * (end - start)
                 assert seq.sampler_logprobs[start:end] == call.logprobs
+            # Between one call's completion and the next: the tool result, in the sequence
+            # but masked (and so is the prompt before the first completion).
+            in_seq = [c for c in calls if c.call_id in seq.call_ids]
+            spans = [
+                (
+                    len(c.prompt_token_ids or []),
+                    len(c.prompt_token_ids or []) + len(c.completion_token_ids or []),
+                )
+                for c in in_seq
+            ]
+            for (_, end), (start, _), nxt in zip(spans, spans[1:], in_seq[1:], strict=False):
+                assert seq.loss_mask[end:start] == [0] * (start - end)
+                result = nxt.request_messages[-1]
+                assert result["role"] == "tool"
+                content = result["content"]
+                text = content if isinstance(content, str) else content[0]["text"]
+                assert text in tok.decode(seq.token_ids[end:start])
+            assert seq.loss_mask[: spans[0][0]] == [0] * spans[0][0]
         # What the template really does with SmolLM2: the framework's replayed history
         # re-renders the first turn byte for byte, so the two calls merge into one sequence.
-        assert (merges, n_sequences) == (1, 1), (framework, merges, n_sequences)
+        assert (merges, n_sequences) == (tool_calls, 1), (framework, merges, n_sequences)
     assert recorded == len(engine.sampled)
