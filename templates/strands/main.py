@@ -22,8 +22,9 @@ from osmosis_ai.rollout import AgentWorkflow, AgentWorkflowContext
 from osmosis_integrations import OsmosisRolloutModel, OsmosisStrandsAgent
 
 SYSTEM_PROMPT = (
-    "You are a calculator. Use the tools add, subtract, multiply and divide to compute the "
-    "answer, then reply with only the final number, for example: 42"
+    "You are a calculator. Compute the answer with the tools add, subtract, multiply and "
+    "divide, one operation per call, feeding each result into the next call. Then reply with "
+    "only the final number, for example: 42"
 )
 MAX_MODEL_CALLS = 6
 """A rollout that keeps calling tools is stopped here and graded as it stands."""
@@ -37,7 +38,7 @@ def add(a: float, b: float) -> float:
         a: the first number.
         b: the second number.
     """
-    return a + b
+    return _whole(a + b)
 
 
 @tool
@@ -48,7 +49,7 @@ def subtract(a: float, b: float) -> float:
         a: the number to subtract from.
         b: the number to subtract.
     """
-    return a - b
+    return _whole(a - b)
 
 
 @tool
@@ -59,7 +60,7 @@ def multiply(a: float, b: float) -> float:
         a: the first factor.
         b: the second factor.
     """
-    return a * b
+    return _whole(a * b)
 
 
 @tool
@@ -72,7 +73,15 @@ def divide(a: float, b: float) -> float:
     """
     if b == 0:
         raise ValueError("cannot divide by zero")
-    return a / b
+    return _whole(a / b)
+
+
+def _whole(x: float) -> float:
+    """A whole result as an int (``5``, not ``5.0``): the model copies it into its next call."""
+    return int(x) if float(x).is_integer() else x
+
+
+TOOLS = [add, subtract, multiply, divide]
 
 
 class CalculatorWorkflow(AgentWorkflow):
@@ -83,7 +92,7 @@ class CalculatorWorkflow(AgentWorkflow):
         question = next(m["content"] for m in reversed(ctx.prompt) if m.get("role") == "user")
         agent = OsmosisStrandsAgent(
             model=OsmosisRolloutModel(),
-            tools=[add, subtract, multiply, divide],
+            tools=TOOLS,
             system_prompt=system or SYSTEM_PROMPT,
             callback_handler=None,
         )

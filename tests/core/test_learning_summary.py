@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from osmosis_ai.learning import HeldOut, format_summary, summarize_learning
+from osmosis_ai.learning import HeldOut, format_summary, heldout_lines, summarize_learning
 
 
 def _records(rewards: list[float]) -> list[dict[str, object]]:
@@ -57,3 +57,27 @@ def test_format_names_the_change_and_the_held_out_verdict() -> None:
     s2 = summarize_learning(_records([0.1, 0.2]), held_out=unclear)
     assert s2 is not None
     assert format_summary(s2)[1].endswith("no clear change)")
+
+
+def test_heldout_lines_show_each_model_and_the_paired_pass_differences() -> None:
+    def model(role: str, rate: float, calls: float) -> dict[str, object]:
+        return {"role": role, "pass_rate": rate, "tool_call_rate": min(calls, 1.0),
+                "tool_calls_per_rollout": calls, "turns_per_rollout": calls + 1}
+
+    report = {
+        "rows": 32, "diff": 0.3,
+        "models": [model("base", 0.031, 0.0), model("warm", 0.125, 1.0), model("trained", 0.5, 2.1)],
+        "pass_vs_warm": {"diff": 0.375, "ci_low": 0.25, "ci_high": 0.5},
+        "pass_vs_base": {"diff": 0.469, "ci_low": -0.01, "ci_high": 0.6},
+    }
+    lines = heldout_lines(report)
+    assert lines[0] == "held-out, 32 rows:"
+    assert lines[2].split() == ["base", "0.031", "0%", "0.00", "1.00"]
+    assert lines[3].split() == ["warm", "start", "0.125", "100%", "1.00", "2.00"]
+    assert lines[4].split() == ["trained", "0.500", "100%", "2.10", "3.10"]
+    assert lines[5] == (
+        "  trained vs warm start: pass rate +0.375, 95% CI [+0.250, +0.500] (better)"
+    )
+    assert lines[6].endswith("(no clear change)")
+    # An older report (the reward comparison alone) and no report give no lines.
+    assert heldout_lines({"rows": 5, "diff": 0.1}) == [] and heldout_lines(None) == []

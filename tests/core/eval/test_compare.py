@@ -127,3 +127,20 @@ def test_verdicts_with_enough_rows() -> None:
 def test_compare_without_common_rows_has_no_interval() -> None:
     cmp = compare_records([_rec(0, 1.0)], [_rec(1, 0.0)], candidate_name="a", baseline_name="b")
     assert cmp.rows == 0 and cmp.diff is None and cmp.verdict == "not enough paired rows"
+
+
+def test_pass_measure_pairs_each_rows_pass_rate_with_failures_as_not_passed() -> None:
+    def rec(row: int, run: int, reward: float | None, status: str = "success") -> EvalRecord:
+        r = _rec(row, reward, run=run, status=status)
+        r.passed = reward is not None and reward >= 1.0
+        return r
+
+    cand = [rec(0, 0, 1.0), rec(0, 1, 1.0), rec(1, 0, 1.0), rec(1, 1, 0.5)]
+    base = [rec(0, 0, 0.5), rec(0, 1, None, "failed"), rec(1, 0, 1.0), rec(1, 1, 0.0)]
+    by_pass = compare_records(cand, base, candidate_name="c", baseline_name="b", measure="pass")
+    assert by_pass.measure == "pass" and by_pass.rows == 2
+    assert by_pass.candidate_mean == pytest.approx(0.75)  # rows: 1.0 and 0.5
+    assert by_pass.baseline_mean == pytest.approx(0.25)  # rows: 0.0 (a failure) and 0.5
+    assert by_pass.diff == pytest.approx(0.5)
+    by_reward = compare_records(cand, base, candidate_name="c", baseline_name="b")
+    assert by_reward.measure == "reward" and by_reward.diff != by_pass.diff

@@ -12,9 +12,14 @@ from osmosis_ai.eval import plan_heldout
 from osmosis_ai.templates import create_from_template
 
 
+def _without_heldout(text: str) -> str:
+    """The template's training config without its own ``[heldout]`` (the last section)."""
+    return text.split("\n[heldout]\n")[0]
+
+
 def _config(ws: Path, heldout: str, extra: str = "") -> Path:
     path = ws / "configs" / "training" / "calc.toml"
-    path.write_text(path.read_text() + extra + "\n[heldout]\n" + heldout)
+    path.write_text(_without_heldout(path.read_text()) + extra + "\n[heldout]\n" + heldout)
     return path
 
 
@@ -35,7 +40,15 @@ def test_a_valid_section_resolves_against_the_workspace(ws: Path) -> None:
 
 
 def test_no_section_means_no_heldout_eval(ws: Path) -> None:
-    assert plan_heldout(load_training_config(ws / "configs/training/calc.toml")) is None
+    path = ws / "configs" / "training" / "calc.toml"
+    path.write_text(_without_heldout(path.read_text()))
+    assert plan_heldout(load_training_config(path)) is None
+
+
+def test_the_quick_start_compares_on_its_own_heldout_rows(ws: Path) -> None:
+    plan = plan_heldout(load_training_config(ws / "configs/training/calc.toml"))
+    assert plan is not None and plan.dataset == ws / "data/calc_heldout.jsonl"
+    assert len(plan.dataset.read_text().splitlines()) >= 24
 
 
 @pytest.mark.parametrize(

@@ -111,3 +111,18 @@ def test_summarize_empty() -> None:
     s = summarize([], pass_threshold=1.0, n=4)
     assert s.samples == 0 and s.pass_rate is None and s.reward.mean is None
     assert s.pass_at_k == {} and s.latency_ms == {}
+
+
+def test_summarize_reports_tool_use_on_the_pass_rate_samples() -> None:
+    records = [
+        _rec(0, 0, "success", 1.0, num_calls=3, tool_calls=2),
+        _rec(0, 1, "success", 0.0, num_calls=1, tool_calls=0),
+        _rec(1, 0, "failed", error_type="timeout", num_calls=2, tool_calls=1),
+        _rec(1, 1, "skipped", num_calls=5, tool_calls=4),  # left out, as from the pass rate
+    ]
+    s = summarize(records, pass_threshold=1.0, n=2)
+    assert s.tool_call_rate == pytest.approx(2 / 3)
+    assert s.tool_calls_per_rollout == pytest.approx(1.0)
+    assert s.turns_per_rollout == pytest.approx(2.0)
+    empty = summarize([], pass_threshold=1.0, n=1)
+    assert empty.tool_call_rate is None and empty.turns_per_rollout is None

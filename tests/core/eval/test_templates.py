@@ -1,8 +1,9 @@
 """The calculator templates, evaluated against a scripted policy (FakeOpenAIServer).
 
-A policy that calls the right tool and then answers with the tool's result must score 1.0 on
-every row, through the real adapters and tools; a policy that never stops calling tools must be
-cut off by the template's turn limit and graded (no credit), not left to time out.
+A policy that calls the right tools (one per operation, each result fed into the next call) and
+then answers with the last tool's result must score 1.0 on every row, through the real adapters
+and tools; a policy that never stops calling tools must be cut off by the template's turn limit
+and graded (no credit), not left to time out.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ from osmosis_ai.templates import create_from_template
 from osmosis_ai.testing import FakeReply, FakeRequest, tool_call
 from tests.core.eval._helpers import fake_server_factory
 
-_Q = re.compile(r"What is (\d+) ([-+*/]) (\d+)\?")
+_Q = re.compile(r"What is (\d+)((?: [-+*/] \d+)+)\?")
+_STEP = re.compile(r" ([-+*/]) (\d+)")
 _TOOL = {"+": "add", "-": "subtract", "*": "multiply", "/": "divide"}
 
 
@@ -33,13 +35,22 @@ def _question(req: FakeRequest) -> str:
     raise AssertionError(f"no question in {req.messages}")
 
 
-def _solver(req: FakeRequest) -> str | FakeReply:
-    """Call the tool for the question, then answer with exactly what the tool returned."""
-    if req.tool_results:
-        return req.tool_results[-1].strip()
+def _steps(req: FakeRequest) -> tuple[int, list[tuple[str, int]]]:
     m = _Q.search(_question(req))
     assert m is not None
-    return tool_call(_TOOL[m.group(2)], a=int(m.group(1)), b=int(m.group(3)))
+    return int(m.group(1)), [(op, int(x)) for op, x in _STEP.findall(m.group(2))]
+
+
+def _solver(req: FakeRequest) -> str | FakeReply:
+    """One tool call per operation, left to right, each on the previous tool result; then
+    answer with exactly what the last tool returned."""
+    first, steps = _steps(req)
+    done = len(req.tool_results)
+    if done == len(steps):
+        return req.tool_results[-1].strip()
+    a = json.loads(req.tool_results[-1]) if done else first
+    op, b = steps[done]
+    return tool_call(_TOOL[op], a=a, b=b)
 
 
 def _looper(req: FakeRequest) -> FakeReply:
@@ -59,10 +70,15 @@ async def test_tool_agent_that_uses_its_tools_scores_full_marks(
     s = result.summary
     assert s.success == 8, s.failure_examples
     assert s.reward.mean == 1.0 and s.pass_rate == 1.0
+    assert s.tool_call_rate == 1.0
     for record in result.records:
-        assert record.num_calls == 2  # the tool call, then the answer
-        trace = json.loads((tmp_path / "out" / str(record.trace)).read_text())
-        assert any(m.get("role") == "tool" for m in trace["messages"]), trace["messages"]
+        row = json.loads((tmp_path / "out" / str(record.trace)).read_text())
+        assert record.tool_calls >= 1 and record.num_calls == record.tool_calls + 1
+        assert sum(m.get("role") == "tool" for m in row["messages"]) == record.tool_calls
+    if template == "strands":  # the multi-step questions: two or three chained calls each
+        assert all(r.tool_calls >= 2 for r in result.records)
+        assert s.tool_calls_per_rollout is not None and s.tool_calls_per_rollout >= 2
+        assert s.turns_per_rollout == s.tool_calls_per_rollout + 1
 
 
 @pytest.mark.parametrize("template", ["strands", "openai-agents"])
@@ -86,9 +102,7 @@ async def test_single_call_template_scores_an_exact_answer(tmp_path: Path) -> No
     create_from_template("single-call", "calc", tmp_path)
 
     def exact(req: FakeRequest) -> str:
-        m = _Q.search(_question(req))
-        assert m is not None
-        a, op, b = int(m.group(1)), m.group(2), int(m.group(3))
+        a, [(op, b)] = _steps(req)
         return str({"+": a + b, "-": a - b, "*": a * b, "/": a // b}[op])
 
     result = await run_eval(

@@ -1,16 +1,20 @@
-"""GatewayRolloutSource: GRPO groups come from the runner, once."""
+"""GatewayRolloutSource: GRPO groups come from the runner, once; tool use is counted per sample."""
 
 from __future__ import annotations
 
 import textwrap
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from osmosis_ai.data import DatasetRow
+from osmosis_ai.rollout import LLMCall, RolloutSample, ToolCall
 from osmosis_ai.rollout.running import RolloutRunner
 from osmosis_ai.testing import FakeOpenAIServer
+from osmosis_trainer.loop._rollouts import StepRollouts
 from osmosis_trainer.loop._source import GatewayRolloutSource
+from osmosis_trainer.loop._trainer import _rollout_metrics, tool_metrics
 
 ENTRY = '''
 from osmosis_ai.rollout import AgentWorkflow, Grader
@@ -54,3 +58,40 @@ async def test_each_row_position_is_one_group_even_when_rows_repeat(entry: Path)
     # The same row given twice is two GRPO groups (row_index alone would merge them into six).
     assert sorted(groups) == [0, 1, 2]
     assert all(sorted(rewards) == [0.0, 1.0, 2.0] for rewards in groups.values())
+
+
+def _call(i: int, prompt: list[int], completion: list[int], tools: int) -> LLMCall:
+    return LLMCall(
+        call_id=f"c{i}", rollout_id="r", sample_id="main", request_messages=[],
+        response_message={"role": "assistant", "content": ""}, finish_reason="stop",
+        tool_calls=[ToolCall(id=f"t{i}{k}", name="add", arguments="{}") for k in range(tools)],
+        prompt_token_ids=prompt, completion_token_ids=completion,
+        logprobs=[-0.5] * len(completion),
+    )
+
+
+def _sample(sid: str, reward: float, tool_calls: list[int]) -> RolloutSample:
+    calls, ids = [], [1, 2, 3]
+    for i, n in enumerate(tool_calls):
+        completion = [10 + i, 11 + i]
+        calls.append(_call(i, list(ids), completion, n))
+        ids = ids + completion + [7]  # the tool result, then the next prompt
+    return RolloutSample(id=sid, calls=calls, reward=reward)
+
+
+def test_tool_use_per_step_counts_tool_calls_and_turns_of_each_graded_sample() -> None:
+    runner = SimpleNamespace(n_samples=1)  # collect() is not called: samples are added directly
+    source = GatewayRolloutSource(runner, gateway=None)  # type: ignore[arg-type]
+    out = StepRollouts()
+    # Two chained calls then an answer; one call then an answer; an answer alone.
+    for i, calls in enumerate(([1, 1, 0], [1, 0], [0])):
+        source._add_sample(out, 0, f"r{i}", _sample("main", 1.0, calls))
+    assert [(s.tool_calls, s.model_calls) for s in out.samples] == [(2, 3), (1, 2), (0, 1)]
+    metrics = _rollout_metrics(out, pass_threshold=1.0)
+    assert metrics["tools/call_rate"] == pytest.approx(2 / 3)
+    assert metrics["tools/calls_per_rollout"] == pytest.approx(1.0)
+    assert metrics["tools/turns_per_rollout"] == pytest.approx(2.0)
+
+
+def test_a_step_without_graded_samples_reports_no_tool_use() -> None:
+    assert tool_metrics([]) == {}
