@@ -76,7 +76,10 @@ class MetricsWriter:
             for key, value in metrics.items():
                 if isinstance(value, int | float) and not isinstance(value, bool):
                     if math.isfinite(float(value)):
-                        self._tb.add_scalar(f"{kind}/{key}", float(value), step)
+                        # Keys already under their kind's name ("warm_start/loss") are not
+                        # prefixed twice.
+                        tag = key if key.startswith(f"{kind}/") else f"{kind}/{key}"
+                        self._tb.add_scalar(tag, float(value), step)
         for tracker in self._trackers:
             tracker.log(step, kind, metrics)
 
