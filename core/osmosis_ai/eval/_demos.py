@@ -331,13 +331,29 @@ def _write(output: Path, report: DemoReport, fill: Callable[[_Writer], None]) ->
 
 
 def _validate(output: Path, report: DemoReport) -> None:
-    """Check the written rows with the warm start's own loader: a row it would reject is a bug
-    here, reported with its line rather than left for the training run to find."""
+    """Check the written rows with the warm start's own loader and leave out the ones it would
+    reject (a passed sample whose tool-call arguments are not JSON, say), each reported with
+    its source, so the file is one a training run takes whole."""
     from osmosis_ai.data import load_demonstrations
 
     _rows, problems = load_demonstrations(output)
-    for problem in problems:
-        report.problem(f"written row rejected by the warm-start loader: {problem}")
+    bad = {p.line: p for p in problems if p.line is not None}
+    if not problems:
+        return
+    lines = output.read_text(encoding="utf-8").splitlines(keepends=True)
+    kept = []
+    for lineno, line in enumerate(lines, start=1):
+        if lineno not in bad:
+            kept.append(line)
+            continue
+        report.kept -= 1
+        source = json.loads(line).get("source")
+        report.problem(
+            f"{source}: left out, the warm start would reject it ({bad[lineno].message})"
+        )
+    tmp = output.with_name(f".{output.name}.tmp")
+    tmp.write_text("".join(kept), encoding="utf-8")
+    os.replace(tmp, output)
 
 
 # --- eval runs ----------------------------------------------------------------------------
