@@ -26,7 +26,7 @@ TOOLS = [
 
 def _call(i: int) -> LLMCall:
     """A two-turn conversation: a tool call, its result, then the answer ``i + 1``."""
-    request = [
+    request: list[dict[str, Any]] = [
         {"role": "system", "content": "calc"},
         {"role": "user", "content": f"What is {i} + 1?"},
         {
