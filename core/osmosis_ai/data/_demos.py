@@ -122,10 +122,13 @@ def _arguments(value: Any, where: str) -> str:
         )
     try:
         parsed = json.loads(value)
-    except json.JSONDecodeError as exc:
+    except ValueError as exc:  # JSONDecodeError, or an integer over Python's digit limit
+        detail = (
+            f"{exc.msg} at char {exc.pos}" if isinstance(exc, json.JSONDecodeError) else str(exc)
+        )
         raise _Bad(
             "bad_arguments",
-            f"{where}: arguments are not JSON ({exc.msg} at char {exc.pos}): write them as a "
+            f"{where}: arguments are not JSON ({detail}): write them as a "
             'JSON object in a string, e.g. "{\\"a\\": 2}"',
         ) from None
     if not isinstance(parsed, dict):
@@ -309,6 +312,13 @@ def _scan(path: Path, label: str) -> Any:
                     DatasetIssue(file=label, line=number, message="JSON nested too deeply"),
                 )
                 continue
+            except ValueError as exc:  # an integer over Python's digit limit
+                yield (
+                    number,
+                    "bad_json",
+                    DatasetIssue(file=label, line=number, message=f"unreadable JSON value: {exc}"),
+                )
+                continue
             try:
                 yield number, "", parse_demonstration(record, number)
             except _Bad as bad:
@@ -401,6 +411,6 @@ def looks_like_demonstrations(path: str | PathLike[str]) -> bool:
                 if text.strip():
                     record = json.loads(text)
                     return isinstance(record, dict) and "messages" in record
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+    except (OSError, ValueError, RecursionError):  # ValueError: bad JSON, huge ints
         return False
     return False

@@ -117,6 +117,20 @@ def test_malformed_json_and_report_counts(tmp_path: Path) -> None:
     assert not report.ok
 
 
+def test_integers_past_the_digit_limit_are_located_not_raised(tmp_path: Path) -> None:
+    # json.loads raises a plain ValueError (not JSONDecodeError) for ints over 4,300 digits.
+    huge = "9" * 5000
+    huge_args = json.loads(json.dumps(GOOD))
+    huge_args["messages"][2]["tool_calls"][0]["function"]["arguments"] = '{"a": ' + huge + "}"
+    path = write(tmp_path, [json.dumps(GOOD), '{"messages": [], "n": ' + huge + "}"])
+    path.write_text(path.read_text() + json.dumps(huge_args) + "\n")
+    assert looks_like_demonstrations(path)
+    report = validate_demonstrations(path)
+    assert report.problem_counts == {"bad_json": 1, "bad_arguments": 1}
+    assert [str(e).split(": ")[0] for e in report.errors] == [f"{path}:2", f"{path}:3"]
+    assert not looks_like_demonstrations(write(tmp_path, ['{"messages": ' + huge + "}"]))
+
+
 def test_missing_file_is_a_dataset_error(tmp_path: Path) -> None:
     with pytest.raises(DatasetError, match="not found"):
         load_demonstrations(tmp_path / "none.jsonl")
