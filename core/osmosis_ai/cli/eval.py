@@ -3,26 +3,26 @@
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Protocol
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from osmosis_ai.cli._eval_view import (
+    Head,
+    fmt,
+    fmt_cmp,
+    make_progress,
+    print_summary,
+    progress_events,
+    report_paired,
+    signed,
+)
 from osmosis_ai.cli._output import state
 from osmosis_ai.errors import ConfigError
 
 if TYPE_CHECKING:
-    from rich.progress import Progress, TaskID
-
-    from osmosis_ai.eval import (
-        EvalEvents,
-        EvalOptions,
-        EvalPlan,
-        EvalRecord,
-        EvalSummary,
-        PairedResult,
-    )
+    from osmosis_ai.eval import EvalOptions, EvalPlan
 
 __all__ = ["register"]
 
@@ -31,158 +31,6 @@ eval_app = typer.Typer(
     help="Evaluate a rollout locally against a model, before any GPU is spent.",
     no_args_is_help=True,
 )
-
-
-class _ProgressView:
-    """Feeds a rich progress bar (on stderr) from eval events."""
-
-    def __init__(self, progress: Progress, label: str = "eval") -> None:
-        self.progress = progress
-        self.label = label
-        self.task: TaskID | None = None
-        self.items: set[tuple[int, int]] = set()
-        self.rewards: list[float] = []
-        self.failed = 0
-
-    def on_start(self, total: int, done: int) -> None:
-        self.task = self.progress.add_task(
-            self.label, total=total, completed=done, mean="-", failed=0
-        )
-
-    def on_phase(self, phase: str) -> None:
-        if self.task is not None:
-            self.progress.update(
-                self.task,
-                description=f"{self.label} ({phase})" if phase != "running" else self.label,
-            )
-
-    def on_record(self, record: EvalRecord) -> None:
-        if record.reward is not None:
-            self.rewards.append(record.reward)
-        if record.status == "failed":
-            self.failed += 1
-        key = (record.row_index, record.run_index)
-        advance = 0 if key in self.items else 1
-        self.items.add(key)
-        mean = f"{sum(self.rewards) / len(self.rewards):.3f}" if self.rewards else "-"
-        if self.task is not None:
-            self.progress.update(self.task, advance=advance, mean=mean, failed=self.failed)
-
-
-def _make_progress(enabled: bool) -> Progress:
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        SpinnerColumn,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
-
-    return Progress(
-        SpinnerColumn(),
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("reward {task.fields[mean]}"),
-        TextColumn("failed {task.fields[failed]}"),
-        TimeElapsedColumn(),
-        TimeRemainingColumn(),
-        console=state.err_console,
-        transient=False,
-        disable=not enabled,
-    )
-
-
-def _fmt(x: float | None, digits: int = 3) -> str:
-    return "-" if x is None else f"{x:.{digits}f}"
-
-
-class _RunHead(Protocol):
-    """What the summary header names: an :class:`EvalPlan`, or an eval run read back."""
-
-    @property
-    def config_name(self) -> str: ...
-    @property
-    def model(self) -> str: ...
-    @property
-    def n(self) -> int: ...
-    @property
-    def run_dir(self) -> Path: ...
-
-
-@dataclass
-class _Head:
-    config_name: str
-    model: str
-    n: int
-    run_dir: Path
-
-
-def _print_summary(
-    plan: _RunHead, summary: EvalSummary, status: str, load_s: float | None = None
-) -> None:
-    from rich.markup import escape
-    from rich.table import Table
-
-    console = state.console
-    wall = f" in {summary.wall_time_s:.1f} s" if summary.wall_time_s is not None else ""
-    if load_s is not None:
-        wall += f" (+ {load_s:.1f} s model start)"
-    console.print(
-        f"[bold]eval {plan.config_name}[/]: {summary.samples} samples, model {plan.model}, "
-        f"n={plan.n}{wall} ([bold]{status}[/])"
-    )
-    table = Table(show_header=False, box=None, pad_edge=False)
-    table.add_column(style="cyan", no_wrap=True)
-    table.add_column(overflow="fold")
-    r = summary.reward
-    table.add_row(
-        "reward",
-        f"mean {_fmt(r.mean)}  median {_fmt(r.median)}  std {_fmt(r.std)}  "
-        f"min {_fmt(r.min)}  max {_fmt(r.max)}  ({r.count} graded)",
-    )
-    considered = summary.success + summary.failed
-    rate = "-" if summary.pass_rate is None else f"{summary.pass_rate * 100:.1f}%"
-    table.add_row(
-        f"pass rate (reward >= {summary.pass_threshold:g})",
-        f"{rate} ({summary.passed}/{considered}; failed samples count as not passed)",
-    )
-    for k, v in summary.pass_at_k.items():
-        table.add_row(k, f"{v:.3f} (unbiased, over {summary.pass_at_k_groups} rows)")
-    table.add_row(
-        "samples",
-        f"{summary.success} success, {summary.failed} failed, {summary.skipped} skipped",
-    )
-    if summary.failures_by_reason:
-        reasons = ", ".join(f"{k} {v}" for k, v in summary.failures_by_reason.items())
-        table.add_row("failures", reasons)
-        for reason, example in summary.failure_examples.items():
-            table.add_row(f"  e.g. {reason}", escape(example))
-    per = _fmt(summary.tokens_per_sample, 1)
-    table.add_row(
-        "tokens",
-        f"{summary.prompt_tokens} prompt + {summary.completion_tokens} completion "
-        f"({per} per sample)",
-    )
-    if summary.judge:
-        j = summary.judge
-        table.add_row(
-            "judge",
-            f"{j.get('calls', 0):.0f} calls, {j.get('cache_hits', 0):.0f} cache hits, "
-            f"{j.get('prompt_tokens', 0):.0f} prompt + {j.get('completion_tokens', 0):.0f} "
-            f"completion tokens, cost ${j.get('cost_usd', 0):.4f}",
-        )
-    if summary.latency_ms:
-        lat = summary.latency_ms
-        table.add_row(
-            "latency",
-            f"mean {lat['mean'] / 1000:.2f} s  p50 {lat['p50'] / 1000:.2f} s  "
-            f"p95 {lat['p95'] / 1000:.2f} s  max {lat['max'] / 1000:.2f} s",
-        )
-    table.add_row("results", f"{plan.run_dir / 'results.jsonl'} (traces in traces/)")
-    console.print(table)
 
 
 @eval_app.command("run")
@@ -288,8 +136,8 @@ def run_command(
     if not state.debug:
         _quiet_third_party_output()
     holder: dict[str, Any] = {}
-    progress = _make_progress(enabled=not json_out)
-    events = _events(progress, "eval", holder)
+    progress = make_progress(enabled=not json_out)
+    events = progress_events(progress, "eval", holder)
     try:
         with progress:
             if base_model is not None:
@@ -299,7 +147,7 @@ def run_command(
                         options,
                         base_model,
                         events=events,
-                        baseline_events=_events(progress, "baseline", {}),
+                        baseline_events=progress_events(progress, "baseline", {}),
                     )
                 )
                 result = paired.candidate
@@ -310,7 +158,7 @@ def run_command(
         _report_interrupted(holder.get("plan"), json_out, _child_args(options, models, baseline))
         raise typer.Exit(130) from None
     if paired is not None:
-        _report_paired(paired, json_out)
+        report_paired(paired, json_out)
         return
     status = result.info.status
     if json_out:
@@ -330,7 +178,7 @@ def run_command(
         state.console.print(
             f"resumed: kept {result.resumed_records} earlier results, ran {result.new_records} more"
         )
-    _print_summary(result.plan, result.summary, status, result.info.model_load_s)
+    print_summary(result.plan, result.summary, status, result.info.model_load_s)
 
 
 def _child_args(options: EvalOptions, models: list[str], baseline: bool) -> list[str]:
@@ -432,66 +280,6 @@ def _submit(config: Path, options: EvalOptions, args: list[str], json_out: bool)
     )
 
 
-def _events(progress: Progress, label: str, holder: dict[str, Any]) -> EvalEvents:
-    from osmosis_ai.eval import EvalEvents
-
-    view = _ProgressView(progress, label)
-    return EvalEvents(
-        on_plan=lambda plan: holder.__setitem__("plan", plan),
-        on_start=view.on_start,
-        on_record=view.on_record,
-        on_phase=view.on_phase,
-    )
-
-
-def _signed(x: float | None) -> str:
-    return "-" if x is None else f"{x:+.3f}"
-
-
-def _report_paired(paired: PairedResult, json_out: bool) -> None:
-    cand, base, cmp = paired.candidate, paired.baseline, paired.comparison
-    if json_out:
-        state.emit_json(
-            {
-                "run_dir": str(cand.plan.run_dir),
-                "status": cand.info.status,
-                "model": cand.plan.model,
-                "baseline": base.plan.model,
-                "summary": cand.summary.model_dump(mode="json"),
-                "baseline_summary": base.summary.model_dump(mode="json"),
-                "comparison": cmp.model_dump(mode="json") | {"verdict": cmp.verdict},
-            }
-        )
-        return
-    _print_summary(cand.plan, cand.summary, cand.info.status, cand.info.model_load_s)
-    state.console.print()
-    _print_summary(base.plan, base.summary, base.info.status, base.info.model_load_s)
-    state.console.print()
-    pct = f"{cmp.confidence * 100:g}%"
-    state.console.print(
-        f"[bold]compared[/] on {cmp.rows} rows (same rows, n={cand.plan.n}): "
-        f"{cmp.candidate} vs {cmp.baseline}"
-    )
-    state.console.print(
-        f"  reward  model {_fmt(cmp.candidate_mean)}  baseline {_fmt(cmp.baseline_mean)}  "
-        f"diff {_signed(cmp.diff)}  {pct} CI [{_signed(cmp.ci_low)}, {_signed(cmp.ci_high)}]"
-        f"  -> [bold]{cmp.verdict}[/]"
-    )
-    notes = []
-    if cmp.unpaired_rows:
-        notes.append(f"{cmp.unpaired_rows} rows left out (no graded sample under one model)")
-    if cmp.candidate_failed or cmp.baseline_failed:
-        notes.append(
-            f"failed samples: model {cmp.candidate_failed}, baseline {cmp.baseline_failed}"
-        )
-    notes.append(
-        f"paired bootstrap over rows, {cmp.resamples} resamples, seed {cmp.seed}; "
-        f"{cand.plan.run_dir / 'comparison.json'}"
-    )
-    for note in notes:
-        state.console.print(f"  {note}")
-
-
 def _quiet_third_party_output() -> None:
     """Keep the terminal for the progress bar: no model-loading bars, no server tracebacks.
 
@@ -550,7 +338,7 @@ def _report_interrupted(plan: EvalPlan | None, json_out: bool, args: list[str]) 
             }
         )
     elif summary is not None:
-        _print_summary(plan, summary, "interrupted")
+        print_summary(plan, summary, "interrupted")
     state.warn(
         f"interrupted: finished results are kept in {plan.run_dir}. Continue with: "
         f"{_continue_command(plan, args)}"
@@ -598,18 +386,12 @@ def list_command(
             v.status,
             d["model"] or "-",
             f"{d['done']}/{total}" if total else str(d["done"]),
-            _fmt((s.get("reward") or {}).get("mean")),
+            fmt((s.get("reward") or {}).get("mean")),
             "-" if s.get("pass_rate") is None else f"{s['pass_rate'] * 100:.1f}%",
             str(s.get("failed", "-")),
-            _fmt_cmp(cmp),
+            fmt_cmp(cmp),
         )
     state.console.print(table)
-
-
-def _fmt_cmp(cmp: dict[str, Any] | None) -> str:
-    if not cmp or cmp.get("diff") is None:
-        return "-"
-    return f"{cmp['diff']:+.3f} [{cmp['ci_low']:+.3f}, {cmp['ci_high']:+.3f}]"
 
 
 @eval_app.command("info")
@@ -662,14 +444,14 @@ def info_command(
         ck = info.checkpoint
         console.print(f"  checkpoint: run {ck['run']} step {ck['step']} (base {ck['base_model']})")
     if summary is not None:
-        _print_summary(_Head(info.config_name, info.model, info.n, view.path), summary, view.status)
+        print_summary(Head(info.config_name, info.model, info.n, view.path), summary, view.status)
     cmp = data["comparison"]
     if cmp:
         console.print(
-            f"vs baseline {cmp['baseline']}: reward {_fmt(cmp['candidate_mean'])} vs "
-            f"{_fmt(cmp['baseline_mean'])}, diff {_signed(cmp['diff'])}, "
-            f"{cmp['confidence'] * 100:g}% CI [{_signed(cmp['ci_low'])}, "
-            f"{_signed(cmp['ci_high'])}] over {cmp['rows']} rows"
+            f"vs baseline {cmp['baseline']}: reward {fmt(cmp['candidate_mean'])} vs "
+            f"{fmt(cmp['baseline_mean'])}, diff {signed(cmp['diff'])}, "
+            f"{cmp['confidence'] * 100:g}% CI [{signed(cmp['ci_low'])}, "
+            f"{signed(cmp['ci_high'])}] over {cmp['rows']} rows"
         )
     rows = data["results"]
     if rows:
@@ -681,7 +463,7 @@ def info_command(
                 str(r["row_index"]),
                 str(r["run_index"]),
                 r["status"],
-                _fmt(r["reward"]),
+                fmt(r["reward"]),
                 escape((r.get("error") or "")[:80]),
             )
         console.print(table)

@@ -8,31 +8,20 @@ summary is the one ``osmosis eval run`` prints, plus the judge's calls, cache hi
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, cast
 
 import typer
 
+from osmosis_ai.cli._eval_view import Head, print_summary
 from osmosis_ai.cli._output import state
 
 if TYPE_CHECKING:
-    from osmosis_ai.eval import EvalPlan
     from osmosis_ai.grading import JudgeUsage
     from osmosis_ai.grading._answers import AnswersResult
 
 __all__ = ["add_rubric_command"]
-
-
-@dataclass
-class _Shown:
-    """What the shared eval summary reads from a plan."""
-
-    config_name: str
-    model: str
-    n: int
-    run_dir: Path
 
 
 def _usage_line(usage: JudgeUsage, cache_hit_rate: float | None) -> str:
@@ -49,11 +38,9 @@ def _usage_line(usage: JudgeUsage, cache_hit_rate: float | None) -> str:
 def _print(
     result: AnswersResult, dataset: Path, model: str, n: int, hit_rate: float | None
 ) -> None:
-    from osmosis_ai.cli.eval import _print_summary
-
     assert result.run_dir is not None
-    shown = _Shown(f"rubric ({dataset.name}, column {result.column})", model, n, result.run_dir)
-    _print_summary(cast("EvalPlan", shown), result.summary, "completed")
+    shown = Head(f"rubric ({dataset.name}, column {result.column})", model, n, result.run_dir)
+    print_summary(shown, result.summary, "completed")
     state.console.print(f"[cyan]judge[/] {_usage_line(result.usage, hit_rate)}")
 
 
