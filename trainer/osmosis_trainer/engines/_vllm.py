@@ -122,6 +122,7 @@ class VLLMEngine(OpenAIServerEngine):
         self._tokenizer_source = tokenizer if tokenizer is not None else self.model_path
         self.renderer: ChatRenderer | None = None
         self._parser: ResponseParser | None = None
+        self._context_read = False
 
     def _launch_command(self, port: int) -> list[str]:
         assert self.model_path is not None
@@ -221,14 +222,19 @@ class VLLMEngine(OpenAIServerEngine):
 
     # -- prompts rendered here, sent as token ids ----------------------------------------------
 
-    async def _discover_model(self) -> str:
-        data = await self._request("GET", "/v1/models")
-        models = [m for m in data.get("data", []) if m.get("id")]
-        if not models:
-            raise EngineError(f"{self.base_url}/v1/models lists no model", status_code=503)
-        if self._max_model_len is None and isinstance(models[0].get("max_model_len"), int):
-            self._max_model_len = int(models[0]["max_model_len"])
-        return str(models[0]["id"])
+    async def start(self) -> None:
+        """Launch or attach (see the base class); then learn the server's context window,
+        which bounds ``max_tokens`` (vLLM's completions default to 16 new tokens)."""
+        await super().start()
+        if self.renderer is not None and not self._context_read:
+            self._context_read = True
+            if self._max_model_len is None:
+                data = await self._request("GET", "/v1/models")
+                for card in data.get("data", []):
+                    if card.get("id") == self._base_model and isinstance(
+                        card.get("max_model_len"), int
+                    ):
+                        self._max_model_len = int(card["max_model_len"])
 
     async def generate(self, req: GenerationRequest) -> GenerationResult:
         await self.start()
