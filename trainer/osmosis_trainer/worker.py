@@ -93,8 +93,7 @@ def _train(run: RunDir, resume: bool, workspace: Path) -> int:
                           finished_at=time.time())
         return 0
     # Heavy imports (torch) only once the machine is ours.
-    from osmosis_ai.cli._output import state
-    from osmosis_ai.cli.train import line_view
+    from osmosis_ai.console import line_view, state
     from osmosis_trainer.loop import plan_job, run_training
 
     run.update_status(status="running", phase="setup", activity="checking the config")
@@ -135,7 +134,7 @@ def _train(run: RunDir, resume: bool, workspace: Path) -> int:
 def _heldout_eval(run: RunDir, plan: HeldOutPlan) -> None:
     """``[heldout]``: the final checkpoint against its base model. The run has finished and its
     checkpoint is saved, so a failure here is recorded (``heldout_error``), not fatal."""
-    from osmosis_ai.cli._output import state
+    from osmosis_ai.console import state
     from osmosis_ai.eval import EvalEvents, warm_checkpoint
     from osmosis_ai.learning import held_out_of, heldout_lines
 
@@ -201,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{args.run_dir}: not a run folder (no status.json)", file=sys.stderr)
         return 2
     run = RunDir(args.run_dir, str(status.get("name") or args.run_dir.name))
-    from osmosis_ai.cli._output import quiet_libraries
+    from osmosis_ai.console import quiet_libraries
 
     # Idle OpenMP threads sleep instead of spinning (a CPU shared with other work made
     # spinning threads slow training several times); read once, when torch first loads.

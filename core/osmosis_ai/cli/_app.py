@@ -11,7 +11,7 @@ import sys
 
 import typer
 
-from osmosis_ai.cli._output import quiet_libraries, state
+from osmosis_ai.console import quiet_libraries, state
 from osmosis_ai.errors import OsmosisError
 
 __all__ = ["app", "main"]

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from osmosis_ai.cli._output import state
+from osmosis_ai.console import state
 
 if TYPE_CHECKING:
     from rich.progress import Progress, TaskID

@@ -13,7 +13,7 @@ from typing import Any
 
 from rich.markup import escape
 
-from osmosis_ai.cli._output import state
+from osmosis_ai.console import state
 from osmosis_ai.rollout._types import ChatResult, Message
 from osmosis_ai.rollout.remote import (
     ClientSettings,

@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from osmosis_ai.cli._output import state
+from osmosis_ai.console import state
 from osmosis_ai.errors import ConfigError, require_extra
 
 __all__ = ["register"]

@@ -10,7 +10,7 @@ from typing import Annotated, Any
 
 import typer
 
-from osmosis_ai.cli._output import state
+from osmosis_ai.console import state
 
 __all__ = ["collect_report", "register"]
 

@@ -18,7 +18,7 @@ from osmosis_ai.cli._eval_view import (
     report_paired,
     signed,
 )
-from osmosis_ai.cli._output import state
+from osmosis_ai.console import state
 from osmosis_ai.errors import ConfigError
 
 if TYPE_CHECKING:

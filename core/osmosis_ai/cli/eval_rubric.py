@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any, cast
 import typer
 
 from osmosis_ai.cli._eval_view import Head, print_summary
-from osmosis_ai.cli._output import state
+from osmosis_ai.console import state
 
 if TYPE_CHECKING:
     from osmosis_ai.grading import JudgeUsage

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from osmosis_ai.cli._output import state
+from osmosis_ai.console import state
 from osmosis_ai.errors import ConfigError, MissingExtraError, OsmosisError
 
 if TYPE_CHECKING:

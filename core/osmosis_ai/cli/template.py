@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from osmosis_ai.cli._output import state
+from osmosis_ai.console import state
 
 __all__ = ["register"]
 

@@ -19,11 +19,10 @@ from typing import Annotated, Any
 
 import typer
 
-from osmosis_ai.cli._output import state
-from osmosis_ai.cli._train_view import _LineView, _LiveView, ascii_chart, line_view, sparkline
+from osmosis_ai.console import LineView, LiveView, ascii_chart, state
 from osmosis_ai.errors import ConfigError, MissingExtraError
 
-__all__ = ["ascii_chart", "line_view", "register", "sparkline"]
+__all__ = ["register"]
 
 _WORKER = "osmosis_trainer.worker"
 _FOLLOW_POLL_S = 0.25
@@ -219,11 +218,11 @@ def _follow(
     if json_out:
         view, display = _quiet_view(0), contextlib.nullcontext()
     elif state.console.is_terminal:
-        view = _LiveView(0, from_step)
+        view = LiveView(0, from_step)
         display = Live(view, console=state.console, refresh_per_second=4, transient=False)
     else:
         # A log file or a pipe: a live display would only show up once, at the end.
-        view, display = _LineView(0), contextlib.nullcontext()
+        view, display = LineView(0), contextlib.nullcontext()
     shown: set[tuple[str, int]] = set()
     total = 0
     activity: str | None = None

@@ -14,7 +14,7 @@ from typing import Annotated, Any
 
 import typer
 
-from osmosis_ai.cli._output import state
+from osmosis_ai.console import state
 from osmosis_ai.errors import ConfigError
 
 __all__ = ["discovery_report", "register"]

@@ -7,12 +7,12 @@ import math
 import time
 from typing import TYPE_CHECKING, Any
 
-from osmosis_ai.cli._output import state
+from osmosis_ai.console._output import state
 
 if TYPE_CHECKING:
     from rich.console import RenderableType
 
-__all__ = ["ascii_chart", "line_view", "sparkline"]
+__all__ = ["LineView", "LiveView", "ascii_chart", "line_view", "sparkline"]
 
 _BARS = "▁▂▃▄▅▆▇█"
 
@@ -74,7 +74,7 @@ def _reasons(metrics: dict[str, Any]) -> str:
     return f" ({', '.join(parts)})" if parts else ""
 
 
-class _LiveView:
+class LiveView:
     """Progress bar + reward sparkline + last-step metrics, redrawn on every report."""
 
     def __init__(self, total_steps: int, start_step: int = 0) -> None:
@@ -162,7 +162,7 @@ class _LiveView:
         return Group(*lines)
 
 
-class _LineView:
+class LineView:
     """One plain line per step and per setup phase, for logs and pipes (no terminal to redraw)."""
 
     def __init__(self, total_steps: int) -> None:
@@ -212,8 +212,6 @@ def _clock(started: float) -> str:
     return f"{seconds // 60:02d}:{seconds % 60:02d}"
 
 
-
-
-def line_view(total_steps: int) -> _LineView:
+def line_view(total_steps: int) -> LineView:
     """The plain-line progress printer (``on_report``/``on_phase`` callbacks of a run)."""
-    return _LineView(total_steps)
+    return LineView(total_steps)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from osmosis_ai.cli._output import CliConsole
+from osmosis_ai.console import CliConsole
 
 from .conftest import RunCli
 

@@ -17,7 +17,7 @@ def test_live_view_on_a_terminal(
 ) -> None:
     from rich.console import Console
 
-    from osmosis_ai.cli._output import state
+    from osmosis_ai.console import state
     from osmosis_trainer.models import load_model
 
     screen = io.StringIO()
@@ -46,7 +46,7 @@ def test_bad_config_fails_before_a_run_starts(
 
 
 def test_reward_charts() -> None:
-    from osmosis_ai.cli.train import ascii_chart, sparkline
+    from osmosis_ai.console import ascii_chart, sparkline
 
     assert sparkline([0.0, 0.5, 1.0], lo=0.0, hi=1.0) == "▁▅█"
     assert sparkline([2.0, 2.0]) == "▅▅"  # flat data sits in the middle
