@@ -16,7 +16,7 @@ import time
 from rewards import compute_reward, final_text
 from tools import CALCULATOR_TOOLS, execute_tool
 
-from osmosis_ai.rollout.remote import (
+from osmosis_ai.remote import (
     RolloutAgentLoop,
     RolloutContext,
     RolloutLimitExceeded,

@@ -129,7 +129,7 @@ def _adapter_sync(folder: Path) -> tuple[float, int]:
 def _tiny_run(folder: Path) -> dict[str, tuple[float, float]]:
     """Median (step_time_s, rollout_time_s) over steps 2-4: one process vs a Ray cluster."""
     from osmosis_ai.config import load_training_config
-    from osmosis_trainer.loop import plan_job, run_training
+    from osmosis_trainer.job import plan_job, run_training
     from osmosis_trainer.loop._metrics import read_metrics
     from osmosis_trainer.loop._run import create_run_dir
     from osmosis_trainer.models import build_tiny_model, load_model

@@ -180,7 +180,8 @@ def run_ours(case: Case, model: str, root: Path, setup: Setup) -> Result:
     import torch
 
     from osmosis_ai.config import load_training_config
-    from osmosis_trainer.loop import StepReport, run_training
+    from osmosis_trainer.job import run_training
+    from osmosis_trainer.loop import StepReport
     from osmosis_trainer.loop._run import create_run_dir
     from osmosis_trainer.models import load_model
     from tests.e2e.toy_workspace import make_workspace

@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 
 pytest.importorskip("fastapi")
 
-from osmosis_ai.rollout.remote import ClusterClient, ServerSettings, create_app  # noqa: E402
+from osmosis_ai.remote import ClusterClient, ServerSettings, create_app  # noqa: E402
 from osmosis_ai.serving.gateway import PolicyGateway  # noqa: E402
 from osmosis_ai.serving.gateway._wire import ChatCompletionRequest  # noqa: E402
 from osmosis_ai.testing import ScriptedEngine  # noqa: E402

@@ -162,8 +162,9 @@ def test_every_imported_name_resolves_where_the_docs_import_it(snippet: str) -> 
 
 
 def test_the_docs_names_are_the_remote_rooms_objects() -> None:
+    import osmosis_ai.remote as remote
     import osmosis_ai.rollout as rollout
-    import osmosis_ai.rollout.remote as remote
+    import osmosis_ai.rollout.remote as old_address
 
     for name in (
         "RolloutAgentLoop",
@@ -172,7 +173,7 @@ def test_the_docs_names_are_the_remote_rooms_objects() -> None:
         "RolloutResult",
         "create_app",
     ):
-        assert getattr(rollout, name) is getattr(remote, name)
+        assert getattr(rollout, name) is getattr(remote, name) is getattr(old_address, name)
         assert name in rollout.__all__
 
 
@@ -216,7 +217,7 @@ def _write_server(tmp_path: Path) -> Path:
 
 def _adder_model(body: dict[str, Any]) -> Any:
     """Calls ``add`` on the two numbers of the question, then repeats the tool's answer."""
-    from osmosis_ai.rollout.remote.testing import tool_call_message
+    from osmosis_ai.testing import tool_call_message
 
     last = body["messages"][-1]
     if last["role"] == "tool":
@@ -237,7 +238,7 @@ def test_the_agent_loop_validates(
 async def test_the_agent_loop_serves_a_rollout(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from osmosis_ai.rollout.remote.testing import FakeCluster
+    from osmosis_ai.testing import FakeCluster
 
     monkeypatch.syspath_prepend(str(_write_server(tmp_path)))
     server = importlib.import_module("server")
@@ -268,7 +269,7 @@ async def test_the_agent_loop_serves_a_rollout(
 
 
 async def test_the_agent_loop_runs_under_osmosis_test(tmp_path: Path) -> None:
-    from osmosis_ai.rollout.remote.testing import FakeCluster
+    from osmosis_ai.testing import FakeCluster
 
     folder = _write_server(tmp_path)
     async with FakeCluster(_adder_model) as cluster:

@@ -18,7 +18,8 @@ from osmosis_ai.config import (
     TrainingSection,
     load_training_config,
 )
-from osmosis_trainer.loop import StepReport, Trainer, resolve_settings, run_training
+from osmosis_trainer.job import run_training
+from osmosis_trainer.loop import StepReport, Trainer, resolve_settings
 from osmosis_trainer.loop._policy import attach_lora
 from osmosis_trainer.loop._run import create_run_dir
 from osmosis_trainer.models import build_tiny_model, load_model

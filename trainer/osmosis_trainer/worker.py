@@ -94,7 +94,7 @@ def _train(run: RunDir, resume: bool, workspace: Path) -> int:
         return 0
     # Heavy imports (torch) only once the machine is ours.
     from osmosis_ai.console import line_view, state
-    from osmosis_trainer.loop import plan_job, run_training
+    from osmosis_trainer.job import plan_job, run_training
 
     run.update_status(status="running", phase="setup", activity="checking the config")
     config.experiment.model_path = resolve_model_path(config.experiment.model_path)

@@ -13,15 +13,15 @@ from typing import Any
 
 from rich.markup import escape
 
+from osmosis_ai.chat import ChatResult, Message
 from osmosis_ai.console import state
-from osmosis_ai.rollout._types import ChatResult, Message
-from osmosis_ai.rollout.remote import (
+from osmosis_ai.remote import (
     ClientSettings,
     ClusterClient,
     RolloutAgentLoop,
     RolloutRequest,
 )
-from osmosis_ai.rollout.remote._local import (
+from osmosis_ai.remote._local import (
     LocalOutcome,
     LocalRow,
     QuitRequested,
@@ -53,7 +53,7 @@ def describe_message(message: Message) -> str:
 
 
 class Debugger:
-    """A :class:`~osmosis_ai.rollout.remote._local.ChatHook` that pauses before each LLM call.
+    """A :class:`~osmosis_ai.remote._local.ChatHook` that pauses before each LLM call.
 
     Keys (one per line on stdin): ``n`` make the call, ``c`` run this row to the end, ``m`` show
     the messages, ``t`` show the tools, ``q`` stop. End of input continues without pausing.

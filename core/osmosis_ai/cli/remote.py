@@ -68,9 +68,9 @@ def serve_command(
     ] = None,
 ) -> None:
     """Serve an agent loop over the remote-rollout protocol."""
-    from osmosis_ai.rollout.remote import validate_agent_loop
-    from osmosis_ai.rollout.remote._serve import ServeOptions, run_server
-    from osmosis_ai.rollout.remote._settings import ServerSettings
+    from osmosis_ai.remote import validate_agent_loop
+    from osmosis_ai.remote._serve import ServeOptions, run_server
+    from osmosis_ai.remote._settings import ServerSettings
 
     # Options win over OSMOSIS_ROLLOUT_SERVER_* variables; a bad value stops here, before loading.
     settings = ServerSettings.from_env(
@@ -188,7 +188,7 @@ def test_command(
 ) -> None:
     """Run an agent loop over a dataset against a model and print the rewards."""
     from osmosis_ai.data import read_dataset
-    from osmosis_ai.rollout.remote import load_agent_loop
+    from osmosis_ai.remote import load_agent_loop
 
     if interactive and json_out:
         raise ConfigError("--interactive and --json cannot be combined")

@@ -4,7 +4,7 @@
   a rollout folder (its ``main.py``) or an eval/training config (which also checks the dataset):
   the workflow, the grader and their configs.
 - ``osmosis validate -m module:attr``: checks a remote-rollout ``RolloutAgentLoop`` (name,
-  tool schemas) through ``osmosis_ai.rollout.remote.validate_agent_loop``.
+  tool schemas) through ``osmosis_ai.remote.validate_agent_loop``.
 """
 
 from __future__ import annotations
@@ -171,7 +171,7 @@ def _validate_module(spec: str, verbose: bool, json_out: bool) -> bool:
     validate = getattr(remote, "validate_agent_loop", None)
     if validate is None:
         raise ConfigError(
-            "validate -m needs osmosis_ai.rollout.remote.validate_agent_loop, which this "
+            "validate -m needs osmosis_ai.remote.validate_agent_loop, which this "
             "installation does not provide"
         )
     result = validate(spec)

@@ -7,10 +7,13 @@ runs rollouts or serves their policy calls, in modules named for what they do:
 - :mod:`osmosis_ai.rollout.running`: the runner, backends, entrypoint loading, outcomes.
 - :mod:`osmosis_ai.rollout.scope`: the current rollout, its routes and the endpoint protocol
   (framework adapters and the gateway).
-- :mod:`osmosis_ai.rollout.remote`: serving a workflow as a remote rollout server. Its
-  agent-loop names (``RolloutAgentLoop``, ``RolloutContext``, ``RolloutRequest``,
-  ``RolloutResult``, ``create_app``) also import from here, where the original SDK's docs
-  import them; they load on first use, so ``import osmosis_ai.rollout`` stays light.
+
+The remote-rollout protocol (an agent loop served from your own service) is a room of its
+own, :mod:`osmosis_ai.remote`. Its agent-loop names (``RolloutAgentLoop``, ``RolloutContext``,
+``RolloutRequest``, ``RolloutResult``, ``create_app``) also import from here, where the
+original SDK's docs import them; they load on first use, so ``import osmosis_ai.rollout``
+stays light. The remote room never imports this one (shared chat types live in
+:mod:`osmosis_ai.chat`), so the re-export is one arrow, not a circle.
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ from osmosis_ai.rollout._workflow import (
 )
 
 if TYPE_CHECKING:
-    from osmosis_ai.rollout.remote import (
+    from osmosis_ai.remote import (
         RolloutAgentLoop,
         RolloutContext,
         RolloutRequest,
@@ -76,7 +79,7 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     if name in _REMOTE:
-        value = getattr(importlib.import_module("osmosis_ai.rollout.remote"), name)
+        value = getattr(importlib.import_module("osmosis_ai.remote"), name)
         globals()[name] = value  # later lookups skip this hook
         return value
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

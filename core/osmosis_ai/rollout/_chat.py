@@ -9,8 +9,8 @@ from typing import Any
 import httpx
 
 from osmosis_ai._http import pool_for
+from osmosis_ai.chat import ChatResult, Message, parse_chat_completion
 from osmosis_ai.errors import PolicyCallError
-from osmosis_ai.rollout._types import ChatResult, Message
 from osmosis_ai.rollout.scope import PolicyRoute
 
 __all__ = ["chat_completion"]
@@ -97,27 +97,4 @@ def _parse_answer(answer: _Answer) -> ChatResult:
         data = json.loads(answer.text)
     except json.JSONDecodeError as exc:
         raise PolicyCallError(f"policy reply is not JSON: {answer.text[:300]}") from exc
-    return _parse(data)
-
-
-def _parse(data: dict[str, Any]) -> ChatResult:
-    try:
-        choice = data["choices"][0]
-        message = dict(choice["message"])
-    except (KeyError, IndexError, TypeError) as exc:
-        raise PolicyCallError(
-            f"policy reply is not a chat completion: {json.dumps(data)[:300]}"
-        ) from exc
-    logprobs = None
-    lp = choice.get("logprobs")
-    if isinstance(lp, dict) and isinstance(lp.get("content"), list):
-        logprobs = [float(t["logprob"]) for t in lp["content"]]
-    message.setdefault("role", "assistant")
-    return ChatResult(
-        message={k: v for k, v in message.items() if v is not None or k == "content"},
-        finish_reason=str(choice.get("finish_reason") or "stop"),
-        usage=dict(data.get("usage") or {}),
-        token_ids=choice.get("token_ids"),
-        logprobs=logprobs,
-        raw=data,
-    )
+    return parse_chat_completion(data)

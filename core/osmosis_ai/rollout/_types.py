@@ -8,6 +8,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from osmosis_ai.chat import ChatResult, Message
+
 __all__ = [
     "AgentWorkflowOutput",
     "ChatResult",
@@ -20,8 +22,6 @@ __all__ = [
     "ToolCall",
 ]
 
-Message = dict[str, Any]
-"""A chat message (OpenAI chat-completions shape unless a framework says otherwise)."""
 
 
 class ErrorCategory(StrEnum):
@@ -150,27 +150,3 @@ class AgentWorkflowOutput(BaseModel):
             if not math.isfinite(x):
                 raise ValueError(f"metric {k!r} is {x}; metrics must be finite numbers")
         return v
-
-
-class ChatResult(BaseModel):
-    """The result of one policy call made with ``ctx.chat(...)``."""
-
-    message: Message
-    finish_reason: str
-    usage: dict[str, int] = Field(default_factory=dict)
-    token_ids: list[int] | None = None
-    logprobs: list[float] | None = None
-    raw: dict[str, Any] = Field(default_factory=dict, repr=False)
-
-    @property
-    def content(self) -> str:
-        c = self.message.get("content")
-        return c if isinstance(c, str) else ""
-
-    @property
-    def tool_calls(self) -> list[dict[str, Any]]:
-        return list(self.message.get("tool_calls") or [])
-
-    @property
-    def has_tool_calls(self) -> bool:
-        return bool(self.tool_calls)

@@ -3,6 +3,10 @@
 ``ScriptedEngine`` is the one scripted engine (``FakeOpenAIServer`` serves it; gateway and
 training tests put it behind their own ``PolicyGateway``).
 
+``FakeCluster`` plays the training cluster for a remote rollout server (scripted
+``/v1/chat/completions``, recorded ``/v1/rollout/completed``, injected faults);
+``serve_in_loop`` serves an ASGI app on 127.0.0.1 inside the running event loop.
+
 Use them to unit-test a workflow and grader without a model or network::
 
     from osmosis_ai.testing import FakeOpenAIServer, tool_call
@@ -13,6 +17,7 @@ Use them to unit-test a workflow and grader without a model or network::
 
 from __future__ import annotations
 
+from osmosis_ai.testing._cluster import FakeCluster, serve_in_loop, tool_call_message
 from osmosis_ai.testing._endpoint import RecordingEndpoint
 from osmosis_ai.testing._engine import ScriptedEngine
 from osmosis_ai.testing._fake_server import FakeOpenAIServer
@@ -31,6 +36,7 @@ from osmosis_ai.testing._script import (
 from osmosis_ai.testing._tokenizer import FakeTokenizer
 
 __all__ = [
+    "FakeCluster",
     "FakeOpenAIServer",
     "FakeReply",
     "FakeRequest",
@@ -43,6 +49,8 @@ __all__ = [
     "http_error",
     "rate_limited",
     "reply",
+    "serve_in_loop",
     "text",
     "tool_call",
+    "tool_call_message",
 ]

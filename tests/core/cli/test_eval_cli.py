@@ -177,7 +177,7 @@ def test_validate_module_delegates_to_the_remote_validator(
     run_cli: RunCli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     (tmp_path / "myloop.py").write_text(
-        "from osmosis_ai.rollout.remote import RolloutAgentLoop\n\n"
+        "from osmosis_ai.remote import RolloutAgentLoop\n\n"
         "class Calc(RolloutAgentLoop):\n"
         "    name = 'calc'\n\n"
         "    def get_tools(self, request):\n"

@@ -37,7 +37,8 @@ STEPS = 20
 async def test_group_judge_reward_moves_the_policy_the_judges_way(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from osmosis_trainer.loop import StepReport, run_training
+    from osmosis_trainer.job import run_training
+    from osmosis_trainer.loop import StepReport
     from osmosis_trainer.loop._run import create_run_dir
     from osmosis_trainer.models import build_tiny_model, load_model
     from tests.e2e.toy_workspace import make_workspace

@@ -11,8 +11,7 @@ from typing import Any
 
 import httpx
 
-from osmosis_ai.rollout import ChatResult, Message
-from osmosis_ai.rollout.remote import (
+from osmosis_ai.remote import (
     ClientSettings,
     RolloutAgentLoop,
     RolloutContext,
@@ -21,6 +20,7 @@ from osmosis_ai.rollout.remote import (
     ServerSettings,
     create_app,
 )
+from osmosis_ai.rollout import ChatResult, Message
 
 KEY = "test-key"
 AUTH = {"Authorization": f"Bearer {KEY}"}

@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from osmosis_ai.rollout.remote import (
+from osmosis_ai.remote import (
     ClientSettings,
     RolloutContext,
     RolloutRequest,
@@ -31,7 +31,7 @@ from osmosis_ai.rollout.remote import (
     ServerSettings,
     create_app,
 )
-from osmosis_ai.rollout.remote.testing import FakeCluster, serve_in_loop, tool_call_message
+from osmosis_ai.testing import FakeCluster, serve_in_loop, tool_call_message
 from tests.core.remote._helpers import AUTH, KEY, ToolLoop
 
 ROOT = Path(__file__).resolve().parents[3]

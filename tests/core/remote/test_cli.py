@@ -23,7 +23,7 @@ import httpx
 import pytest
 
 from osmosis_ai.cli import main
-from osmosis_ai.rollout.remote.testing import FakeCluster, tool_call_message
+from osmosis_ai.testing import FakeCluster, tool_call_message
 
 TEMPLATE = Path(__file__).resolve().parents[3] / "templates" / "remote-server"
 OSMOSIS = [str(Path(sys.executable).parent / "osmosis")]  # the installed console script

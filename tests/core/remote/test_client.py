@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from osmosis_ai.errors import PolicyCallError
-from osmosis_ai.rollout.remote import (
+from osmosis_ai.remote import (
     CallbackDeliveryError,
     ClientSettings,
     ClusterClient,

@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
-from osmosis_ai.rollout.remote import (
+from osmosis_ai.remote import (
     ClusterClient,
     RolloutAgentLoop,
     RolloutContext,
@@ -22,7 +22,7 @@ from osmosis_ai.rollout.remote import (
     RolloutResult,
     ServerSettings,
 )
-from osmosis_ai.rollout.remote.testing import FakeCluster, tool_call_message
+from osmosis_ai.testing import FakeCluster, tool_call_message
 from tests.core.remote._helpers import AUTH, ToolLoop, asgi_server, fast_client, init_body
 
 
@@ -100,7 +100,7 @@ async def test_a_lone_surrogate_or_a_non_ascii_callback_key_is_refused() -> None
 async def test_every_202_ends_in_a_queryable_terminal_state(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    from osmosis_ai.rollout.remote import TraceWriter
+    from osmosis_ai.remote import TraceWriter
 
     def broken_write(self: Any, *_a: Any, **_k: Any) -> None:
         raise RuntimeError("trace writer broke")
@@ -230,7 +230,7 @@ async def test_rollout_ids_with_slashes_can_be_queried() -> None:
 
 
 async def test_a_stalled_body_is_answered_408() -> None:
-    from osmosis_ai.rollout.remote._server import _BodyLimit
+    from osmosis_ai.remote._server import _BodyLimit
 
     sent: list[dict[str, Any]] = []
     never = asyncio.Event()

@@ -9,8 +9,7 @@ import pytest
 from pydantic import ValidationError
 
 from osmosis_ai.errors import PolicyCallError
-from osmosis_ai.rollout import ChatResult
-from osmosis_ai.rollout.remote import (
+from osmosis_ai.remote import (
     RolloutAgentLoop,
     RolloutContext,
     RolloutRequest,
@@ -19,6 +18,7 @@ from osmosis_ai.rollout.remote import (
     execute_rollout,
     normalize_tools,
 )
+from osmosis_ai.rollout import ChatResult
 
 
 def request(**kw: Any) -> RolloutRequest:

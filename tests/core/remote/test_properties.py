@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from osmosis_ai.rollout.remote import ClusterClient, ServerSettings, create_app
+from osmosis_ai.remote import ClusterClient, ServerSettings, create_app
 from tests.core.remote._helpers import AUTH, KEY, ToolLoop, fast_client
 
 PROPERTY_SETTINGS = settings(

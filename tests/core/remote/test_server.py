@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from osmosis_ai.rollout.remote import ServerSettings
-from osmosis_ai.rollout.remote.testing import FakeCluster, tool_call_message
+from osmosis_ai.remote import ServerSettings
+from osmosis_ai.testing import FakeCluster, tool_call_message
 from tests.core.remote._helpers import AUTH, KEY, ToolLoop, asgi_server, init_body, wait_until
 
 
@@ -273,7 +273,7 @@ async def test_graceful_shutdown_reports_running_and_queued_rollouts() -> None:
             assert result["status"] == "ERROR"
             assert result["error_message"] == "server shutting down"
         assert registry.runs_of("queued") == 0
-        from osmosis_ai.rollout.remote import AdmissionError, RolloutRequest
+        from osmosis_ai.remote import AdmissionError, RolloutRequest
 
         with pytest.raises(AdmissionError) as info:
             await registry.admit(RolloutRequest(rollout_id="late", server_url=cluster.url))

@@ -9,13 +9,13 @@ from pathlib import Path
 import pytest
 
 from osmosis_ai.errors import DiscoveryError
-from osmosis_ai.rollout.remote import load_agent_loop, validate_agent_loop
+from osmosis_ai.remote import load_agent_loop, validate_agent_loop
 
 TEMPLATE = Path(__file__).resolve().parents[3] / "templates" / "remote-server"
 _ids = itertools.count()
 
 HEADER = """
-from osmosis_ai.rollout.remote import RolloutAgentLoop
+from osmosis_ai.remote import RolloutAgentLoop
 
 class Loop(RolloutAgentLoop):
     name = "probe"
@@ -90,7 +90,7 @@ def test_get_tools_problems(tmp_path: Path, tools_expr: str, code: str) -> None:
 
 def test_sync_run_and_async_get_tools(tmp_path: Path) -> None:
     spec = write_module(tmp_path, """
-from osmosis_ai.rollout.remote import RolloutAgentLoop
+from osmosis_ai.remote import RolloutAgentLoop
 
 class Loop(RolloutAgentLoop):
     name = "x"

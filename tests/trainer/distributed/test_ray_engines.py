@@ -26,7 +26,7 @@ from osmosis_ai.rollout.running import RolloutRunner, load_entrypoint
 from osmosis_ai.runs import describe_run, find_run
 from osmosis_ai.testing import RecordingEndpoint
 from osmosis_trainer.distributed import RayBackend
-from osmosis_trainer.loop import plan_job, run_training
+from osmosis_trainer.job import plan_job, run_training
 from osmosis_trainer.loop._metrics import read_metrics
 from osmosis_trainer.loop._run import create_run_dir, read_status
 from tests.serve_process import remote_template_run

@@ -23,7 +23,7 @@ import pytest
 
 from osmosis_ai.config import load_training_config
 from osmosis_ai.runs import describe_run, find_run
-from osmosis_trainer.loop import plan_job, run_training
+from osmosis_trainer.job import plan_job, run_training
 from osmosis_trainer.loop._metrics import read_metrics
 from osmosis_trainer.loop._run import create_run_dir, read_status
 from tests.trainer.distributed._ray_workspace import (

@@ -9,7 +9,7 @@ import pytest
 
 import osmosis_ai.serving
 from osmosis_ai.config import load_training_config
-from osmosis_trainer.loop import run_training
+from osmosis_trainer.job import run_training
 from osmosis_trainer.loop._metrics import read_metrics
 from osmosis_trainer.loop._run import create_run_dir
 from osmosis_trainer.models import load_model

@@ -11,16 +11,16 @@ import pytest
 
 from osmosis_ai.config import load_training_config
 from osmosis_ai.errors import ConfigError, DiscoveryError
-from osmosis_ai.rollout.remote import (
+from osmosis_ai.remote import (
     RolloutAgentLoop,
     RolloutContext,
     RolloutRequest,
     RolloutResult,
     create_app,
 )
-from osmosis_ai.rollout.remote.testing import serve_in_loop
+from osmosis_ai.testing import serve_in_loop
 from osmosis_ai.rollout.running import load_grader
-from osmosis_trainer.loop import plan_job, run_training
+from osmosis_trainer.job import plan_job, run_training
 from osmosis_trainer.loop._metrics import read_metrics
 from osmosis_trainer.loop._run import create_run_dir
 from tests.core.remote._helpers import ADD_TOOL

@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from osmosis_ai.rollout import ErrorCategory, Grader, GraderContext, SampleStatus
-from osmosis_ai.rollout.remote import (
+from osmosis_ai.remote import (
     ClientSettings,
     RolloutAgentLoop,
     RolloutContext,
@@ -21,7 +21,7 @@ from osmosis_ai.rollout.remote import (
     ServerSettings,
     create_app,
 )
-from osmosis_ai.rollout.remote.testing import serve_in_loop
+from osmosis_ai.testing import serve_in_loop
 from osmosis_ai.rollout.running import RolloutRunner
 from osmosis_ai.serving.gateway import PolicyGateway
 from osmosis_ai.testing import ScriptedEngine, text, tool_call

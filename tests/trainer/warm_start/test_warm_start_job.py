@@ -12,7 +12,7 @@ import pytest
 from osmosis_ai.config import load_training_config
 from osmosis_ai.models import resolve_checkpoint
 from osmosis_trainer.checkpoints import list_checkpoints, warm_checkpoint
-from osmosis_trainer.loop import plan_job, run_training
+from osmosis_trainer.job import plan_job, run_training
 from osmosis_trainer.loop._metrics import read_metrics
 from osmosis_trainer.loop._run import create_run_dir, read_status
 from osmosis_trainer.models import load_model

@@ -11,8 +11,7 @@ from osmosis_ai.config import TrainingConfig
 from osmosis_ai.errors import TrainingError
 from osmosis_trainer.distributed._backend import RayBackend
 from osmosis_trainer.distributed._engines import RayEnginePool
-from osmosis_trainer.loop._rollouts import StepRollouts
-from osmosis_trainer.loop._source import GatewayRolloutSource
+from osmosis_trainer.loop import GatewayRolloutSource, StepRollouts
 
 __all__ = ["ClusterRolloutSource", "connect", "job_runtime_env"]
 

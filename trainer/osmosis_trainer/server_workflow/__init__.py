@@ -1,6 +1,6 @@
 """The workflow that runs rollouts on a user's rollout server (protocol G1).
 
-The user's side of the protocol is :mod:`osmosis_ai.rollout.remote` (the server); this is the
+The user's side of the protocol is :mod:`osmosis_ai.remote` (the server); this is the
 trainer's side, which plays the cluster.
 
 The normal :class:`~osmosis_ai.rollout.RolloutRunner` drives remote rollouts through a built-in

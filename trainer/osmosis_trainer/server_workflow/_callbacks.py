@@ -18,7 +18,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 
-from osmosis_ai.rollout.remote import RolloutResponse
+from osmosis_ai.remote import RolloutResponse
 
 __all__ = ["RemoteCallbacks"]
 

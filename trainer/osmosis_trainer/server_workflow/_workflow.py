@@ -22,6 +22,13 @@ import httpx
 from pydantic import ConfigDict, Field
 
 from osmosis_ai.errors import ConfigError, OsmosisError, PolicyCallError
+from osmosis_ai.remote import (
+    InitResponse,
+    RolloutRecordView,
+    RolloutRequest,
+    RolloutResponse,
+    RolloutStatus,
+)
 from osmosis_ai.rollout import (
     AgentWorkflow,
     AgentWorkflowConfig,
@@ -30,13 +37,6 @@ from osmosis_ai.rollout import (
     GraderConfig,
     GraderContext,
     RolloutSample,
-)
-from osmosis_ai.rollout.remote import (
-    InitResponse,
-    RolloutRecordView,
-    RolloutRequest,
-    RolloutResponse,
-    RolloutStatus,
 )
 from osmosis_ai.rollout.running import Entrypoint
 from osmosis_ai.rollout.scope import DEFAULT_SAMPLE_ID

@@ -19,8 +19,8 @@ from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from osmosis_ai.remote._limits import MAX_JSON_DEPTH, body_nests_too_deep
 from osmosis_ai.rollout import LLMCall, Message
-from osmosis_ai.rollout.remote._limits import MAX_JSON_DEPTH, body_nests_too_deep
 from osmosis_ai.serving._engine import (
     EngineError,
     GenerationRequest,

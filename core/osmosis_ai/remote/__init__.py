@@ -9,20 +9,16 @@ FastAPI is imported only by :func:`create_app` (``pip install "osmosis-ai[server
 
 from __future__ import annotations
 
-from osmosis_ai.rollout.remote._client import CallbackDeliveryError, ClusterClient
-from osmosis_ai.rollout.remote._execute import execute_rollout, to_response
-from osmosis_ai.rollout.remote._loader import coerce_agent_loop, load_agent_loop
-from osmosis_ai.rollout.remote._loop import (
+from osmosis_ai.remote._client import CallbackDeliveryError, ClusterClient
+from osmosis_ai.remote._execute import execute_rollout, to_response
+from osmosis_ai.remote._loader import coerce_agent_loop, load_agent_loop
+from osmosis_ai.remote._loop import (
     RolloutAgentLoop,
     RolloutContext,
     RolloutLimitExceeded,
     normalize_tools,
 )
-from osmosis_ai.rollout.remote._registry import AdmissionError, RolloutRegistry
-from osmosis_ai.rollout.remote._server import API_KEY_ENV, create_app
-from osmosis_ai.rollout.remote._settings import ClientSettings, ServerSettings
-from osmosis_ai.rollout.remote._trace import TraceWriter
-from osmosis_ai.rollout.remote._types import (
+from osmosis_ai.remote._protocol import (
     CompletionParams,
     CompletionsResult,
     InitResponse,
@@ -33,7 +29,11 @@ from osmosis_ai.rollout.remote._types import (
     RolloutResult,
     RolloutStatus,
 )
-from osmosis_ai.rollout.remote._validate import (
+from osmosis_ai.remote._registry import AdmissionError, RolloutRegistry
+from osmosis_ai.remote._server import API_KEY_ENV, create_app
+from osmosis_ai.remote._settings import ClientSettings, ServerSettings
+from osmosis_ai.remote._trace import TraceWriter
+from osmosis_ai.remote._validate import (
     AgentLoopIssue,
     AgentLoopReport,
     validate_agent_loop,

@@ -24,7 +24,7 @@ try:
     from fastapi import FastAPI, Request
     from fastapi.responses import JSONResponse
 except ImportError as _exc:  # pragma: no cover - depends on the environment
-    raise MissingExtraError("osmosis_ai.rollout.remote.testing", "server", "fastapi") from _exc
+    raise MissingExtraError("osmosis_ai.testing.FakeCluster", "server", "fastapi") from _exc
 
 __all__ = ["FakeCluster", "serve_in_loop", "tool_call_message"]
 

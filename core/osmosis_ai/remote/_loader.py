@@ -11,7 +11,7 @@ from types import ModuleType
 from typing import Any
 
 from osmosis_ai.errors import DiscoveryError
-from osmosis_ai.rollout.remote._loop import RolloutAgentLoop
+from osmosis_ai.remote._loop import RolloutAgentLoop
 
 __all__ = ["coerce_agent_loop", "load_agent_loop"]
 

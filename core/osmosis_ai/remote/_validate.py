@@ -20,9 +20,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, computed_field
 
 from osmosis_ai.errors import DiscoveryError
-from osmosis_ai.rollout.remote._loader import coerce_agent_loop, load_agent_loop
-from osmosis_ai.rollout.remote._loop import RolloutAgentLoop
-from osmosis_ai.rollout.remote._types import RolloutRequest
+from osmosis_ai.remote._loader import coerce_agent_loop, load_agent_loop
+from osmosis_ai.remote._loop import RolloutAgentLoop
+from osmosis_ai.remote._protocol import RolloutRequest
 
 __all__ = ["AgentLoopIssue", "AgentLoopReport", "validate_agent_loop"]
 

@@ -12,9 +12,9 @@ from typing import Any, ClassVar, Protocol
 
 from pydantic import BaseModel
 
+from osmosis_ai.chat import ChatResult, Message
 from osmosis_ai.errors import OsmosisError
-from osmosis_ai.rollout._types import ChatResult, Message
-from osmosis_ai.rollout.remote._types import (
+from osmosis_ai.remote._protocol import (
     RolloutMetrics,
     RolloutRequest,
     RolloutResult,

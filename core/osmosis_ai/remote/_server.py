@@ -26,13 +26,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from osmosis_ai.errors import MissingExtraError
-from osmosis_ai.rollout.remote._client import ClusterClient
-from osmosis_ai.rollout.remote._limits import MAX_JSON_DEPTH, body_nests_too_deep
-from osmosis_ai.rollout.remote._loop import RolloutAgentLoop
-from osmosis_ai.rollout.remote._registry import AdmissionError, RolloutRegistry
-from osmosis_ai.rollout.remote._settings import ClientSettings, ServerSettings
-from osmosis_ai.rollout.remote._trace import TraceWriter
-from osmosis_ai.rollout.remote._types import InitResponse, RolloutRecordView, RolloutRequest
+from osmosis_ai.remote._client import ClusterClient
+from osmosis_ai.remote._limits import MAX_JSON_DEPTH, body_nests_too_deep
+from osmosis_ai.remote._loop import RolloutAgentLoop
+from osmosis_ai.remote._protocol import InitResponse, RolloutRecordView, RolloutRequest
+from osmosis_ai.remote._registry import AdmissionError, RolloutRegistry
+from osmosis_ai.remote._settings import ClientSettings, ServerSettings
+from osmosis_ai.remote._trace import TraceWriter
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -87,7 +87,7 @@ def create_app(
         from fastapi import FastAPI
     except ImportError as exc:
         raise MissingExtraError("create_app", "server", "fastapi") from exc
-    from osmosis_ai.rollout.remote._loader import coerce_agent_loop
+    from osmosis_ai.remote._loader import coerce_agent_loop
 
     loop = coerce_agent_loop(agent_loop)
     server_settings = (settings or ServerSettings.from_env()).model_copy(

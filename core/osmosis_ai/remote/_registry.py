@@ -20,13 +20,11 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from osmosis_ai.rollout._types import Message
-from osmosis_ai.rollout.remote._client import CallbackDeliveryError, ClusterClient
-from osmosis_ai.rollout.remote._execute import execute_rollout, to_response
-from osmosis_ai.rollout.remote._loop import RolloutAgentLoop, resolve_tools
-from osmosis_ai.rollout.remote._settings import ServerSettings
-from osmosis_ai.rollout.remote._trace import TraceWriter
-from osmosis_ai.rollout.remote._types import (
+from osmosis_ai.chat import Message
+from osmosis_ai.remote._client import CallbackDeliveryError, ClusterClient
+from osmosis_ai.remote._execute import execute_rollout, to_response
+from osmosis_ai.remote._loop import RolloutAgentLoop, resolve_tools
+from osmosis_ai.remote._protocol import (
     InitResponse,
     RolloutRecordView,
     RolloutRequest,
@@ -36,6 +34,8 @@ from osmosis_ai.rollout.remote._types import (
     RolloutStatus,
     redact_url,
 )
+from osmosis_ai.remote._settings import ServerSettings
+from osmosis_ai.remote._trace import TraceWriter
 
 __all__ = ["AdmissionError", "RolloutRegistry"]
 

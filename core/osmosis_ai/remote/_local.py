@@ -13,11 +13,11 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from osmosis_ai.rollout._types import ChatResult, Message
-from osmosis_ai.rollout.remote._client import ClusterClient
-from osmosis_ai.rollout.remote._execute import execute_rollout
-from osmosis_ai.rollout.remote._loop import RolloutAgentLoop, resolve_tools
-from osmosis_ai.rollout.remote._types import RolloutRequest, RolloutResult, RolloutStatus
+from osmosis_ai.chat import ChatResult, Message
+from osmosis_ai.remote._client import ClusterClient
+from osmosis_ai.remote._execute import execute_rollout
+from osmosis_ai.remote._loop import RolloutAgentLoop, resolve_tools
+from osmosis_ai.remote._protocol import RolloutRequest, RolloutResult, RolloutStatus
 
 __all__ = ["ChatHook", "LocalOutcome", "LocalRow", "QuitRequested", "build_request", "run_local_rollouts"]
 

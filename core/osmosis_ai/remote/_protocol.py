@@ -15,8 +15,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from osmosis_ai.rollout._types import ChatResult, Message
-from osmosis_ai.rollout.remote._limits import check_plain_json
+from osmosis_ai.chat import ChatResult, Message
+from osmosis_ai.remote._limits import check_plain_json
 
 __all__ = [
     "DEFAULT_MAX_METADATA_BYTES",

@@ -8,14 +8,14 @@ import logging
 from typing import Any
 
 from osmosis_ai.errors import PolicyCallError
-from osmosis_ai.rollout.remote._loop import (
+from osmosis_ai.remote._loop import (
     ChatFn,
     EventSink,
     RolloutAgentLoop,
     RolloutContext,
     RolloutLimitExceeded,
 )
-from osmosis_ai.rollout.remote._types import (
+from osmosis_ai.remote._protocol import (
     RolloutRequest,
     RolloutResponse,
     RolloutResult,

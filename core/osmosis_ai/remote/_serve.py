@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from osmosis_ai.errors import MissingExtraError
-from osmosis_ai.rollout.remote._loader import load_agent_loop
-from osmosis_ai.rollout.remote._server import create_app
-from osmosis_ai.rollout.remote._settings import ServerSettings
+from osmosis_ai.remote._loader import load_agent_loop
+from osmosis_ai.remote._server import create_app
+from osmosis_ai.remote._settings import ServerSettings
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -155,7 +155,7 @@ def _run_reload(opts: ServeOptions, announce: Callable[[str, Any], None]) -> Non
         os.environ.update(opts.settings.to_env())
     announce("url", f"http://{opts.host}:{opts.port}")
     uvicorn.run(
-        "osmosis_ai.rollout.remote._serve:app_from_env", factory=True, reload=True,
+        "osmosis_ai.remote._serve:app_from_env", factory=True, reload=True,
         reload_dirs=[str(cwd)], host=opts.host, port=opts.port, log_level=opts.log_level,
         access_log=False, timeout_keep_alive=KEEP_ALIVE_S,
         timeout_graceful_shutdown=GRACEFUL_CONNECTIONS_S,

@@ -15,11 +15,10 @@ from typing import Any
 
 import httpx
 
+from osmosis_ai.chat import ChatResult, Message, parse_chat_completion
 from osmosis_ai.errors import OsmosisError, PolicyCallError
-from osmosis_ai.rollout._chat import _parse as parse_chat_reply
-from osmosis_ai.rollout._types import ChatResult, Message
-from osmosis_ai.rollout.remote._settings import ClientSettings
-from osmosis_ai.rollout.remote._types import RolloutResponse, redact_url
+from osmosis_ai.remote._protocol import RolloutResponse, redact_url
+from osmosis_ai.remote._settings import ClientSettings
 
 __all__ = ["CallbackDeliveryError", "ClusterClient"]
 
@@ -99,7 +98,7 @@ class ClusterClient:
             url, api_key, body, self.settings.max_retries, what="LLM call", key=rollout_id
         )
         try:
-            return parse_chat_reply(data)
+            return parse_chat_completion(data)
         except PolicyCallError:
             raise
         except (TypeError, ValueError, KeyError) as exc:

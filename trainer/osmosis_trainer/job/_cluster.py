@@ -1,0 +1,124 @@
+"""The Ray side of a ``[cluster]`` job: connection, engine pool, rollout workers, reporting."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from osmosis_trainer.job._engines import vllm_options
+from osmosis_trainer.loop import GatewayRolloutSource
+
+if TYPE_CHECKING:
+    from osmosis_ai.config import TrainingConfig
+    from osmosis_trainer.loop import RunDir
+
+__all__ = ["ClusterJob"]
+
+logger = logging.getLogger("osmosis")
+
+
+class ClusterJob:
+    """The Ray side of a ``[cluster]`` job: connection, worker pool, reporting."""
+
+    def __init__(self, config: TrainingConfig, run: RunDir) -> None:
+        from osmosis_trainer.distributed import connect
+
+        self.config = config
+        self.run = run
+        self._ctx = connect(config)
+        self._backend: Any = None
+        self._pool: Any = None
+        self._placement: Any = None
+        self._connected = False
+
+    def connect(self) -> None:
+        self._ctx.__enter__()
+        self._connected = True
+
+    async def engine_pool(self, max_new_tokens: int, loaded: Any) -> Any:
+        from osmosis_trainer.distributed import ClusterPlacement, RayEnginePool
+
+        c, t = self.config.cluster, self.config.training
+        # Each engine packed with its rollout workers on one node; engines spread over nodes.
+        self._placement = ClusterPlacement(
+            engines=c.engines, workers=0 if self.config.remote is not None else c.rollout_workers,
+            engine_cpus=c.engine_cpus, engine_gpus=c.engine_gpus, worker_cpus=c.worker_cpus,
+        )
+        options: dict[str, Any]
+        model_path = self.config.experiment.model_path
+        if t.engine == "vllm":  # one vLLM server per engine actor, on the GPUs Ray gave it
+            device = "cuda" if c.engine_gpus > 0 else "cpu"
+            options = vllm_options(self.config, loaded, device, self.run)
+            model_path = options.pop("model_path")
+            options["log_dir"] = str(self.run.path)
+        else:
+            options = {"max_new_tokens": max_new_tokens, "seed": t.seed, "dtype": t.dtype,
+                       "max_batch_size": t.concurrency or t.rollout_batch_size * t.n_samples_per_prompt}
+        self._pool = RayEnginePool(
+            model_path, engines=c.engines, cpus=c.engine_cpus, gpus=c.engine_gpus,
+            placement=self._placement, name_prefix=f"osmosis-engine-{self.run.run_id}",
+            options=options, kind=t.engine,
+        )
+        await self._pool.start()
+        return self._pool
+
+    def backend(self, entry: Any, gateway: Any) -> Any:
+        from osmosis_trainer.distributed import RayBackend
+
+        if self._backend is None:
+            if getattr(entry, "path", None) is None:  # [remote]: the server runs the workflows
+                return "local"
+            c = self.config.cluster
+            self._backend = RayBackend(
+                entry, gateway, workers=c.rollout_workers, worker_cpus=c.worker_cpus,
+                max_retries=c.max_retries, placement=self._placement, engines=self._pool,
+                ship_rollout=c.ship_rollout, env=dict(self.config.env),
+            )
+        return self._backend
+
+    def source(self, *args: Any, **kwargs: Any) -> Any:
+        from osmosis_trainer.distributed import ClusterRolloutSource
+
+        if self._backend is None and self._pool is None:
+            return GatewayRolloutSource(*args, **kwargs)
+        src = ClusterRolloutSource(*args, backend=self._backend, engines=self._pool, **kwargs)
+        c = self.config.cluster
+        self.run.update_status(cluster={
+            "address": c.address, "workers": c.rollout_workers if self._backend else 0,
+            "workers_lost": 0, "engines": c.engines, "engines_lost": 0,
+        })
+        src.on_workers_lost = self.report
+        return src
+
+    def report(self) -> None:
+        """Write the cluster's state (live/lost actors, where each runs) into status.json."""
+        backend, pool = self._backend, self._pool
+        info: dict[str, Any] = {"address": self.config.cluster.address, "workers": 0,
+                                "workers_lost": 0}
+        if backend is not None:
+            info.update(workers=backend.workers_alive, workers_lost=backend.stats.workers_lost,
+                        lost=backend.stats.lost_messages[-5:],
+                        worker_nodes=[w["node_id"] for w in backend.workers],
+                        worker_engines=[w["engine"] for w in backend.workers])
+            if backend.stats.workers_lost:
+                logger.warning("%d rollout worker(s) lost; going on with %d",
+                               backend.stats.workers_lost, backend.workers_alive)
+        if pool is not None:
+            info.update(engines=pool.engines_alive, engines_lost=pool.engines_lost,
+                        engine_nodes=[p["node_id"] for p in pool.places])
+            if pool.kind == "vllm":  # each actor's vLLM server (on its node)
+                info["engine_urls"] = [p.get("url") for p in pool.places]
+            info["lost"] = [*info.get("lost", []), *pool.lost_messages[-5:]]
+            if pool.engines_lost:
+                logger.warning("%d inference engine(s) lost; going on with %d",
+                               pool.engines_lost, pool.engines_alive)
+        self.run.update_status(cluster=info)
+
+    def close(self) -> None:
+        if self._backend is not None:
+            self._backend.shutdown()
+        if self._placement is not None:
+            self._placement.remove()
+        if self._connected:
+            self._ctx.__exit__(None, None, None)
+

@@ -1,0 +1,219 @@
+"""``run_training``: everything a training run needs, built from a training config.
+
+It loads the dataset and the rollout, loads the base model once (the HF engine serves a private
+copy, so generation never sees half-updated weights), wraps the training copy with LoRA, serves
+the policy through the gateway and runs the :class:`~osmosis_trainer.loop.Trainer`. It sits above the rooms it wires together
+(``loop``, ``warm_start``, ``distributed``, ``server_workflow``), which never import it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from osmosis_ai.errors import TrainingError
+from osmosis_ai.runs import RunDir, read_status
+from osmosis_trainer.job._cluster import ClusterJob
+from osmosis_trainer.job._engines import local_engine
+from osmosis_trainer.job._plan import JobPlan, needs_entrypoint, plan_job
+from osmosis_trainer.loop import (
+    GatewayRolloutSource,
+    StepReport,
+    TraceSampler,
+    Trainer,
+    TrainResult,
+    attach_lora,
+    resolve_settings,
+    token_texts,
+)
+from osmosis_trainer.trackers import open_trackers
+
+if TYPE_CHECKING:
+    from osmosis_ai.config import TrainingConfig
+
+__all__ = ["run_training"]
+
+logger = logging.getLogger("osmosis")
+
+_MAX_VALIDATION_ROWS = 32
+
+
+
+async def run_training(
+    config: TrainingConfig,
+    run: RunDir,
+    *,
+    plan: JobPlan | None = None,
+    resume: bool | Path = False,
+    on_report: Callable[[StepReport], None] | None = None,
+    on_phase: Callable[[str], None] | None = None,
+) -> TrainResult:
+    """Run a whole training job in this process and return how it ended.
+
+    Args:
+        config: the loaded training config.
+        run: the run folder (metrics, checkpoints, status).
+        plan: a :func:`plan_job` result, if already computed.
+        resume: ``True`` to continue from the run's latest checkpoint, or a checkpoint path.
+        on_report: called after every step and validation.
+        on_phase: called with a short description as setup progresses.
+    """
+
+    def phase(text: str) -> None:
+        run.update_status(status="running", phase="setup", activity=text)
+        if on_phase is not None:
+            on_phase(text)
+
+    try:
+        return await _run(config, run, plan, resume, on_report, phase)
+    except BaseException as exc:
+        status = read_status(run.path) or {}
+        if status.get("status") not in ("failed", "stopped", "killed", "finished"):
+            stopped = isinstance(exc, KeyboardInterrupt | asyncio.CancelledError)
+            run.update_status(
+                status="stopped" if stopped else "failed",
+                phase="cleanup" if stopped else "error", activity=None,
+                error=f"{type(exc).__name__}: {exc}",
+            )
+        raise
+
+
+
+async def _run(
+    config: TrainingConfig,
+    run: RunDir,
+    plan: JobPlan | None,
+    resume: bool | Path,
+    on_report: Callable[[StepReport], None] | None,
+    phase: Callable[[str], None],
+) -> TrainResult:
+    from osmosis_ai.rollout.running import RolloutRunner, load_entrypoint, load_grader
+    from osmosis_ai.serving import new_api_key
+    from osmosis_ai.serving.gateway import PolicyGateway
+    from osmosis_trainer.models import load_model, training_dtype
+
+    plan = plan or plan_job(config)
+    t = config.training
+    os.environ.update(config.env)
+    entry: Any = None if config.remote is not None else load_entrypoint(plan.entrypoint)
+    # [remote] reward = "grader": the entrypoint's Grader, loaded before the model (fail fast).
+    grader = load_grader(plan.entrypoint) if needs_entrypoint(config) and entry is None else None
+    phase(f"loading {config.experiment.model_path} on {plan.device}")
+    dtype = training_dtype(t.dtype, plan.device)
+    loaded = load_model(config.experiment.model_path, device=plan.device, dtype=dtype)
+    pad_id = int(loaded.tokenizer.pad_token_id)
+    settings = resolve_settings(
+        config, n_rows=len(plan.rows), pad_id=pad_id, device=plan.device, dtype=dtype
+    )
+    # [cluster]: this process is the Ray driver; workflows (and engines) run on actors.
+    cluster = ClusterJob(config, run) if config.cluster.address is not None else None
+    if cluster is not None:
+        phase(f"joining the Ray cluster at {config.cluster.address}")
+        cluster.connect()
+    phase(f"starting the {plan.engine} engine")
+    # The HF engine copies the base model before LoRA is attached.
+    engine = (
+        await cluster.engine_pool(settings.max_completion_length, loaded)
+        if cluster is not None and config.cluster.engines
+        else local_engine(config, loaded, plan.device, run, settings.max_completion_length)
+    )
+    lora = config.lora
+    model = attach_lora(
+        loaded.model, r=lora.r, alpha=lora.alpha, dropout=lora.dropout,
+        target_modules=lora.target_modules, seed=t.seed,
+    )
+    # [sampling] with its length resolved: enforced by the gateway, the runner's chat defaults.
+    sampling = config.sampling.model_copy(update={"max_tokens": settings.max_completion_length})
+    concurrency = t.concurrency or t.rollout_batch_size * t.n_samples_per_prompt
+
+    def make_runner(n: int) -> Any:
+        return RolloutRunner(
+            entry, gateway, n_samples=n, concurrency=concurrency,
+            workflow_timeout_s=t.agent_workflow_timeout_s, grader_timeout_s=t.grader_timeout_s,
+            sampling=sampling.as_params(), artifacts_root=run.artifacts,
+            backend=cluster.backend(entry, gateway) if cluster is not None else "local",
+        )
+
+    n_val = config.evaluation.limit or min(len(plan.rows), _MAX_VALIDATION_ROWS)
+    try:
+        gateway_host = config.cluster.gateway_host if cluster is not None else "127.0.0.1"
+        # A key per run: the rollouts get it through gateway.route(), so nothing else (another
+        # process on the machine, a host on the cluster network) can drive the policy.
+        async with PolicyGateway(
+            engine, sampling=sampling, host=gateway_host, api_key=new_api_key(),
+            max_body_bytes=config.gateway.max_body_bytes,
+        ) as gateway:
+            if config.remote is not None:
+                from osmosis_trainer.server_workflow import remote_entrypoint_for
+
+                # Mounts /v1/rollout/completed on the gateway; make_runner reads `entry` late.
+                entry = remote_entrypoint_for(
+                    config, gateway, grader_cls=grader[0] if grader else None,
+                    grader_config=grader[1] if grader else None,
+                )
+            source = (cluster.source if cluster is not None else GatewayRolloutSource)(
+                make_runner(t.n_samples_per_prompt), gateway, make_runner=make_runner,
+                max_prompt_length=t.max_prompt_length,
+            )
+            trainer = Trainer(
+                model, source, plan.rows, settings, run, device=plan.device,
+                eval_rows=plan.rows[:n_val] if config.checkpoints.eval_interval else None,
+                on_report=on_report,
+                tensorboard="tensorboard" in config.logging.report_to,
+                traces=TraceSampler(
+                    run.path, config.logging.trace_samples_per_step,
+                    decode=token_texts(loaded.tokenizer),
+                    max_tokens=config.logging.trace_max_tokens, temperature=settings.temperature,
+                ),
+                trackers=open_trackers(
+                    config.logging.report_to, run.path, run.run_id,
+                    project=config.logging.project or run.name,
+                    config=config.model_dump(mode="json", exclude={"env"}),
+                ),
+            )
+            try:
+                resumed = False
+                if resume:
+                    phase("resuming")
+                    resumed = await _resume(trainer, run, resume, config.warm_start is not None)
+                if config.warm_start is not None and not resumed:
+                    from osmosis_trainer.warm_start import run_warm_start
+
+                    phase("warm start")
+                    await run_warm_start(
+                        trainer, config, plan.demonstrations, loaded.tokenizer,
+                        bad_rows=plan.bad_demonstrations, on_report=on_report,
+                    )
+                phase("training")
+                return await trainer.train()
+            finally:
+                await source.aclose()
+    finally:
+        await engine.close()
+        if cluster is not None:
+            cluster.close()
+
+
+
+async def _resume(trainer: Trainer, run: RunDir, resume: bool | Path, warm: bool) -> bool:
+    """Restore the given checkpoint, else the latest step, else the warm start's; ``False``
+    when a run with ``[warm_start]`` died before its phase ended (the phase is redone)."""
+    from osmosis_trainer.checkpoints import warm_checkpoint
+
+    path = resume if isinstance(resume, Path) else None
+    if await trainer.resume(path):
+        return True
+    if path is None and warm:
+        found = warm_checkpoint(run.checkpoints)
+        if found is None:
+            logger.info("no checkpoint yet: the warm start runs again")
+            return False
+        return await trainer.resume(found)
+    if path is None:
+        raise TrainingError(f"{run.path}: nothing to resume (no checkpoint yet)")
+    return False
+
