@@ -105,7 +105,7 @@ def _with_template(loaded: LoadedModel, template: str | None) -> LoadedModel:
 
 
 async def _check_parity(loaded: LoadedModel, tmp_path: Path, *, hermes: bool) -> None:
-    from osmosis_ai.rollout.remote.testing import serve_in_loop
+    from osmosis_ai.testing import serve_in_loop
     from osmosis_trainer.engines import HFEngine, VLLMEngine
 
     tok = loaded.tokenizer
@@ -213,8 +213,8 @@ async def test_vllm_requests_are_bounded_by_the_servers_context(
 ) -> None:
     """vLLM's completions stop at 16 new tokens unless told: the engine asks for what the
     context window leaves (as the chat route would), and refuses a prompt that does not fit."""
-    from osmosis_ai.rollout.remote.testing import serve_in_loop
     from osmosis_ai.serving import ContextLengthError
+    from osmosis_ai.testing import serve_in_loop
     from osmosis_trainer.engines import ChatRenderer, VLLMEngine
 
     folder = tmp_path / "served"
