@@ -194,7 +194,7 @@ def test_rollout_server_after_the_fuzz_run(rollout_harness: RolloutHarness) -> N
     h.settle()
     reg = h.registry
     assert reg.pending == 0 and reg.running == 0
-    assert len(reg._finished) <= 40 and reg.finished_bytes <= 200_000
+    assert len(reg.records.finished) <= 40 and reg.finished_bytes <= 200_000
     folder = h.app.state.trace_folder
     root = folder.parent
     outside = [p for p in root.rglob("*") if p.is_file() and folder not in p.parents]

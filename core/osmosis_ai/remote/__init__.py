@@ -9,6 +9,7 @@ FastAPI is imported only by :func:`create_app` (``pip install "osmosis-ai[server
 
 from __future__ import annotations
 
+from osmosis_ai.remote._admission import AdmissionError
 from osmosis_ai.remote._client import CallbackDeliveryError, ClusterClient
 from osmosis_ai.remote._execute import execute_rollout, to_response
 from osmosis_ai.remote._loader import coerce_agent_loop, load_agent_loop
@@ -29,7 +30,7 @@ from osmosis_ai.remote._protocol import (
     RolloutResult,
     RolloutStatus,
 )
-from osmosis_ai.remote._registry import AdmissionError, RolloutRegistry
+from osmosis_ai.remote._registry import RolloutRegistry
 from osmosis_ai.remote._server import API_KEY_ENV, create_app
 from osmosis_ai.remote._settings import ClientSettings, ServerSettings
 from osmosis_ai.remote._trace import TraceWriter

@@ -2,25 +2,26 @@
 
 One record per rollout id (and per ``idempotency_key`` when one is given; keys and ids are
 looked up separately): a duplicate init (same body) awaits the first one's answer and never
-starts a second run; a conflicting one (same id or key, another body or id) is answered 409. Admitted rollouts
-wait for one of ``max_concurrent_rollouts`` slots; more than ``max_pending_rollouts`` unfinished
-rollouts are refused with 429. Each rollout ends with exactly one completion callback attempt
-series, and its result stays readable (``GET /v1/rollout/{id}``) for ``record_ttl_seconds``.
+starts a second run; a conflicting one (same id or key, another body or id) is answered 409.
+Admitted rollouts wait for one of ``max_concurrent_rollouts`` slots; more than
+``max_pending_rollouts`` unfinished rollouts are refused with 429. Each rollout ends with
+exactly one completion callback attempt series, and its result stays readable
+(``GET /v1/rollout/{id}``) for ``record_ttl_seconds``.
+
+The pieces live by concern: :mod:`._admission` (refusals, callback hosts), :mod:`._records`
+(the memory of rollouts), :mod:`._slots` (run slots, shutdown grace); this module runs a
+rollout from its init to its callback.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import ipaddress
 import logging
 import time
-from collections import OrderedDict
-from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit
 
 from osmosis_ai.chat import Message
+from osmosis_ai.remote._admission import SHUTTING_DOWN, AdmissionError, check_callback_host
 from osmosis_ai.remote._client import CallbackDeliveryError, ClusterClient
 from osmosis_ai.remote._execute import execute_rollout, to_response
 from osmosis_ai.remote._loop import RolloutAgentLoop, resolve_tools
@@ -28,52 +29,18 @@ from osmosis_ai.remote._protocol import (
     InitResponse,
     RolloutRecordView,
     RolloutRequest,
-    RolloutResponse,
     RolloutResult,
-    RolloutState,
     RolloutStatus,
     redact_url,
 )
+from osmosis_ai.remote._records import RecordStore, RolloutRecord, fingerprint
 from osmosis_ai.remote._settings import ServerSettings
+from osmosis_ai.remote._slots import Slots
 from osmosis_ai.remote._trace import TraceWriter
 
-__all__ = ["AdmissionError", "RolloutRegistry"]
+__all__ = ["RolloutRegistry"]
 
 logger = logging.getLogger("osmosis")
-
-SHUTTING_DOWN = "server shutting down"
-
-
-class AdmissionError(Exception):
-    """An init that is refused: carries the HTTP status, a message and an optional Retry-After."""
-
-    def __init__(self, status: int, message: str, retry_after: int | None = None) -> None:
-        self.status = status
-        self.message = message
-        self.retry_after = retry_after
-        super().__init__(message)
-
-
-@dataclass(eq=False)
-class _Record:
-    key: str | None
-    request: RolloutRequest
-    init: asyncio.Future[InitResponse]
-    fingerprint: str = ""
-    done: asyncio.Event = field(default_factory=asyncio.Event)
-    size: int = 0
-    state: RolloutState = "queued"
-    tools: list[dict[str, Any]] = field(default_factory=list)
-    response: RolloutResponse | None = None
-    delivery_error: str | None = None
-    run_task: asyncio.Task[RolloutResult] | None = None
-    drive_task: asyncio.Task[None] | None = None
-    finished_at: float | None = None
-    runs: int = 0
-
-    @property
-    def rollout_id(self) -> str:
-        return self.request.rollout_id
 
 
 class RolloutRegistry:
@@ -91,15 +58,9 @@ class RolloutRegistry:
         self.settings = settings or ServerSettings.from_env()
         self.client = client or ClusterClient()
         self.traces = traces
-        self._by_key: dict[str, _Record] = {}
-        self._by_rid: dict[str, _Record] = {}
-        self._finished: OrderedDict[_Record, int] = OrderedDict()
-        """Finished records, oldest first, with the bytes their result takes (as JSON)."""
-        self.finished_bytes = 0
+        self.records = RecordStore(self.settings)
         self._background: set[asyncio.Task[Any]] = set()
-        self._sem: asyncio.Semaphore | None = None
-        self._closing: asyncio.Event | None = None
-        self._hurry: asyncio.Event | None = None
+        self._slots: Slots | None = None
         self._pruner: asyncio.Task[None] | None = None
         self.pending = 0
         self.running = 0
@@ -107,17 +68,22 @@ class RolloutRegistry:
 
     # -- lifecycle ---------------------------------------------------------------------------
 
-    def _ensure_started(self) -> None:
-        if self._sem is None:
-            self._sem = asyncio.Semaphore(self.settings.max_concurrent_rollouts)
-            self._closing = asyncio.Event()
-            self._hurry = asyncio.Event()
+    def _started(self) -> Slots:
+        """The slots (made on first use, inside the server's event loop) and the pruner."""
+        if self._slots is None:
+            self._slots = Slots(self.settings.max_concurrent_rollouts)
         if self._pruner is None:
             self._pruner = asyncio.create_task(self._prune_forever())
+        return self._slots
 
     @property
     def closing(self) -> bool:
-        return self._closing is not None and self._closing.is_set()
+        return self._slots is not None and self._slots.closing.is_set()
+
+    @property
+    def finished_bytes(self) -> int:
+        """Bytes the results of the remembered finished rollouts take (as JSON)."""
+        return self.records.finished_bytes
 
     async def shutdown(self, *, hurry: bool = False) -> None:
         """Stop admitting; let running loops finish within the grace period, then report the
@@ -125,32 +91,13 @@ class RolloutRegistry:
 
         ``hurry`` (a second Ctrl-C): no grace period, and reports get a few seconds at most.
         """
-        self._ensure_started()
-        assert self._closing is not None and self._hurry is not None
-        self._closing.set()
+        slots = self._started()
+        slots.closing.set()
         if hurry:
-            self._hurry.set()
-        drives = [r.drive_task for r in self._by_rid.values() if r.drive_task and not r.drive_task.done()]
+            slots.hurried.set()
+        drives = [r.drive_task for r in self.records if r.drive_task and not r.drive_task.done()]
         if drives:
-            grace = self.settings.shutdown_grace_seconds
-            if not self._hurry.is_set():
-                logger.warning(
-                    "shutting down: %d rollout(s) in flight get up to %g s to finish "
-                    "(press Ctrl-C again to report them as stopped now)", len(drives), grace,
-                )
-            pending = await self._grace(drives, grace)
-            hurry = self._hurry.is_set()
-            for rec in list(self._by_rid.values()):
-                if rec.run_task is not None and not rec.run_task.done():
-                    rec.run_task.cancel()
-            if pending:
-                s = self.client.settings
-                budget = s.completion_timeout_seconds * (s.completion_retries + 1) + 1.0
-                _, stuck = await asyncio.wait(pending, timeout=min(budget, 5.0 if hurry else 60.0))
-                for task in stuck:
-                    task.cancel()
-                if stuck:
-                    await asyncio.wait(stuck, timeout=5.0)
+            await self._wind_down(slots, drives)
         for task in list(self._background):
             task.cancel()
         if self._pruner is not None:
@@ -158,27 +105,33 @@ class RolloutRegistry:
             await asyncio.gather(self._pruner, return_exceptions=True)
         await self.client.aclose()
 
+    async def _wind_down(self, slots: Slots, drives: list[asyncio.Task[None]]) -> None:
+        """Grace period for ``drives``, then cancel the loops still running and give their
+        error reports a bounded time to be delivered."""
+        grace = self.settings.shutdown_grace_seconds
+        if not slots.hurried.is_set():
+            logger.warning(
+                "shutting down: %d rollout(s) in flight get up to %g s to finish "
+                "(press Ctrl-C again to report them as stopped now)", len(drives), grace,
+            )
+        pending = await slots.grace(drives, grace)
+        hurry = slots.hurried.is_set()
+        for rec in self.records:
+            if rec.run_task is not None and not rec.run_task.done():
+                rec.run_task.cancel()
+        if pending:
+            s = self.client.settings
+            budget = s.completion_timeout_seconds * (s.completion_retries + 1) + 1.0
+            _, stuck = await asyncio.wait(pending, timeout=min(budget, 5.0 if hurry else 60.0))
+            for task in stuck:
+                task.cancel()
+            if stuck:
+                await asyncio.wait(stuck, timeout=5.0)
+
     def hurry(self) -> None:
         """End a shutdown's grace period now (a second Ctrl-C): report what still runs."""
-        if self._hurry is not None:
-            self._hurry.set()
-
-    async def _grace(self, drives: list[asyncio.Task[None]], grace: float) -> set[asyncio.Task[None]]:
-        """Wait up to ``grace`` seconds (or until :meth:`hurry`) for ``drives``; the rest."""
-        assert self._hurry is not None
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + grace
-        pending = set(drives)
-        hurry = asyncio.ensure_future(self._hurry.wait())
-        try:
-            while pending and not self._hurry.is_set() and (left := deadline - loop.time()) > 0:
-                done, _ = await asyncio.wait(
-                    {*pending, hurry}, timeout=left, return_when=asyncio.FIRST_COMPLETED
-                )
-                pending -= done
-        finally:
-            hurry.cancel()
-        return pending
+        if self._slots is not None:
+            self._slots.hurried.set()
 
     async def _prune_forever(self) -> None:
         every = min(60.0, self.settings.record_ttl_seconds / 2)
@@ -188,38 +141,11 @@ class RolloutRegistry:
 
     def prune(self, now: float | None = None) -> int:
         """Forget finished rollouts older than ``record_ttl_seconds``; returns how many."""
-        now = time.monotonic() if now is None else now
-        ttl = self.settings.record_ttl_seconds
-        old = [r for r in self._finished if r.finished_at is not None and now - r.finished_at > ttl]
-        for rec in old:
-            self._forget(rec)
-        return len(old)
-
-    def _forget(self, rec: _Record) -> None:
-        if rec.key is not None and self._by_key.get(rec.key) is rec:
-            del self._by_key[rec.key]
-        if self._by_rid.get(rec.rollout_id) is rec:
-            del self._by_rid[rec.rollout_id]
-        self.finished_bytes -= self._finished.pop(rec, 0)
-
-    def _remember_finished(self, rec: _Record) -> None:
-        """Keep ``rec`` readable, forgetting the oldest finished records beyond the count and
-        byte bounds (the newest one always stays)."""
-        try:
-            size = len(rec.response.model_dump_json()) if rec.response is not None else 0
-        except Exception:  # unserializable results were already turned into errors
-            size = 0
-        self._finished[rec] = size
-        self.finished_bytes += size
-        s = self.settings
-        while len(self._finished) > 1 and (
-            len(self._finished) > s.max_finished_records or self.finished_bytes > s.max_finished_bytes
-        ):
-            self._forget(next(iter(self._finished)))
+        return self.records.prune(now)
 
     async def finished(self, rollout_id: str) -> RolloutRecordView | None:
         """Wait until ``rollout_id`` reached a terminal state; its view (``None`` if unknown)."""
-        rec = self._by_rid.get(rollout_id)
+        rec = self.records.get(rollout_id)
         if rec is None:
             return None
         await rec.done.wait()
@@ -236,11 +162,11 @@ class RolloutRegistry:
             AdmissionError: 503 while shutting down, 429 when full, 422 when ``get_tools`` fails,
                 409 for a conflicting duplicate, 403 for a callback host not allowed.
         """
-        self._ensure_started()
-        fingerprint = _fingerprint(request)
-        rec = self._find(request, fingerprint)
+        self._started()
+        print_ = fingerprint(request)
+        rec = self.records.find(request, print_)
         if rec is None:
-            self._check_callback_host(request, peer)
+            check_callback_host(request, peer, self.settings.allowed_callback_hosts)
             if self.closing:
                 raise AdmissionError(503, SHUTTING_DOWN, self.settings.retry_after_seconds)
             if self.pending >= self.settings.max_pending_rollouts:
@@ -250,51 +176,17 @@ class RolloutRegistry:
                     "rollouts; retry later",
                     self.settings.retry_after_seconds,
                 )
-            rec = self._new_record(request, fingerprint)
+            rec = self._new_record(request, print_)
         return await asyncio.shield(rec.init)
 
-    def _find(self, request: RolloutRequest, fingerprint: str) -> _Record | None:
-        """The record this init duplicates, or None; AdmissionError 409 when it conflicts."""
-        key = request.idempotency_key
-        by_key = self._by_key.get(key) if key is not None else None
-        by_rid = self._by_rid.get(request.rollout_id)
-        if by_key is not None and by_key.rollout_id != request.rollout_id:
-            raise AdmissionError(
-                409, f"idempotency_key {key!r} was already used for rollout "
-                f"{by_key.rollout_id!r}; use a new key for a new rollout",
-            )
-        rec = by_key or by_rid
-        if rec is not None and rec.fingerprint != fingerprint:
-            raise AdmissionError(
-                409, f"rollout {request.rollout_id!r} was already started with a different "
-                "request; a retried init must repeat the same body",
-            )
-        return rec
-
-    def _check_callback_host(self, request: RolloutRequest, peer: str | None) -> None:
-        allowed = self.settings.allowed_callback_hosts
-        if allowed is None:
-            return
-        host = (urlsplit(request.server_url).hostname or "").lower()
-        if (peer is not None and host == peer.lower()) or _host_allowed(host, allowed):
-            return
-        raise AdmissionError(
-            403, f"server_url host {host!r} is not allowed: it must be the address the init "
-            "comes from or be listed in allowed_callback_hosts (start the server with "
-            f"'osmosis serve --allowed-callback-host {host}', or add it to "
-            "OSMOSIS_ROLLOUT_SERVER_ALLOWED_CALLBACK_HOSTS)",
-        )
-
-    def _new_record(self, request: RolloutRequest, fingerprint: str) -> _Record:
+    def _new_record(self, request: RolloutRequest, print_: str) -> RolloutRecord:
         future: asyncio.Future[InitResponse] = asyncio.get_running_loop().create_future()
         # A waiter may go away (client disconnect); mark errors as seen so none is logged twice.
         future.add_done_callback(lambda f: f.cancelled() or f.exception())
-        rec = _Record(
-            key=request.idempotency_key, request=request, init=future, fingerprint=fingerprint
+        rec = RolloutRecord(
+            key=request.idempotency_key, request=request, init=future, fingerprint=print_
         )
-        if rec.key is not None:
-            self._by_key[rec.key] = rec
-        self._by_rid[rec.rollout_id] = rec
+        self.records.add(rec)
         self.pending += 1
         # Resolve in a task of its own: a disconnecting first caller must not strand duplicates.
         self._spawn(self._resolve_init(rec))
@@ -306,29 +198,26 @@ class RolloutRegistry:
         task.add_done_callback(self._background.discard)
         return task
 
-    async def _resolve_init(self, rec: _Record) -> None:
+    def _refuse(self, rec: RolloutRecord, error: AdmissionError) -> None:
+        """Answer ``rec``'s init with ``error`` and forget it (it never ran)."""
+        self.records.forget(rec)
+        self.pending -= 1
+        rec.done.set()
+        rec.init.set_exception(error)
+
+    async def _resolve_init(self, rec: RolloutRecord) -> None:
         try:
-            await self._resolve_init_inner(rec)
+            await self._answer_init(rec)
         finally:
             if not rec.init.done():  # cancelled at shutdown or a bug: refuse, never strand
-                self._forget(rec)
-                self.pending -= 1
-                rec.done.set()
-                rec.init.set_exception(
-                    AdmissionError(503, SHUTTING_DOWN, self.settings.retry_after_seconds)
-                )
+                self._refuse(rec, AdmissionError(503, SHUTTING_DOWN, self.settings.retry_after_seconds))
 
-    async def _resolve_init_inner(self, rec: _Record) -> None:
+    async def _answer_init(self, rec: RolloutRecord) -> None:
         try:
             rec.tools = await resolve_tools(self.agent_loop, rec.request)
         except Exception as exc:  # the user's get_tools failed: refuse this init, forget it
-            self._forget(rec)
-            self.pending -= 1
-            rec.done.set()
             logger.warning("get_tools failed for rollout %s: %s", rec.rollout_id, exc)
-            rec.init.set_exception(
-                AdmissionError(422, f"get_tools() raised {type(exc).__name__}: {exc}")
-            )
+            self._refuse(rec, AdmissionError(422, f"get_tools() raised {type(exc).__name__}: {exc}"))
             return
         # From here on the rollout has its 202: the drive task owns it to a terminal state.
         rec.drive_task = asyncio.create_task(self._drive(rec))
@@ -336,32 +225,10 @@ class RolloutRegistry:
 
     # -- running -----------------------------------------------------------------------------
 
-    async def _acquire_slot(self) -> bool:
-        assert self._sem is not None and self._closing is not None
-        if self._closing.is_set():
-            return False
-        if not self._sem.locked():  # a free slot: no need to watch for shutdown
-            await self._sem.acquire()
-            return True
-        acquire = asyncio.ensure_future(self._sem.acquire())
-        closing = asyncio.ensure_future(self._closing.wait())
-        try:
-            await asyncio.wait({acquire, closing}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            closing.cancel()
-            if not acquire.done():
-                acquire.cancel()
-                await asyncio.gather(acquire, return_exceptions=True)
-        got = acquire.done() and not acquire.cancelled()
-        if got and self._closing.is_set():
-            self._sem.release()
-            return False
-        return got
-
-    async def _run(self, rec: _Record) -> RolloutResult:
-        if not await self._acquire_slot():
+    async def _run(self, rec: RolloutRecord) -> RolloutResult:
+        slots = self._started()
+        if not await slots.acquire():
             return _shutdown_result([])
-        assert self._sem is not None
         rec.state = "running"
         rec.runs += 1
         self.running += 1
@@ -386,16 +253,13 @@ class RolloutRegistry:
             return _shutdown_result(list(req.messages))
         finally:
             self.running -= 1
-            self._sem.release()
+            slots.release()
 
-    async def _drive(self, rec: _Record) -> None:
+    async def _drive(self, rec: RolloutRecord) -> None:
+        """Run ``rec`` and report its result: every admitted rollout ends here, in a terminal
+        state, whatever fails on the way."""
         try:
-            req = rec.request
-            request_dump = req.model_dump(mode="json", exclude={"api_key"})
-            request_dump["server_url"] = redact_url(req.server_url)
-            if req.tool_server_url:
-                request_dump["tool_server_url"] = redact_url(req.tool_server_url)
-            self._trace(rec, "init", {"request": request_dump})
+            self._trace(rec, "init", {"request": _traced_request(rec.request)})
             try:
                 result = await self._run(rec)
             except Exception as exc:  # a bug of ours: still a result, never a stuck record
@@ -405,20 +269,7 @@ class RolloutRegistry:
             self.counts["completed" if result.status is RolloutStatus.COMPLETED else "errored"] += 1
             rec.state = "delivering"
             self._trace(rec, "result", rec.response.model_dump(mode="json"))
-            try:
-                await self.client.complete(rec.request.server_url, rec.request.api_key, rec.response)
-            except CallbackDeliveryError as exc:
-                rec.state, rec.delivery_error = "delivery_failed", str(exc)
-                self.counts["delivery_failed"] += 1
-                logger.warning("rollout %s: %s", rec.rollout_id, exc)
-            except Exception as exc:  # e.g. a body or header that cannot be encoded
-                rec.state = "delivery_failed"
-                rec.delivery_error = f"completion callback could not be sent: {type(exc).__name__}"
-                self.counts["delivery_failed"] += 1
-                logger.warning("rollout %s: %s: %s", rec.rollout_id, rec.delivery_error, exc)
-            else:
-                rec.state = "delivered"
-                self.counts["delivered"] += 1
+            await self._deliver(rec)
             self._trace(rec, "callback", {"state": rec.state, "error": rec.delivery_error})
         except asyncio.CancelledError:
             rec.state = "delivery_failed"
@@ -430,10 +281,28 @@ class RolloutRegistry:
             self.pending -= 1
             # Records live for record_ttl_seconds: keep the result, drop the prompt.
             rec.request = rec.request.model_copy(update={"messages": [], "metadata": {}})
-            self._remember_finished(rec)
+            self.records.remember_finished(rec)
             rec.done.set()
 
-    def _trace(self, rec: _Record, event: str, data: dict[str, Any]) -> None:
+    async def _deliver(self, rec: RolloutRecord) -> None:
+        """Post the completion callback; a failure is the record's state, never raised."""
+        assert rec.response is not None
+        try:
+            await self.client.complete(rec.request.server_url, rec.request.api_key, rec.response)
+        except CallbackDeliveryError as exc:
+            rec.state, rec.delivery_error = "delivery_failed", str(exc)
+            self.counts["delivery_failed"] += 1
+            logger.warning("rollout %s: %s", rec.rollout_id, exc)
+        except Exception as exc:  # e.g. a body or header that cannot be encoded
+            rec.state = "delivery_failed"
+            rec.delivery_error = f"completion callback could not be sent: {type(exc).__name__}"
+            self.counts["delivery_failed"] += 1
+            logger.warning("rollout %s: %s: %s", rec.rollout_id, rec.delivery_error, exc)
+        else:
+            rec.state = "delivered"
+            self.counts["delivered"] += 1
+
+    def _trace(self, rec: RolloutRecord, event: str, data: dict[str, Any]) -> None:
         if self.traces is None:
             return
         try:
@@ -445,7 +314,7 @@ class RolloutRegistry:
 
     def view(self, rollout_id: str) -> RolloutRecordView | None:
         """State and (once known) result of a rollout, or ``None`` if unknown or forgotten."""
-        rec = self._by_rid.get(rollout_id)
+        rec = self.records.get(rollout_id)
         if rec is None or not rec.init.done() or rec.init.exception() is not None:
             return None
         return RolloutRecordView(
@@ -455,7 +324,7 @@ class RolloutRegistry:
 
     def runs_of(self, rollout_id: str) -> int:
         """How many times the loop ran for ``rollout_id`` (0 or 1; tests check it)."""
-        rec = self._by_rid.get(rollout_id)
+        rec = self.records.get(rollout_id)
         return rec.runs if rec else 0
 
     def health(self) -> dict[str, Any]:
@@ -470,28 +339,13 @@ class RolloutRegistry:
         }
 
 
-def _fingerprint(request: RolloutRequest) -> str:
-    """Identifies a request body (its idempotency key aside): retries must repeat it."""
-    dump = request.model_dump_json(exclude={"idempotency_key"})
-    return hashlib.sha256(dump.encode()).hexdigest()
-
-
-def _host_allowed(host: str, allowed: list[str]) -> bool:
-    try:
-        address = ipaddress.ip_address(host.strip("[]"))
-    except ValueError:
-        address = None
-    for entry in allowed:
-        entry = entry.strip().lower()
-        if entry == host:
-            return True
-        if address is not None:
-            try:
-                if address in ipaddress.ip_network(entry, strict=False):
-                    return True
-            except ValueError:
-                continue
-    return False
+def _traced_request(req: RolloutRequest) -> dict[str, Any]:
+    """The init as traced: no API key, callback URLs without credentials."""
+    dump = req.model_dump(mode="json", exclude={"api_key"})
+    dump["server_url"] = redact_url(req.server_url)
+    if req.tool_server_url:
+        dump["tool_server_url"] = redact_url(req.tool_server_url)
+    return dump
 
 
 def _internal_error_result(exc: BaseException) -> RolloutResult:

@@ -26,11 +26,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from osmosis_ai.errors import MissingExtraError
+from osmosis_ai.remote._admission import AdmissionError
 from osmosis_ai.remote._client import ClusterClient
 from osmosis_ai.remote._limits import MAX_JSON_DEPTH, body_nests_too_deep
 from osmosis_ai.remote._loop import RolloutAgentLoop
 from osmosis_ai.remote._protocol import InitResponse, RolloutRecordView, RolloutRequest
-from osmosis_ai.remote._registry import AdmissionError, RolloutRegistry
+from osmosis_ai.remote._registry import RolloutRegistry
 from osmosis_ai.remote._settings import ClientSettings, ServerSettings
 from osmosis_ai.remote._trace import TraceWriter
 
