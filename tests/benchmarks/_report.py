@@ -1,13 +1,23 @@
-"""Write one benchmark's section of BENCHMARKS.md, keeping the other sections as they are."""
+"""Write one benchmark's section of BENCHMARKS.md, keeping the other sections as they are.
+
+Every section's header records the machine it ran on (:func:`machine`): the CPU as
+``/proc/cpuinfo`` names it (model name, family/model/stepping: "AMD EPYC" alone names several
+generations), the flags that pick torch's CPU kernels, the core topology (two vCPUs on one
+physical core share its vector units), the load average while it ran, and the torch version.
+"""
 
 from __future__ import annotations
 
 import os
 import platform
 import re
+import statistics
 import sys
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
+
+__all__ = ["cpu_info", "load_average", "machine", "spread", "write_section"]
 
 ROOT = Path(__file__).resolve().parents[2]
 REPORT = ROOT / "BENCHMARKS.md"
@@ -15,40 +25,110 @@ _HEADER = (
     "# Benchmarks\n\nEach section is written by `nox -s bench` (or the command it names) and "
     "records the machine and the command that produced it.\n"
 )
+KEY_FLAGS = ("avx2", "avx512f", "avx512_bf16", "avx512_vnni", "amx_tile", "amx_bf16")
+"""CPU flags that decide which oneDNN kernels torch runs (bf16 natively or emulated)."""
+
+
+def _cpuinfo(text: str) -> dict[str, str]:
+    """The first processor's ``key: value`` lines of ``/proc/cpuinfo``."""
+    fields: dict[str, str] = {}
+    for line in text.splitlines():
+        if not line.strip():
+            if fields:
+                break
+            continue
+        key, _, value = line.partition(":")
+        fields.setdefault(key.strip(), value.strip())
+    return fields
+
+
+def cpu_info(cpuinfo: str | None = None) -> str:
+    """E.g. ``AMD EPYC (family 25 model 17 stepping 1; avx2 avx512f avx512_bf16; 2 vCPUs,
+    1 thread per core)``."""
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text()
+        except OSError:
+            return platform.processor() or platform.machine()
+    f = _cpuinfo(cpuinfo)
+    name = f.get("model name") or platform.processor() or platform.machine()
+    flags = set(f.get("flags", "").split())
+    has = [flag for flag in KEY_FLAGS if flag in flags] or ["none of " + "/".join(KEY_FLAGS)]
+    siblings, cores = f.get("siblings"), f.get("cpu cores")
+    smt = (
+        f", {int(siblings) // int(cores)} thread(s) per core"
+        if siblings and cores and siblings.isdigit() and cores.isdigit() and int(cores)
+        else ""
+    )
+    return (
+        f"{name} (family {f.get('cpu family', '?')} model {f.get('model', '?')} stepping "
+        f"{f.get('stepping', '?')}; {' '.join(has)}; {os.cpu_count()} vCPUs{smt})"
+    )
+
+
+def load_average() -> str:
+    one, five, fifteen = os.getloadavg()
+    return f"{one:.1f} / {five:.1f} / {fifteen:.1f} (1 / 5 / 15 min) on {os.cpu_count()} vCPUs"
+
+
+def _torch() -> str:
+    try:
+        import torch
+    except ImportError:
+        return "torch not installed"
+    text = f"torch {torch.__version__}"
+    try:
+        mkldnn = torch.backends.mkldnn
+        if mkldnn.is_available():  # type: ignore[no-untyped-call]
+            bf16 = bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+            text += f" (oneDNN bf16 kernels: {'yes' if bf16 else 'no'})"
+        if torch.cuda.is_available():
+            text += f", GPU {torch.cuda.get_device_name(0)}"
+    except (AttributeError, RuntimeError):
+        pass
+    return text
 
 
 def machine() -> str:
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    gpu = ""
-    try:
-        import torch
-
-        if torch.cuda.is_available():
-            gpu = f", GPU {torch.cuda.get_device_name(0)}"
-    except ImportError:
-        pass
     return (
-        f"{cpu}, {os.cpu_count()} cores{gpu}, Python {sys.version.split()[0]}, "
+        f"{cpu_info()}, {_torch()}, Python {sys.version.split()[0]}, "
         f"{platform.system()} {platform.release()}"
     )
 
 
-def write_section(name: str, title: str, body: str, command: str) -> None:
-    """Replace (or append) the section ``name`` of BENCHMARKS.md."""
+def spread(values: Sequence[float], fmt: str = "{:.2f}") -> str:
+    """``median [min-max]`` of a few runs (the median alone hides a noisy row)."""
+    if not values:
+        return "-"
+    med = statistics.median(values)
+    if len(values) == 1:
+        return fmt.format(med)
+    return f"{fmt.format(med)} [{fmt.format(min(values))}-{fmt.format(max(values))}]"
+
+
+def write_section(
+    name: str, title: str, body: str, command: str, *, load_at_start: str | None = None
+) -> None:
+    """Replace (or append) the section ``name`` of BENCHMARKS.md.
+
+    ``load_at_start``: :func:`load_average` taken when the measurement began (the header shows
+    it next to the load at the end).
+    """
     text = REPORT.read_text() if REPORT.exists() else _HEADER
     stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    load = f"at start {load_at_start}; at end {load_average()}" if load_at_start else load_average()
     section = (
         f"<!-- bench:{name} -->\n## {title}\n\n"
-        f"- Machine: {machine()}\n- Command: `{command}`\n- Date: {stamp}\n\n"
+        f"- Machine: {machine()}\n- Load average: {load}\n- Command: `{command}`\n"
+        f"- Date: {stamp}\n\n"
         f"{body.strip()}\n<!-- /bench:{name} -->"
     )
-    pattern = re.compile(rf"<!-- bench:{re.escape(name)} -->.*?<!-- /bench:{re.escape(name)} -->", re.S)
-    text = pattern.sub(lambda _m: section, text) if pattern.search(text) else text.rstrip() + "\n\n" + section + "\n"
+    pattern = re.compile(
+        rf"<!-- bench:{re.escape(name)} -->.*?<!-- /bench:{re.escape(name)} -->", re.S
+    )
+    text = (
+        pattern.sub(lambda _m: section, text)
+        if pattern.search(text)
+        else text.rstrip() + "\n\n" + section + "\n"
+    )
     REPORT.write_text(text)

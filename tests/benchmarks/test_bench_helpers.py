@@ -1,0 +1,91 @@
+"""The benchmark helpers that decide what BENCHMARKS.md says: the machine line, the spread of
+runs, and the paired verdict of a speed path against its library alternative."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.benchmarks import _report, bench_trainer
+from tests.benchmarks.bench_trainer import PathCheck, Result, Row, Setup
+
+_CPUINFO = """processor\t: 0
+vendor_id\t: AuthenticAMD
+cpu family\t: 25
+model\t\t: 17
+model name\t: AMD EPYC 9R14
+stepping\t: 1
+siblings\t: 2
+cpu cores\t: 1
+flags\t\t: fpu avx2 avx512f avx512bw avx512_bf16 avx512_vnni
+
+processor\t: 1
+model name\t: something else
+"""
+
+
+def test_cpu_info_names_family_model_flags_and_hyperthreads() -> None:
+    line = _report.cpu_info(_CPUINFO)
+    assert line.startswith("AMD EPYC 9R14 (family 25 model 17 stepping 1; ")
+    assert "avx2 avx512f avx512_bf16 avx512_vnni;" in line
+    assert "amx" not in line
+    assert "2 thread(s) per core" in line
+
+
+def test_cpu_info_without_the_flags_says_so() -> None:
+    line = _report.cpu_info("model name\t: Old CPU\nflags\t: fpu sse2\n")
+    assert "none of avx2/avx512f" in line
+
+
+def test_spread_is_median_min_max() -> None:
+    assert _report.spread([3.0, 1.0, 2.0]) == "2.00 [1.00-3.00]"
+    assert _report.spread([1.5]) == "1.50"
+    assert _report.spread([]) == "-"
+
+
+def test_write_section_records_the_load_and_keeps_other_sections(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    report = tmp_path / "BENCHMARKS.md"
+    report.write_text(
+        "# B\n\n<!-- bench:a -->\nold a\n<!-- /bench:a -->\n\n<!-- bench:b -->\nb\n<!-- /bench:b -->\n"
+    )
+    monkeypatch.setattr(_report, "REPORT", report)
+    _report.write_section("a", "A", "new a", "cmd", load_at_start="9.0 / 9.0 / 9.0")
+    text = report.read_text()
+    assert "old a" not in text and "new a" in text and "<!-- bench:b -->\nb\n" in text
+    assert "- Load average: at start 9.0 / 9.0 / 9.0; at end " in text
+    assert "- Machine: " in text and "torch " in text
+
+
+def _row(label: str, steps: list[float], cpus: list[float]) -> Row:
+    return Row(
+        Setup(label),
+        [
+            Result(step_s=s, tokens_per_step=1.0, peak_rss_gb=1.0, cpu_s=c)
+            for s, c in zip(steps, cpus, strict=True)
+        ],
+    )
+
+
+def test_path_check_pairs_rounds_and_keeps_a_path_only_past_ten_percent() -> None:
+    ours = _row("ours", [10.0, 20.0, 10.0], [10.0, 20.0, 10.0])
+    # Round 2 was slow for both rows: paired ratios are 1.2 each round, unpaired medians agree.
+    library = _row("eager", [12.0, 24.0, 12.0], [12.0, 24.0, 12.0])
+    line = PathCheck("attention", ours, library, library="transformers' eager").line()
+    assert "wall 1.20 [1.20-1.20]x" in line
+    assert "stays: beats transformers' eager by >= 10 %" in line
+    close = _row("sdpa", [10.5, 21.0, 10.5], [10.5, 21.0, 10.5])
+    line = PathCheck("attention", ours, close, library="transformers' SDPA").line()
+    assert "does NOT beat transformers' SDPA by 10 %" in line
+
+
+def test_unknown_ablation_key_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OSMOSIS_BENCH_ABLATIONS", "eager,nope")
+    with pytest.raises(SystemExit, match="nope"):
+        bench_trainer._ablation_keys()
+    monkeypatch.setenv("OSMOSIS_BENCH_ABLATIONS", "")
+    assert bench_trainer._ablation_keys() == []
+    monkeypatch.delenv("OSMOSIS_BENCH_ABLATIONS")
+    assert bench_trainer._ablation_keys() == list(bench_trainer.DEFAULT_ABLATIONS)
