@@ -1,5 +1,9 @@
 """The {{name}} rollout: arithmetic questions answered by one policy call, no agent framework.
 
+The no-tools example: the model answers from its own head, and RL trains that one reply. For an
+agent that calls tools over several turns, and a warm start that teaches it to, see the
+``strands`` template (the README's quick start).
+
 ``osmosis eval run configs/eval/{{name}}.toml`` evaluates it; ``osmosis train submit
 configs/training/{{name}}.toml`` trains on it. osmosis finds the one ``AgentWorkflow`` and the
 one ``Grader`` defined in this file.

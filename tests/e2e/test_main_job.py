@@ -1,13 +1,16 @@
 """The main job: scaffold the Strands calculator and train it on the embedded SmolLM2 (CPU).
 
 ``osmosis template create calc --template strands`` then ``osmosis train submit
-configs/training/calc.toml``; here capped at 2 steps to keep the test to a few minutes (the
-shipped config runs 8 steps, a few minutes on 2 cores).
+configs/training/calc.toml``: a warm start on the template's demonstrations, RL, and the
+held-out eval of base / warm start / trained. Here cut down to keep the test to a few minutes
+(one warm-start epoch on 16 demonstrations, 2 RL steps, 4 held-out rows); the shipped config's
+full run is measured by the ``learning`` benchmark.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import tomllib
@@ -30,15 +33,32 @@ def test_scaffold_and_train_calc_on_smollm2(
     config = tmp_path / "configs" / "training" / "calc.toml"
     text = config.read_text()
     assert 'model_path = "embedded"' in text
-    config.write_text(re.sub(r"max_steps = \d+", "max_steps = 2", text))
+    text = re.sub(r"max_steps = \d+", "max_steps = 2", text)
+    text = re.sub(r"epochs = \d+", "epochs = 1", text).replace("\nn = 2\n", "\nn = 1\n")
+    config.write_text(text)
+    for name, keep in (("calc_demos.jsonl", 16), ("calc_heldout.jsonl", 4)):
+        data = tmp_path / "data" / name
+        data.write_text("".join(data.read_text().splitlines(keepends=True)[:keep]))
     capsys.readouterr()
 
     assert main(["train", "submit", str(config), "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["status"] == "finished" and out["steps"] == 2
     run = Path(out["run"])
-    records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    every = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    warm = [r for r in every if r.get("kind") == "warm_start"]
+    assert warm and all(math.isfinite(r["warm_start/loss"]) for r in warm)
+    assert (run / "checkpoints" / "warm" / "adapter").is_dir()
+    records = [r for r in every if r.get("kind", "train") == "train"]
     assert [r["step"] for r in records] == [1, 2]
+    for r in records:  # tool use per step, from the recorded calls
+        assert 0.0 <= r["tools/call_rate"] <= 1.0
+        assert r["tools/turns_per_rollout"] >= 1.0 and r["tools/calls_per_rollout"] >= 0.0
+    # [heldout]: base, warm start and trained on the same rows, with the paired differences.
+    report = out["heldout"]
+    assert [m["role"] for m in report["models"]] == ["base", "warm", "trained"]
+    assert report["rows"] == 4 and report["pass_vs_warm"]["rows"] == 4
+    assert all(m["tool_call_rate"] is not None for m in report["models"])
     # One step's rollouts: rollout_batch_size x n_samples_per_prompt, as the template sets them.
     training = tomllib.loads(text)["training"]
     per_step = training["rollout_batch_size"] * training["n_samples_per_prompt"]
