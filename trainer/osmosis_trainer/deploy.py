@@ -26,6 +26,7 @@ import json
 import os
 import signal
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -127,6 +128,8 @@ async def _serve_vllm(args: argparse.Namespace) -> None:
 
     folder = await asyncio.to_thread(_base_folder, args.base, args.adapter)
     options = vllm_options(args, folder, cuda=torch.cuda.is_available())
+    print(f"starting vLLM on loopback behind the gateway (its log: {options['log_file']})",
+          file=sys.stderr, flush=True)
     await _serve(args, VLLMEngine(**options), "vllm")
 
 
@@ -157,6 +160,7 @@ def vllm_options(args: argparse.Namespace, base_folder: str, *, cuda: bool) -> d
         "dtype": "auto" if cuda else "float32",
         "max_lora_rank": rank,
         "max_loras": 1,
+        "log_file": Path(tempfile.gettempdir()) / f"osmosis-deploy-vllm-{os.getpid()}.log",
     }
 
 
