@@ -11,14 +11,16 @@ trained; rollout code never names a model).
 
 from __future__ import annotations
 
+import math
+import re
 from typing import Any
 
 from strands import tool
 from strands.hooks import BeforeModelCallEvent
 from strands.types.exceptions import MaxTokensReachedException
 
-from osmosis_ai.grading import NumericAnswerGrader
-from osmosis_ai.rollout import AgentWorkflow, AgentWorkflowContext
+from osmosis_ai.grading import NumericAnswerGrader, final_text
+from osmosis_ai.rollout import AgentWorkflow, AgentWorkflowContext, GraderContext
 from osmosis_integrations import OsmosisRolloutModel, OsmosisStrandsAgent
 
 SYSTEM_PROMPT = (
@@ -120,8 +122,63 @@ def _model_call_limit(limit: int) -> Any:
     return before_model_call
 
 
+STEP_CREDIT = 0.4
+"""Most a wrong final answer can earn for the question's steps its tool calls computed."""
+
+_QUESTION = re.compile(r"(-?\d+(?:\.\d+)?)((?:\s*[-+*/]\s*-?\d+(?:\.\d+)?)+)\s*\?")
+_STEP = re.compile(r"([-+*/])\s*(-?\d+(?:\.\d+)?)")
+_APPLY = {"+": float.__add__, "-": float.__sub__, "*": float.__mul__, "/": float.__truediv__}
+
+
 class CalculatorGrader(NumericAnswerGrader):
     """Scores each sample's final number against the row's ``ground_truth``: 1.0 exact, 0.5
-    right but wrapped in other text, 0.2 within 1%, else 0.0. The rule is
-    ``osmosis_ai.grading.score_number``, shared by the calculator templates; override
-    ``score(text, label)`` here to change it."""
+    right but wrapped in other text, 0.2 within 1%, else 0.0 (the rule is
+    ``osmosis_ai.grading.score_number``, shared by the calculator templates).
+
+    A wrong answer still earns up to ``STEP_CREDIT`` for the steps of the question that its
+    tool results computed, in order (a question of two operations: 0.2 for the first step's
+    value, 0.4 for both). Without it, every rollout of a multi-step question that stops after
+    one call scores 0, groups of equal rewards carry no gradient, and RL cannot tell a right
+    first call or a chained second one from a wrong one. Only an exact final answer passes.
+    """
+
+    async def grade(self, ctx: GraderContext[Any]) -> None:
+        if ctx.label is None:
+            raise ValueError("this grader needs a ground_truth column in the dataset")
+        steps = _question_steps(ctx.prompt)
+        for sample_id, sample in ctx.samples.items():
+            reward = self.score(final_text(sample.messages), ctx.label)
+            if reward < 1.0 and steps:
+                done = _steps_done(steps, sample.messages)
+                reward = max(reward, STEP_CREDIT * done / len(steps))
+            ctx.set_sample_reward(sample_id, reward)
+
+
+def _question_steps(prompt: list[dict[str, Any]]) -> list[float]:
+    """The value after each operation of "What is 347 * 29 - 1500?", left to right."""
+    text = next((str(m.get("content")) for m in reversed(prompt) if m.get("role") == "user"), "")
+    match = _QUESTION.search(text)
+    if match is None:
+        return []
+    value, steps = float(match.group(1)), []
+    for op, operand in _STEP.findall(match.group(2)):
+        if op == "/" and float(operand) == 0:
+            return []
+        value = _APPLY[op](value, float(operand))
+        steps.append(value)
+    return steps
+
+
+def _steps_done(steps: list[float], messages: list[dict[str, Any]]) -> int:
+    """How many of ``steps`` the tool results computed, in order."""
+    done = 0
+    for m in messages:
+        if m.get("role") != "tool" or done == len(steps):
+            continue
+        try:
+            value = float(str(m.get("content")).strip())
+        except ValueError:
+            continue
+        if math.isclose(value, steps[done], rel_tol=1e-9, abs_tol=1e-9):
+            done += 1
+    return done

@@ -111,3 +111,36 @@ async def test_single_call_template_scores_an_exact_answer(tmp_path: Path) -> No
         endpoint_factory=fake_server_factory(exact),
     )
     assert result.summary.samples == 24 and result.summary.pass_rate == 1.0
+
+
+@pytest.mark.parametrize(("calls", "answer", "credit"), [
+    (1, "intermediate", 0.4 / 1),  # per step done: 0.4 x (steps done / steps)
+    (99, "wrong", 0.4),
+])
+async def test_strands_grader_credits_the_steps_its_tools_computed(
+    tmp_path: Path, calls: int, answer: str, credit: float
+) -> None:
+    create_from_template("strands", "calc", tmp_path)
+
+    def partial(req: FakeRequest) -> str | FakeReply:
+        first, steps = _steps(req)
+        done = len(req.tool_results)
+        if done == min(calls, len(steps)):
+            return req.tool_results[-1].strip() if answer == "intermediate" else "-1"
+        a = json.loads(req.tool_results[-1]) if done else first
+        op, b = steps[done]
+        return tool_call(_TOOL[op], a=a, b=b)
+
+    result = await run_eval(
+        tmp_path / "configs/eval/calc.toml",
+        EvalOptions(limit=8, output=tmp_path / "out"),
+        endpoint_factory=fake_server_factory(partial),
+    )
+    assert result.summary.success == 8 and result.summary.pass_rate == 0.0
+    for record in result.records:
+        trace = json.loads((tmp_path / "out" / str(record.trace)).read_text())
+        question = str(trace["messages"])
+        steps = len(_STEP.findall(question.split("What is ")[1].split("?")[0]))
+        expected = credit / steps if calls == 1 else credit
+        # An intermediate answer may also be within 1 % of the answer (0.2 by score_number).
+        assert record.reward == pytest.approx(expected) or record.reward == 0.2, question

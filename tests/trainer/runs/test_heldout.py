@@ -69,3 +69,55 @@ def test_a_finished_run_compares_its_checkpoint_with_the_base_on_heldout_rows(
     assert main(["train", "info", run.run_id]) == 0
     assert re.search(r"^held-out   5 rows: base \d\.\d{3} → trained", capsys.readouterr().out,
                      re.M)
+
+
+def test_a_run_with_a_warm_start_reports_base_warm_and_trained(
+    tiny_model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from tests.trainer.warm_start.test_warm_start_job import _demo
+
+    eos = _eos(tiny_model_dir)
+    ws = tmp_path / "ws"
+    config = make_workspace(ws, str(tiny_model_dir), eos_id=eos, rows=4)
+    (ws / "data" / "demos.jsonl").write_text("".join(json.dumps(_demo(i)) + "\n" for i in range(4)))
+    with open(ws / "data" / "even_heldout.jsonl", "w") as fh:
+        for i in range(3):
+            fh.write(json.dumps({"user_prompt": f"What is {i} * 3?", "ground_truth": str(3 * i),
+                                 "eos_id": eos}) + "\n")
+    (ws / "configs" / "eval").mkdir()
+    (ws / "configs" / "eval" / "even.toml").write_text(
+        f'[experiment]\nrollout = "even"\nentrypoint = "main.py"\nmodel_path = "{tiny_model_dir}"\n'
+        'dataset = "data/even.jsonl"\n\n[sampling]\nmax_tokens = 8\n'
+    )
+    text = re.sub(r"max_steps = \d+", "max_steps = 1", config.read_text())
+    if "max_steps" not in text:
+        text = text.replace("[training]\n", "[training]\nmax_steps = 1\n", 1)
+    config.write_text(
+        text
+        + '\n[warm_start]\ndataset = "data/demos.jsonl"\nepochs = 1\nlr = 1e-3\nbatch_size = 2\n'
+        '\n[heldout]\neval_config = "configs/eval/even.toml"\n'
+        'dataset = "data/even_heldout.jsonl"\nn = 2\n'
+    )
+    monkeypatch.chdir(ws)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["train", "submit", str(config)]) == 0
+    text = out.getvalue()
+    run = find_run(ws / "runs", "even")
+    saved = json.loads((run.path / "heldout.json").read_text())
+    assert [m["role"] for m in saved["models"]] == ["base", "warm", "trained"]
+    assert saved["models"][1]["model"].endswith(":warm")
+    assert saved["pass_vs_warm"]["measure"] == "pass" and saved["pass_vs_warm"]["rows"] == 3
+    assert saved["pass_vs_base"]["rows"] == 3 and saved["measure"] == "reward"
+    # The warm start's eval sits beside the other two: 3 rows x 2 samples.
+    assert len((run.path / "heldout" / "warm" / "results.jsonl").read_text().splitlines()) == 6
+    for shown in (text, _info(run.run_id, capsys)):
+        assert re.search(r"^  warm start +\d\.\d{3} +\d+% +\d\.\d{2} +\d\.\d{2}$", shown, re.M), shown
+        assert "trained vs warm start: pass rate " in shown
+
+
+def _info(run_id: str, capsys: pytest.CaptureFixture[str]) -> str:
+    capsys.readouterr()
+    assert main(["train", "info", run_id]) == 0
+    return capsys.readouterr().out
