@@ -3,8 +3,11 @@
 Both train LoRA (r=8, alpha=16, all linear layers, dropout 0) on the same model with 8 prompts
 x 4 samples per step, temperature 1, loss ``dapo`` (set explicitly on both sides), no KL, lr
 1e-4, and the same reward (fraction of even token ids, EOS excluded, at least 4 tokens). TRL is
-pinned (``trl==1.16.0`` in the dev extra) and runs without gradient checkpointing, in fp32 (its
-CPU default) and, on the real model, also with ``bf16=True``. Ours runs ``[training] dtype =
+pinned (``trl==1.16.0`` in the dev extra) and runs as its users run it: its model loaded by
+transformers' ``AutoModelForCausalLM.from_pretrained`` (SDPA attention), without gradient
+checkpointing, in fp32 (its CPU default), all 32 completions of a step in one forward/backward
+(its default); on the real model also with ``bf16=True``, and with
+``gradient_accumulation_steps`` giving micro-batches near ours. Ours runs ``[training] dtype =
 "auto"`` (bf16 base weights on a CPU with native bf16 kernels). Ours runs its production path: rollout runner -> ``ctx.chat`` -> policy gateway
 (loopback HTTP) -> HF engine (adapter pushed every step) -> token-exact trajectories -> update.
 
@@ -13,10 +16,13 @@ embedded SmolLM2-135M-Instruct with its real weights, 64 new tokens). Every run 
 Python process, so its peak resident memory (``ru_maxrss``; plus a vLLM engine server's when
 one runs) is its own. Step time is the median of a run's steps after its
 warm-up; each setup runs ``OSMOSIS_BENCH_RUNS`` times (default 3) and the tables show the
-median over runs. The verdict compares like with like: ours on-policy (as TRL trains) with the
+median over runs; runs of all rows are interleaved round by round (A B C A B C), so ratios
+are paired by round. The verdict compares like with like: ours on-policy (as TRL trains) with the
 default settings against TRL, both at the same thread count. On the real model the section also
 shows what each speed path the trainer keeps gains there (the update thread: rollouts ahead
-against on-policy; a path must save >= 10 % of the step to stay), the memory/CPU trade of the
+against on-policy; a path must save >= 10 % of the step to stay, and a home-made path must
+beat its library alternative by >= 10 %: transformers' eager and SDPA attention against
+``osmosis_trainer.attention``, peft's ``merge_adapter`` against ``engines/_hf_merge.py``), the memory/CPU trade of the
 CPU micro-batch size, and where the on-policy step's CPU time and memory go, phase by phase
 (``_trainer_phases``).
 
@@ -120,7 +126,9 @@ def _eager_attention(model: Any) -> None:
 
 def _peft_merge_serve(self: Any, state: Any) -> None:
     """``HFEngine._serve`` done peft's way: ``unmerge_adapter()``, load the new weights into
-    the peft layers, ``merge_adapter()`` (in place into the engine's own weights)."""
+    the peft layers, ``merge_adapter()`` (in place into the engine's own weights). Each
+    unmerge/merge pair rounds the bf16 weights twice, so rounding accumulates over a run (ours
+    merges into kept originals instead); this row measures the time."""
     from peft import PeftModel
 
     from osmosis_trainer.engines._hf_adapter import apply_adapter
@@ -557,13 +565,13 @@ class PathCheck:
             )
         else:
             outcome = f"pays (>= 10 % on {rule})" if pays else "gains < 10 %"
-        other = self.library or "without it"
+        other, mine = (f"with {self.library}", "ours") if self.library else ("without it", "with it")
         return (
             f"- {self.name}: step {spread([r.step_s for r in self.without.runs])} s / "
             f"{self.without.median('cpu_s'):.1f} CPU s {other} ({self.without.setup.label}) "
             f"vs {spread([r.step_s for r in self.with_it.runs])} s / "
-            f"{self.with_it.median('cpu_s'):.1f} CPU s with it ({self.with_it.setup.label}); "
-            f"{other} / with it, paired by round: wall {spread(walls)}x, CPU {spread(cpus)}x "
+            f"{self.with_it.median('cpu_s'):.1f} CPU s {mine} ({self.with_it.setup.label}); "
+            f"{other} / {mine}, paired by round: wall {spread(walls)}x, CPU {spread(cpus)}x "
             f"({wall:+.0%} wall, {cpu:+.0%} CPU) -> {outcome}"
         )
 
@@ -736,7 +744,6 @@ def _checks(default: Row, ahead: Row, by_key: dict[str, Row]) -> list[PathCheck]
         ("attention", "our CPU attention (osmosis_trainer/attention.py)",
          "transformers' SDPA attention"),
         ("adapter_precision", "LoRA layers in bf16 over bf16 base weights (autocast)", ""),
-        ("one_thread", "the second thread", ""),
     ):
         if key in by_key:
             checks.append(PathCheck(name, default, by_key[key], library=library))
@@ -744,10 +751,18 @@ def _checks(default: Row, ahead: Row, by_key: dict[str, Row]) -> list[PathCheck]
 
 
 def _micro_note(default: Row, by_key: dict[str, Row]) -> list[str]:
+    notes = []
+    one = by_key.get("one_thread")
+    if one is not None:  # not a speed path: how much compute the second vCPU adds
+        notes.append(
+            f"- {one.setup.label}: step {spread([r.step_s for r in one.runs])} s against "
+            f"{spread([r.step_s for r in default.runs])} s with 2 threads: the second thread "
+            f"speeds the step up {spread(_paired(one, default, 'step_s'))}x (paired by round)"
+        )
     micro = by_key.get("micro")
     if micro is None:
-        return []
-    return [
+        return notes
+    return [*notes,
         f"- {micro.setup.label}: step {micro.median('step_s'):.2f} s / "
         f"{micro.median('cpu_s'):.1f} CPU s, peak RSS {micro.median('peak_rss_gb'):.2f} GB "
         f"(defaults: {default.median('step_s'):.2f} s / {default.median('cpu_s'):.1f} CPU s, "
@@ -763,6 +778,9 @@ def _real_body(rows: list[Row], keys: list[str], done: int, runs: int, cpu_probe
     lines = [
         _verdict("real model (SmolLM2-135M)", default, trl, memory=True, trl_bf16=trl_bf16,
                  trl_micro=trl_micro),
+        "",
+        "TRL's model was loaded by transformers and ran its attention implementation "
+        f"`{', '.join(sorted({str(r.attention) for t in (trl, trl_bf16, trl_micro) for r in t.runs}))}`.",
         "",
         _table(case, main_rows, trl),
         "",
