@@ -13,7 +13,7 @@ from osmosis_ai.console import state
 if TYPE_CHECKING:
     from rich.progress import Progress, TaskID
 
-    from osmosis_ai.eval import EvalEvents, EvalRecord, EvalSummary, PairedResult
+    from osmosis_ai.eval import EvalEvents, EvalRecord, EvalResult, EvalSummary, PairedResult
 
 __all__ = [
     "Head",
@@ -22,9 +22,11 @@ __all__ = [
     "fmt",
     "fmt_cmp",
     "make_progress",
+    "print_results",
     "print_summary",
     "progress_events",
     "report_paired",
+    "report_single",
     "signed",
 ]
 
@@ -127,6 +129,52 @@ def print_summary(
         )
     table.add_row("results", f"{plan.run_dir / 'results.jsonl'} (traces in traces/)")
     console.print(table)
+
+
+def print_results(rows: list[dict[str, Any]], run_dir: Path) -> None:
+    """The first 20 per-row results of an eval run as a table (the rest are in the run)."""
+    if not rows:
+        return
+    from rich.markup import escape
+    from rich.table import Table
+
+    table = Table(box=None, pad_edge=False, title="results (first 20)")
+    for col in ("row", "run", "status", "reward", "error"):
+        table.add_column(col, overflow="fold")
+    for r in rows[:20]:
+        table.add_row(
+            str(r["row_index"]),
+            str(r["run_index"]),
+            r["status"],
+            fmt(r["reward"]),
+            escape((r.get("error") or "")[:80]),
+        )
+    state.console.print(table)
+    if len(rows) > 20:
+        state.console.print(f"  ... {len(rows) - 20} more in {run_dir / 'results.jsonl'}")
+
+
+def report_single(result: EvalResult, json_out: bool) -> None:
+    """One model's eval: its summary as JSON, or the resumed counts and the summary table."""
+    status = result.info.status
+    if json_out:
+        state.emit_json(
+            {
+                "run_dir": str(result.plan.run_dir),
+                "status": status,
+                "model": result.plan.model,
+                "model_load_s": result.info.model_load_s,
+                "new_records": result.new_records,
+                "resumed_records": result.resumed_records,
+                "summary": result.summary.model_dump(mode="json"),
+            }
+        )
+        return
+    if result.resumed_records:
+        state.console.print(
+            f"resumed: kept {result.resumed_records} earlier results, ran {result.new_records} more"
+        )
+    print_summary(result.plan, result.summary, status, result.info.model_load_s)
 
 
 def report_paired(paired: PairedResult, json_out: bool) -> None:

@@ -13,9 +13,11 @@ from osmosis_ai.cli._eval_view import (
     fmt,
     fmt_cmp,
     make_progress,
+    print_results,
     print_summary,
     progress_events,
     report_paired,
+    report_single,
     signed,
 )
 from osmosis_ai.console import state
@@ -99,8 +101,24 @@ def run_command(
     json_out: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
 ) -> None:
     """Run the rollout over the dataset; write per-sample results and traces; print a summary."""
-    from osmosis_ai.eval import EvalOptions, baseline_for, run_eval, run_paired_eval
+    from osmosis_ai.eval import EvalOptions, baseline_for
 
+    models = _checked_models(config, model, baseline)
+    options = EvalOptions(
+        limit=limit, n=n, concurrency=concurrency, model=models[0] if models else None,
+        output=output, resume=resume, name=name, rows=rows, retry_failed=retry_failed,
+        fresh=fresh, dataset_file=dataset_file,
+    )
+    base_model = baseline_for(config, options) if baseline else dict(enumerate(models)).get(1)
+    args = _child_args(options, models, baseline)
+    if ctx.info_name == "submit":
+        _submit(config, options, args, json_out)
+    else:
+        _run_and_report(config, options, base_model, json_out, args)
+
+
+def _checked_models(config: Path, model: list[str] | None, baseline: bool) -> list[str]:
+    """The ``--model`` values, once the config exists and the flags agree."""
     if not config.is_file():
         raise ConfigError(
             f"eval config {config} does not exist; create one with "
@@ -114,25 +132,15 @@ def run_command(
         )
     if baseline and len(models) == 2:
         raise ConfigError("pass either --baseline or a second --model, not both")
-    options = EvalOptions(
-        limit=limit,
-        n=n,
-        concurrency=concurrency,
-        model=models[0] if models else None,
-        output=output,
-        resume=resume,
-        name=name,
-        rows=rows,
-        retry_failed=retry_failed,
-        fresh=fresh,
-        dataset_file=dataset_file,
-    )
-    base_model = models[1] if len(models) == 2 else None
-    if baseline:
-        base_model = baseline_for(config, options)
-    if ctx.info_name == "submit":
-        _submit(config, options, _child_args(options, models, baseline), json_out)
-        return
+    return models
+
+
+def _run_and_report(
+    config: Path, options: EvalOptions, base_model: str | None, json_out: bool, args: list[str]
+) -> None:
+    """Run the eval (paired with ``base_model`` when given) under a progress bar; report it."""
+    from osmosis_ai.eval import run_eval, run_paired_eval
+
     if not state.debug:
         _quiet_third_party_output()
     holder: dict[str, Any] = {}
@@ -140,45 +148,19 @@ def run_command(
     events = progress_events(progress, "eval", holder)
     try:
         with progress:
-            if base_model is not None:
-                paired = asyncio.run(
-                    run_paired_eval(
-                        config,
-                        options,
-                        base_model,
-                        events=events,
-                        baseline_events=progress_events(progress, "baseline", {}),
-                    )
+            if base_model is None:
+                report_single(asyncio.run(run_eval(config, options, events=events)), json_out)
+                return
+            baseline_events = progress_events(progress, "baseline", {})
+            paired = asyncio.run(
+                run_paired_eval(
+                    config, options, base_model, events=events, baseline_events=baseline_events
                 )
-                result = paired.candidate
-            else:
-                paired = None
-                result = asyncio.run(run_eval(config, options, events=events))
+            )
     except KeyboardInterrupt:
-        _report_interrupted(holder.get("plan"), json_out, _child_args(options, models, baseline))
+        _report_interrupted(holder.get("plan"), json_out, args)
         raise typer.Exit(130) from None
-    if paired is not None:
-        report_paired(paired, json_out)
-        return
-    status = result.info.status
-    if json_out:
-        state.emit_json(
-            {
-                "run_dir": str(result.plan.run_dir),
-                "status": status,
-                "model": result.plan.model,
-                "model_load_s": result.info.model_load_s,
-                "new_records": result.new_records,
-                "resumed_records": result.resumed_records,
-                "summary": result.summary.model_dump(mode="json"),
-            }
-        )
-        return
-    if result.resumed_records:
-        state.console.print(
-            f"resumed: kept {result.resumed_records} earlier results, ran {result.new_records} more"
-        )
-    print_summary(result.plan, result.summary, status, result.info.model_load_s)
+    report_paired(paired, json_out)
 
 
 def _child_args(options: EvalOptions, models: list[str], baseline: bool) -> list[str]:
@@ -411,7 +393,6 @@ def info_command(
     import json
 
     from rich.markup import escape
-    from rich.table import Table
 
     from osmosis_ai.eval import EvalSummary, evals_root, find_eval_run
 
@@ -453,22 +434,7 @@ def info_command(
             f"{cmp['confidence'] * 100:g}% CI [{signed(cmp['ci_low'])}, "
             f"{signed(cmp['ci_high'])}] over {cmp['rows']} rows"
         )
-    rows = data["results"]
-    if rows:
-        table = Table(box=None, pad_edge=False, title="results (first 20)")
-        for col in ("row", "run", "status", "reward", "error"):
-            table.add_column(col, overflow="fold")
-        for r in rows[:20]:
-            table.add_row(
-                str(r["row_index"]),
-                str(r["run_index"]),
-                r["status"],
-                fmt(r["reward"]),
-                escape((r.get("error") or "")[:80]),
-            )
-        console.print(table)
-        if len(rows) > 20:
-            console.print(f"  ... {len(rows) - 20} more in {view.path / 'results.jsonl'}")
+    print_results(data["results"], view.path)
     if view.status in ("crashed", "failed"):
         tail = view.log_tail()
         if tail:

@@ -18,7 +18,7 @@ from osmosis_ai.cli._eval_view import Head, print_summary
 from osmosis_ai.console import state
 
 if TYPE_CHECKING:
-    from osmosis_ai.grading import JudgeUsage
+    from osmosis_ai.grading import JudgeUsage, RubricJudge
     from osmosis_ai.grading._answers import AnswersResult
 
 __all__ = ["add_rubric_command"]
@@ -88,29 +88,9 @@ def rubric_command(
     json_out: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
 ) -> None:
     """Score a dataset's existing answers against a rubric with an LLM judge."""
-    from osmosis_ai.errors import ConfigError
-    from osmosis_ai.grading import JudgeCache, RubricJudge, Scale
     from osmosis_ai.grading._answers import judge_answers
 
-    if mode not in ("json", "levels"):
-        raise ConfigError(f"--mode must be 'json' or 'levels', got {mode!r}")
-    if not score_max > score_min:
-        raise ConfigError(f"--score-max ({score_max:g}) must be above --score-min ({score_min:g})")
-    rubric_path = Path(rubric)
-    rubric_text: str | Path = rubric_path if rubric_path.is_file() else rubric
-    cache: JudgeCache | bool = JudgeCache(cache_file) if cache_file is not None else True
-    try:
-        judge = RubricJudge(
-            rubric_text,
-            model=model,
-            mode=cast(Any, mode),
-            scale=Scale(min=score_min, max=score_max),
-            temperature=None if n == 1 else 1.0,
-            max_concurrent=concurrency,
-            cache=cache,
-        )
-    except ValueError as exc:
-        raise ConfigError(f"--rubric {rubric!r}: {exc}") from None
+    judge = _judge(rubric, model, mode, score_min, score_max, n, concurrency, cache_file)
     stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
     run_dir = output or Path(".osmosis") / "evals" / f"rubric-{stamp}"
 
@@ -142,6 +122,35 @@ def rubric_command(
         )
         return
     _print(result, data, model, n, hit_rate)
+
+
+def _judge(
+    rubric: str, model: str, mode: str, score_min: float, score_max: float, n: int,
+    concurrency: int, cache_file: Path | None,
+) -> RubricJudge:
+    """The judge the options describe; a bad option is a ConfigError naming it."""
+    from osmosis_ai.errors import ConfigError
+    from osmosis_ai.grading import JudgeCache, RubricJudge, Scale
+
+    if mode not in ("json", "levels"):
+        raise ConfigError(f"--mode must be 'json' or 'levels', got {mode!r}")
+    if not score_max > score_min:
+        raise ConfigError(f"--score-max ({score_max:g}) must be above --score-min ({score_min:g})")
+    rubric_path = Path(rubric)
+    rubric_text: str | Path = rubric_path if rubric_path.is_file() else rubric
+    cache: JudgeCache | bool = JudgeCache(cache_file) if cache_file is not None else True
+    try:
+        return RubricJudge(
+            rubric_text,
+            model=model,
+            mode=cast(Any, mode),
+            scale=Scale(min=score_min, max=score_max),
+            temperature=None if n == 1 else 1.0,
+            max_concurrent=concurrency,
+            cache=cache,
+        )
+    except ValueError as exc:
+        raise ConfigError(f"--rubric {rubric!r}: {exc}") from None
 
 
 def add_rubric_command(eval_app: typer.Typer) -> None:

@@ -18,13 +18,16 @@ import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
 
 from osmosis_ai.console import state
 from osmosis_ai.errors import ConfigError
+
+if TYPE_CHECKING:
+    from osmosis_ai.remote import AgentLoopReport, ServerSettings
 
 __all__ = ["register"]
 
@@ -88,6 +91,26 @@ def serve_command(
     generated = not local and key is None
     if generated:
         key = secrets.token_urlsafe(24)
+    _print_banner(report, settings, host, local, key, generated)
+    out = state.console
+
+    def announce(what: str, value: Any) -> None:
+        label = {"url": "URL", "logs": "Logs"}.get(what, what)
+        out.print(f"  {label}: {escape(str(value))}")
+        if what == "url":
+            out.print(_exposure_hint(host, local), soft_wrap=True)
+        sys.stdout.flush()
+
+    opts = ServeOptions(spec=module, host=host, port=port, reload=reload, log_dir=log,
+                        auth=not local, api_key=key, log_level=log_level, settings=settings)
+    run_server(opts, announce=announce)
+
+
+def _print_banner(
+    report: AgentLoopReport, settings: ServerSettings, host: str, local: bool,
+    key: str | None, generated: bool,
+) -> None:
+    """What is served, where callbacks may go, and how clients authenticate."""
     out = state.console
     out.print("Osmosis rollout server starting...")
     out.print(f"  Agent: {escape(report.name or '?')}")
@@ -104,17 +127,6 @@ def serve_command(
         out.print(f"  API key ({'generated' if generated else 'given'}): {escape(shown)}")
         out.print("  Clients send: Authorization: Bearer <key>")
     sys.stdout.flush()
-
-    def announce(what: str, value: Any) -> None:
-        label = {"url": "URL", "logs": "Logs"}.get(what, what)
-        out.print(f"  {label}: {escape(str(value))}")
-        if what == "url":
-            out.print(_exposure_hint(host, local), soft_wrap=True)
-        sys.stdout.flush()
-
-    opts = ServeOptions(spec=module, host=host, port=port, reload=reload, log_dir=log,
-                        auth=not local, api_key=key, log_level=log_level, settings=settings)
-    run_server(opts, announce=announce)
 
 
 def _mask(key: str) -> str:

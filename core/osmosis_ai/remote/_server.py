@@ -52,6 +52,22 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 Hook = Callable[[], Any]
 
 
+def _with_shortcuts(
+    settings: ServerSettings | None, max_concurrent: int | None, record_ttl_seconds: float | None
+) -> ServerSettings:
+    """``settings`` (default: from the environment) with the shortcut arguments that are set."""
+    shortcuts = {"max_concurrent_rollouts": max_concurrent, "record_ttl_seconds": record_ttl_seconds}
+    return (settings or ServerSettings.from_env()).model_copy(
+        update={k: v for k, v in shortcuts.items() if v is not None}
+    )
+
+
+def _api_key(api_key: str | None) -> tuple[str, bool]:
+    """The key clients must send, and whether it was generated (then it is logged once)."""
+    key = api_key or os.environ.get(API_KEY_ENV) or None
+    return (secrets.token_urlsafe(24), True) if key is None else (key, False)
+
+
 def create_app(
     agent_loop: RolloutAgentLoop | type[RolloutAgentLoop] | str,
     *,
@@ -91,22 +107,8 @@ def create_app(
     from osmosis_ai.remote._loader import coerce_agent_loop
 
     loop = coerce_agent_loop(agent_loop)
-    server_settings = (settings or ServerSettings.from_env()).model_copy(
-        update={
-            k: v
-            for k, v in {
-                "max_concurrent_rollouts": max_concurrent,
-                "record_ttl_seconds": record_ttl_seconds,
-            }.items()
-            if v is not None
-        }
-    )
-    key: str | None = None
-    generated = False
-    if auth:
-        key = api_key or os.environ.get(API_KEY_ENV) or None
-        if key is None:
-            key, generated = secrets.token_urlsafe(24), True
+    server_settings = _with_shortcuts(settings, max_concurrent, record_ttl_seconds)
+    key, generated = _api_key(api_key) if auth else (None, False)
     registry = RolloutRegistry(
         loop,
         settings=server_settings,

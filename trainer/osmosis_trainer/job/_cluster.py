@@ -10,7 +10,8 @@ from osmosis_trainer.loop import GatewayRolloutSource
 
 if TYPE_CHECKING:
     from osmosis_ai.config import TrainingConfig
-    from osmosis_trainer.loop import RunDir
+    from osmosis_ai.runs import RunDir
+    from osmosis_trainer.models import LoadedModel
 
 __all__ = ["ClusterJob"]
 
@@ -35,7 +36,7 @@ class ClusterJob:
         self._ctx.__enter__()
         self._connected = True
 
-    async def engine_pool(self, max_new_tokens: int, loaded: Any) -> Any:
+    async def engine_pool(self, max_new_tokens: int, loaded: LoadedModel) -> Any:
         from osmosis_trainer.distributed import ClusterPlacement, RayEnginePool
 
         c, t = self.config.cluster, self.config.training

@@ -7,13 +7,14 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from osmosis_ai.config import TrainingConfig
-    from osmosis_trainer.loop import RunDir
+    from osmosis_ai.runs import RunDir
+    from osmosis_trainer.models import LoadedModel
 
 __all__ = ["local_engine", "vllm_options"]
 
 
 def local_engine(
-    config: TrainingConfig, loaded: Any, device: str, run: RunDir, max_new_tokens: int
+    config: TrainingConfig, loaded: LoadedModel, device: str, run: RunDir, max_new_tokens: int
 ) -> Any:
     t = config.training
     concurrency = t.concurrency or t.rollout_batch_size * t.n_samples_per_prompt
@@ -35,7 +36,7 @@ _VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
 
 
 
-def _vllm_engine(config: TrainingConfig, loaded: Any, device: str, run: RunDir) -> Any:
+def _vllm_engine(config: TrainingConfig, loaded: LoadedModel, device: str, run: RunDir) -> Any:
     """A vLLM server (child process) serving the base model plus each step's adapter.
 
     vLLM needs a model folder: the embedded GGUF model is first saved as a plain HF folder.
@@ -50,7 +51,7 @@ def _vllm_engine(config: TrainingConfig, loaded: Any, device: str, run: RunDir) 
 
 
 
-def vllm_options(config: TrainingConfig, loaded: Any, device: str, run: RunDir) -> dict[str, Any]:
+def vllm_options(config: TrainingConfig, loaded: LoadedModel, device: str, run: RunDir) -> dict[str, Any]:
     """``VLLMEngine`` launch arguments for this config (also used by vLLM engine actors)."""
     from osmosis_trainer.models import is_embedded, training_dtype
 

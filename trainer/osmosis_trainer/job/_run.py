@@ -22,6 +22,7 @@ from osmosis_trainer.job._engines import local_engine
 from osmosis_trainer.job._plan import JobPlan, needs_entrypoint, plan_job
 from osmosis_trainer.loop import (
     GatewayRolloutSource,
+    LoopSettings,
     StepReport,
     TraceSampler,
     Trainer,
@@ -34,6 +35,7 @@ from osmosis_trainer.trackers import open_trackers
 
 if TYPE_CHECKING:
     from osmosis_ai.config import TrainingConfig
+    from osmosis_trainer.models import LoadedModel
 
 __all__ = ["run_training"]
 
@@ -109,18 +111,7 @@ async def _run(
     settings = resolve_settings(
         config, n_rows=len(plan.rows), pad_id=pad_id, device=plan.device, dtype=dtype
     )
-    # [cluster]: this process is the Ray driver; workflows (and engines) run on actors.
-    cluster = ClusterJob(config, run) if config.cluster.address is not None else None
-    if cluster is not None:
-        phase(f"joining the Ray cluster at {config.cluster.address}")
-        cluster.connect()
-    phase(f"starting the {plan.engine} engine")
-    # The HF engine copies the base model before LoRA is attached.
-    engine = (
-        await cluster.engine_pool(settings.max_completion_length, loaded)
-        if cluster is not None and config.cluster.engines
-        else local_engine(config, loaded, plan.device, run, settings.max_completion_length)
-    )
+    cluster, engine = await _start_engine(config, run, plan, loaded, settings, phase)
     lora = config.lora
     model = attach_lora(
         loaded.model, r=lora.r, alpha=lora.alpha, dropout=lora.dropout,
@@ -138,7 +129,6 @@ async def _run(
             backend=cluster.backend(entry, gateway) if cluster is not None else "local",
         )
 
-    n_val = config.evaluation.limit or min(len(plan.rows), _MAX_VALIDATION_ROWS)
     try:
         gateway_host = config.cluster.gateway_host if cluster is not None else "127.0.0.1"
         # A key per run: the rollouts get it through gateway.route(), so nothing else (another
@@ -159,37 +149,9 @@ async def _run(
                 make_runner(t.n_samples_per_prompt), gateway, make_runner=make_runner,
                 max_prompt_length=t.max_prompt_length,
             )
-            trainer = Trainer(
-                model, source, plan.rows, settings, run, device=plan.device,
-                eval_rows=plan.rows[:n_val] if config.checkpoints.eval_interval else None,
-                on_report=on_report,
-                tensorboard="tensorboard" in config.logging.report_to,
-                traces=TraceSampler(
-                    run.path, config.logging.trace_samples_per_step,
-                    decode=token_texts(loaded.tokenizer),
-                    max_tokens=config.logging.trace_max_tokens, temperature=settings.temperature,
-                ),
-                trackers=open_trackers(
-                    config.logging.report_to, run.path, run.run_id,
-                    project=config.logging.project or run.name,
-                    config=config.model_dump(mode="json", exclude={"env"}),
-                ),
-            )
+            trainer = _make_trainer(config, run, plan, model, source, settings, loaded, on_report)
             try:
-                resumed = False
-                if resume:
-                    phase("resuming")
-                    resumed = await _resume(trainer, run, resume, config.warm_start is not None)
-                if config.warm_start is not None and not resumed:
-                    from osmosis_trainer.warm_start import run_warm_start
-
-                    phase("warm start")
-                    await run_warm_start(
-                        trainer, config, plan.demonstrations, loaded.tokenizer,
-                        bad_rows=plan.bad_demonstrations, on_report=on_report,
-                    )
-                phase("training")
-                return await trainer.train()
+                return await _train(trainer, config, run, plan, resume, loaded, on_report, phase)
             finally:
                 await source.aclose()
     finally:
@@ -197,6 +159,86 @@ async def _run(
         if cluster is not None:
             cluster.close()
 
+
+
+async def _start_engine(
+    config: TrainingConfig,
+    run: RunDir,
+    plan: JobPlan,
+    loaded: LoadedModel,
+    settings: LoopSettings,
+    phase: Callable[[str], None],
+) -> tuple[ClusterJob | None, Any]:
+    """Join the Ray cluster (``[cluster]``: this process is the driver; workflows, and engines
+    when asked, run on actors) and start the inference engine."""
+    cluster = ClusterJob(config, run) if config.cluster.address is not None else None
+    if cluster is not None:
+        phase(f"joining the Ray cluster at {config.cluster.address}")
+        cluster.connect()
+    phase(f"starting the {plan.engine} engine")
+    # The HF engine copies the base model before LoRA is attached.
+    engine = (
+        await cluster.engine_pool(settings.max_completion_length, loaded)
+        if cluster is not None and config.cluster.engines
+        else local_engine(config, loaded, plan.device, run, settings.max_completion_length)
+    )
+    return cluster, engine
+
+
+def _make_trainer(
+    config: TrainingConfig,
+    run: RunDir,
+    plan: JobPlan,
+    model: Any,
+    source: Any,
+    settings: LoopSettings,
+    loaded: LoadedModel,
+    on_report: Callable[[StepReport], None] | None,
+) -> Trainer:
+    n_val = config.evaluation.limit or min(len(plan.rows), _MAX_VALIDATION_ROWS)
+    return Trainer(
+        model, source, plan.rows, settings, run, device=plan.device,
+        eval_rows=plan.rows[:n_val] if config.checkpoints.eval_interval else None,
+        on_report=on_report,
+        tensorboard="tensorboard" in config.logging.report_to,
+        traces=TraceSampler(
+            run.path, config.logging.trace_samples_per_step,
+            decode=token_texts(loaded.tokenizer),
+            max_tokens=config.logging.trace_max_tokens, temperature=settings.temperature,
+        ),
+        trackers=open_trackers(
+            config.logging.report_to, run.path, run.run_id,
+            project=config.logging.project or run.name,
+            config=config.model_dump(mode="json", exclude={"env"}),
+        ),
+    )
+
+
+async def _train(
+    trainer: Trainer,
+    config: TrainingConfig,
+    run: RunDir,
+    plan: JobPlan,
+    resume: bool | Path,
+    loaded: LoadedModel,
+    on_report: Callable[[StepReport], None] | None,
+    phase: Callable[[str], None],
+) -> TrainResult:
+    """Resume (when asked), run the warm start (unless a resumed checkpoint is past it), train."""
+    resumed = False
+    if resume:
+        phase("resuming")
+        resumed = await _resume(trainer, run, resume, config.warm_start is not None)
+    if config.warm_start is not None and not resumed:
+        from osmosis_trainer.warm_start import run_warm_start
+
+        phase("warm start")
+        await run_warm_start(
+            trainer, config, plan.demonstrations, loaded.tokenizer,
+            bad_rows=plan.bad_demonstrations, on_report=on_report,
+        )
+    phase("training")
+    return await trainer.train()
 
 
 async def _resume(trainer: Trainer, run: RunDir, resume: bool | Path, warm: bool) -> bool:
