@@ -32,7 +32,7 @@ def tests(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def e2e(session: nox.Session) -> None:
-    """Slow end-to-end tests: learning tests and the embedded SmolLM2 model."""
+    """The `slow` tests on the real embedded SmolLM2 (CI runs them after the fast suite)."""
     _install_dev(session)
     session.run("pytest", "-m", "slow", *session.posargs)
 

