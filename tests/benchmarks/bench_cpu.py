@@ -114,6 +114,30 @@ def onednn_isa() -> str:
     return f"{isa.strip()}; bf16 matmul kernel `{kernel}`"
 
 
+def mkl_path() -> str:
+    """The code path MKL names for an fp32 matmul (``MKL_VERBOSE``, in a child process): on
+    Intel CPUs an ISA ("AVX-512 ... enabled processors"), on others a generic path."""
+    code = "import torch; torch.nn.functional.linear(torch.randn(64,576), torch.randn(1536,576))"
+    env = {**os.environ, "MKL_VERBOSE": "1"}
+    try:
+        out = subprocess.run(
+            [sys.executable, "-c", code],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        ).stdout
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"unknown ({exc})"
+    head = next(
+        (ln for ln in out.splitlines() if ln.startswith("MKL_VERBOSE") and " for " in ln), ""
+    )
+    if not head:
+        return "no MKL call seen (fp32 went elsewhere)"
+    return head.split(" for ", 1)[1].split(",")[0].strip()
+
+
 @dataclass
 class Probe:
     """Per shape: seconds per call, one list per (dtype, threads) over the rounds."""
@@ -174,11 +198,12 @@ def summary(p: Probe, shapes: tuple[Shape, ...] = SHAPES) -> str:
 def main() -> None:
     start_load = load_average()
     isa = onednn_isa()
+    mkl = mkl_path()
     p = probe()
     body = "\n".join(
         [
             f"oneDNN: {isa}. fp32 matmuls run through the BLAS torch was built with "
-            "(MKL in the CPU wheels), not oneDNN.",
+            f"(MKL in the CPU wheels), not oneDNN; MKL's code path here: {mkl}.",
             "",
             f"Median [min-max] over {ROUNDS} interleaved rounds; each figure is the median of "
             "~0.15 s of calls. 'fp32 / bf16 time' above 1: bf16 is faster (native kernels); "

@@ -822,7 +822,9 @@ def _zen4_note(cpu_probe: str) -> str:
         "cause: choosing the dtype at start-up from a measured bf16/fp32 matmul ratio would "
         "pick bf16 on both machines, as the flag does (the rule is not implemented for that "
         "reason). What differs is how the two steps use the CPU. torch runs bf16 matmuls "
-        "through oneDNN's native AVX512-BF16 kernels and fp32 ones through MKL (not oneDNN); "
+        "through oneDNN's native AVX512-BF16 kernels and fp32 ones through MKL (not oneDNN), "
+        "whose `MKL_VERBOSE` names no AVX-512 path on these AMD CPUs (a generic one: part of "
+        "why bf16 is 2-3x faster here, and the same for TRL's fp32 on both machines); "
         "ours is compute-bound (bf16 kernels on cache-sized matrices: 32-row decode steps, "
         "~1k-token micro-batches), TRL's fp32 step is bound by memory traffic (one "
         "forward/backward over all 32 completions, fp32 logits over a 49k vocabulary, ~12 GB "
@@ -855,7 +857,8 @@ def _cpu_probe() -> str:
     return (
         f"CPU probe on this machine (`python -m tests.benchmarks cpu`, {rounds} interleaved "
         f"round(s), "
-        f"load {load_average()}; oneDNN: {bench_cpu.onednn_isa()}):\n\n"
+        f"load {load_average()}; oneDNN: {bench_cpu.onednn_isa()}; MKL's fp32 path: "
+        f"{bench_cpu.mkl_path()}):\n\n"
         + bench_cpu.summary(probe)
     )
 
