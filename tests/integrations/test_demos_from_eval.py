@@ -178,14 +178,17 @@ async def test_cli_prints_counts_and_names_a_missing_run(
 
 
 @pytest.mark.slow  # SmolLM2 on the CPU through the default (embedded) eval engine
+@pytest.mark.timeout(1200)  # up to 6 turns per rollout; minutes on a loaded 2-core machine
 async def test_from_eval_accepts_an_eval_run_of_the_embedded_model(tmp_path: Path) -> None:
     from osmosis_ai.templates import create_from_template
 
     create_from_template("openai-agents", "calc", tmp_path)
+    config = tmp_path / "configs" / "eval" / "calc.toml"
+    text = config.read_text()
+    assert "max_tokens = 128" in text
+    config.write_text(text.replace("max_tokens = 128", "max_tokens = 64"))
     out = tmp_path / ".osmosis" / "evals" / "embedded"
-    result = await run_eval(
-        tmp_path / "configs" / "eval" / "calc.toml", EvalOptions(limit=3, output=out)
-    )
+    result = await run_eval(config, EvalOptions(limit=2, output=out))
     assert result.info.model == "embedded" and result.info.status == "completed"
     report = demos_from_eval(out, tmp_path / "demos.jsonl", min_reward=0.0)
     graded = [r for r in result.records if r.status == "success"]
