@@ -153,7 +153,8 @@ def test_create_unknown_template_suggests(run_cli: RunCli, tmp_path: Path) -> No
 @pytest.mark.parametrize("name", ["single-call", "strands", "openai-agents"])
 def test_calculator_templates_grade_with_the_shared_numeric_grader(name: str) -> None:
     """The grader lives once in osmosis_ai.grading; each template subclasses it (discovery
-    needs a Grader defined in the rollout's own file)."""
+    needs a Grader defined in the rollout's own file). The strands quick start adds credit
+    for the steps of a multi-step question on top (its own grade(), the same score rule)."""
     from osmosis_ai.grading import NumericAnswerGrader
 
     pytest.importorskip({"strands": "strands", "openai-agents": "agents"}.get(name, "osmosis_ai"))
@@ -163,7 +164,8 @@ def test_calculator_templates_grade_with_the_shared_numeric_grader(name: str) ->
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     grader = module.CalculatorGrader
-    assert issubclass(grader, NumericAnswerGrader) and "grade" not in vars(grader)
+    assert issubclass(grader, NumericAnswerGrader) and "score" not in vars(grader)
+    assert ("grade" in vars(grader)) == (name == "strands")
 
 
 def test_remote_server_template_is_created_and_validated(
