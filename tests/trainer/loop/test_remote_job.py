@@ -18,8 +18,8 @@ from osmosis_ai.remote import (
     RolloutResult,
     create_app,
 )
-from osmosis_ai.testing import serve_in_loop
 from osmosis_ai.rollout.running import load_grader
+from osmosis_ai.testing import serve_in_loop
 from osmosis_trainer.job import plan_job, run_training
 from osmosis_trainer.loop._metrics import read_metrics
 from osmosis_trainer.loop._run import create_run_dir

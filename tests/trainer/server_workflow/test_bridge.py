@@ -11,7 +11,6 @@ from typing import Any
 import httpx
 import pytest
 
-from osmosis_ai.rollout import ErrorCategory, Grader, GraderContext, SampleStatus
 from osmosis_ai.remote import (
     ClientSettings,
     RolloutAgentLoop,
@@ -21,10 +20,10 @@ from osmosis_ai.remote import (
     ServerSettings,
     create_app,
 )
-from osmosis_ai.testing import serve_in_loop
+from osmosis_ai.rollout import ErrorCategory, Grader, GraderContext, SampleStatus
 from osmosis_ai.rollout.running import RolloutRunner
 from osmosis_ai.serving.gateway import PolicyGateway
-from osmosis_ai.testing import ScriptedEngine, text, tool_call
+from osmosis_ai.testing import ScriptedEngine, serve_in_loop, text, tool_call
 from osmosis_trainer.server_workflow import RemoteCallbacks, remote_entrypoint
 from tests.core.remote._helpers import ADD_TOOL, chat_running_add
 
