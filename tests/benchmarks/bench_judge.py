@@ -6,18 +6,23 @@ served in process by osmosis's HF engine (offline, CPU). Three passes over the s
 1. 100 distinct answers, 8 judge calls in flight (the engine batches them);
 2. the same 100 answers again (a re-graded eval): every judgement should come from the cache;
 3. 16 of the answers with one call in flight, for the concurrency comparison.
+
+Then prompt injection (``_injection.py``): bad answers graded clean and with an
+injected plea or forged verdict, under the raw-paste prompt of before and the tagged prompt of now.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
 import tempfile
 import time
 from pathlib import Path
 
 from osmosis_ai.grading import JudgeCache, JudgeModel, RubricJudge
 from osmosis_ai.grading._answers import judge_answers
+from tests.benchmarks._injection import injection_section, measure_injection
 from tests.benchmarks._report import write_section
 
 N_SAMPLES = 100
@@ -95,9 +100,10 @@ async def _run(data: Path) -> tuple[float, dict[str, dict[str, float]]]:
             RUBRIC, model=model, max_tokens=48, max_concurrent=1, cache=JudgeCache()
         )
         serial = await _pass(data, serial_judge, limit=SERIAL_SAMPLES)
+        injection = await measure_injection(model)
     finally:
         await model.aclose()
-    return load_s, {"first": first, "second": second, "serial": serial}
+    return load_s, {"first": first, "second": second, "serial": serial, **injection}
 
 
 def _row(name: str, r: dict[str, float]) -> str:
@@ -124,17 +130,24 @@ def _concurrency_verdict(speedup: float) -> str:
     )
 
 
+def _load(avg: tuple[float, float, float]) -> str:
+    return " / ".join(f"{x:.1f}" for x in avg) + " (1 / 5 / 15 min)"
+
+
 def main() -> None:
+    load_at_start = os.getloadavg()
     with tempfile.TemporaryDirectory() as tmp:
         load_s, r = asyncio.run(_run(_dataset(Path(tmp) / "answers.jsonl")))
+    load_at_end = os.getloadavg()
     first, second, serial = r["first"], r["second"], r["serial"]
     speedup = first["calls_per_s"] / serial["calls_per_s"] if serial["calls_per_s"] else 0.0
     body = f"""
 `osmosis eval rubric` as a library (`judge_answers`) over {N_SAMPLES} distinct support replies,
 judged by the embedded SmolLM2-135M-Instruct (in-process HF engine, CPU, JSON mode with two
 worked examples, greedy, at most 48 tokens per answer). Model load: {load_s:.1f} s (not counted).
-The machine was shared with other jobs while this ran: compare the rows of this table with
-each other, not with other sections.
+The machine was shared with other jobs while this ran (nice 0; load average
+{_load(load_at_start)} at the start, {_load(load_at_end)} at the end): compare the rows of
+this table with each other, not with other sections.
 
 | pass | samples | judge calls | tokens per call (prompt + completion) | wall | calls/s | samples/s | cache hits | failed |
 |---|---|---|---|---|---|---|---|---|
@@ -149,6 +162,8 @@ each other, not with other sections.
   {second["wall_s"] * 1000:.0f} ms instead of {first["wall_s"]:.0f} s and makes no judge call.
 - {first["failed"]:.0f} of {first["samples"]:.0f} judgements failed (a failure is an answer the judge
   never wrote as valid JSON after 2 retries; it is recorded with the raw reply, not scored).
+
+{injection_section(r)}
 """
     print(body)
     write_section(
