@@ -525,6 +525,50 @@ def _targets(run: TrainRun) -> dict[str, bool]:
     }
 
 
+SECOND_CALL = ROOT / "docs" / "learning_second_call.json"
+"""Teacher-forced probabilities of a tool call (the ``<tool_call>`` tokens) on the first turn
+and right after a correct first tool result, averaged over 6 held-out multi-step questions
+(a plain forward pass per checkpoint; the diagnosis of why RL did or did not chain)."""
+
+
+def _second_call_table() -> str:
+    if not SECOND_CALL.exists():
+        return ""
+    rows = json.loads(SECOND_CALL.read_text())
+    return (
+        "Why no chaining: the probability of a tool call on the first turn, and of a second "
+        "call right after a correct first result (teacher forced, 6 held-out questions):\n\n"
+        "| checkpoint | P(call), first turn | P(call), after a right result |\n|---|---|---|\n"
+        + "\n".join(f"| {r['checkpoint']} | {r['p_call_first_turn']:.3f} | "
+                    f"{r['p_call_after_result']:.4f} |" for r in rows)
+        + "\n"
+    )
+
+
+def _where_rl_stands(runs: list[TrainRun]) -> str:
+    """What RL changed per seed, computed from the runs' own step records: tool use, turns,
+    exact answers, and whether the calls came in separate turns (chained on a result) or
+    several in one turn (all from the question's numbers)."""
+    lines = []
+    for run in runs:
+        d = diagnostics(run)
+        recs = run.records
+        passes = sum(r.get("pass_rate", 0.0) * r.get("samples", 0.0) for r in recs)
+        last = recs[-3:]
+        calls, turns = _mean_of(last, "tools/calls_per_rollout"), _mean_of(last, "tools/turns_per_rollout")
+        lines.append(
+            f"- seed {run.seed}: over {d['steps']} RL steps the rollouts that call a tool went "
+            f"from {_rate(d['call_rate_first'], '.0%')} to {_rate(d['call_rate_last'], '.0%')} "
+            f"and the reward from {d['first3']:.3f} to {d['last3']:.3f}; {passes:.0f} of "
+            f"{sum(r.get('samples', 0.0) for r in recs):.0f} training rollouts gave the exact "
+            f"answer. In the last 3 steps a rollout made {_rate(calls)} tool calls in "
+            f"{_rate(turns)} model calls ({_rate(turns - 1 - calls, '+.2f')} turns beyond one "
+            "per call: a negative value means calls made together in one turn, which cannot "
+            "feed one result into the next)."
+        )
+    return "\n".join(lines) + "\n" if lines else ""
+
+
 def render() -> None:
     """Write the plot and the section from the stored runs in docs/ (no training)."""
     stored = json.loads(RUNS.read_text()) if RUNS.exists() else []
@@ -576,7 +620,8 @@ def render() -> None:
         "| trained vs warm: pass diff [95% CI] | wall | load |\n"
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n"
         + "\n".join(rows)
-        + "\n\n![reward, tool-call rate and turns per rollout per step](docs/learning.png)\n"
+        + "\n\n" + _where_rl_stands(runs) + "\n" + _second_call_table()
+        + "\n![reward, tool-call rate and turns per rollout per step](docs/learning.png)\n"
     )
     if probes:
         body += (
