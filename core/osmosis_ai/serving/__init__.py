@@ -24,13 +24,14 @@ from osmosis_ai.serving._engine import (
     GenerationResult,
     InferenceEngine,
 )
-from osmosis_ai.serving._factory import EMBEDDED_ALIASES, create_engine
+from osmosis_ai.serving._factory import EMBEDDED_ALIASES, EMBEDDED_INSTALL, create_engine
 from osmosis_ai.serving._keys import new_api_key
 from osmosis_ai.serving._litellm import LiteLLMEngine
 from osmosis_ai.serving._openai_server import OpenAIServerEngine
 
 __all__ = [
     "EMBEDDED_ALIASES",
+    "EMBEDDED_INSTALL",
     "ContextLengthError",
     "EngineError",
     "FinishReason",
