@@ -133,14 +133,16 @@ ENV = {
 
 @pytest.fixture(autouse=True)
 def _forget_user_modules() -> Any:
-    """The fixtures are imported as top-level modules; drop them (and their sys.path entry)
-    after each test so the next test imports its own copy."""
-    path, modules = list(sys.path), set(sys.modules)
+    """The fixtures are imported as top-level modules ``server`` and ``main``: drop any module
+    of those names before each test (other tests import their own ``server.py``) and after it,
+    with the test's sys.path entries, so each test imports its own copy."""
+    path = list(sys.path)
+    for name in ("server", "main"):
+        sys.modules.pop(name, None)
     yield
     sys.path[:] = path
-    for name in set(sys.modules) - modules:
-        if name in ("server", "main"):
-            sys.modules.pop(name, None)
+    for name in ("server", "main"):
+        sys.modules.pop(name, None)
 
 
 def _imported_names(source: str) -> list[tuple[str, str]]:
