@@ -22,24 +22,11 @@ from pathlib import Path
 
 from osmosis_ai.grading import JudgeCache, JudgeModel, RubricJudge
 from osmosis_ai.grading._answers import judge_answers
-from tests.benchmarks._injection import injection_section, measure_injection
+from tests.benchmarks._injection import RUBRIC, TOPICS, injection_section, measure_injection
 from tests.benchmarks._report import write_section
 
 N_SAMPLES = 100
 SERIAL_SAMPLES = 16
-RUBRIC = "A good reply names the exact menu or button to use and is polite."
-TOPICS = [
-    "reset my password",
-    "export a note",
-    "turn on dark mode",
-    "delete my account",
-    "share a notebook",
-    "print a note",
-    "change my email",
-    "pin a note",
-    "restore a deleted note",
-    "turn off notifications",
-]
 STYLES = [
     "Tap '{b}' in Settings.",
     "Go to the menu and press '{b}', then confirm.",
