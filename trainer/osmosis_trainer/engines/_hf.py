@@ -267,13 +267,13 @@ class HFEngine:
                 self._merged.apply(self._model, self._adapter)
             raise
 
-    def _admit(self, active: int) -> list[Row]:
+    def _admit(self, active: int) -> list[Row[_Job]]:
         """Requests that arrived while a batch decodes, to join it (continuous batching).
 
         Stops at an adapter load or shutdown in the queue: what comes after a load must be
         served by the new adapter, so the running batch drains first.
         """
-        rows: list[Row] = []
+        rows: list[Row[_Job]] = []
         while self._pending is None and active + len(rows) < self.max_batch_size:
             try:
                 nxt = self._queue.get_nowait()
@@ -287,7 +287,7 @@ class HFEngine:
                 rows.append(row)
         return rows
 
-    def _start(self, job: _Job) -> Row | None:
+    def _start(self, job: _Job) -> Row[_Job] | None:
         """The job's decoding state, or None when it was cancelled or its prompt is invalid."""
         if not job.future.set_running_or_notify_cancel():
             return None  # the caller went away
@@ -297,7 +297,7 @@ class HFEngine:
             job.future.set_exception(exc)
             return None
 
-    def _finish(self, row: Row) -> None:
+    def _finish(self, row: Row[_Job]) -> None:
         """Resolve a finished row's request at once (the rest of the batch keeps decoding)."""
         if row.payload.future.done():
             return
@@ -318,10 +318,10 @@ class HFEngine:
         rows = [row for job in batch if (row := self._start(job)) is not None]
         if not rows:
             return
-        started: list[Row] = list(rows)
+        started: list[Row[_Job]] = list(rows)
         self.stats["batches"] += 1
 
-        def admit(active: int) -> list[Row]:
+        def admit(active: int) -> list[Row[_Job]]:
             joined = self._admit(active)
             started.extend(joined)
             return joined
@@ -345,7 +345,7 @@ class HFEngine:
                     row.payload.future.set_exception(err)
             return
 
-    def _make_row(self, job: _Job) -> Row:
+    def _make_row(self, job: _Job) -> Row[_Job]:
         req = job.req
         tools = None if req.tool_choice == "none" else req.tools
         prompt = self.renderer.encode(req.messages, tools)

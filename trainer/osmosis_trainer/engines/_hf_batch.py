@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Generic, Protocol, TypeVar, cast
 
 from osmosis_ai.serving import FinishReason, GenerationResult
 from osmosis_ai.serving.toolcalls import assistant_message
@@ -14,16 +14,21 @@ from osmosis_trainer.engines._sampling import processed_logprobs, sample_tokens
 if TYPE_CHECKING:
     import torch
 
+    from osmosis_trainer._protocols import CausalLM, KVCache, Tokenizer
+
 __all__ = ["Row", "can_join", "generate_batch"]
+
+P = TypeVar("P")
+"""A row's payload: whatever the caller needs back with a finished row (the engine's job)."""
 
 
 class Forward(Protocol):
     """One forward pass of a causal LM over new tokens, with its KV cache."""
 
-    def new_cache(self) -> Any: ...
+    def new_cache(self) -> KVCache: ...
 
     def __call__(
-        self, ids: torch.Tensor, mask: torch.Tensor, pos: torch.Tensor, cache: Any
+        self, ids: torch.Tensor, mask: torch.Tensor, pos: torch.Tensor, cache: KVCache
     ) -> torch.Tensor:
         """Logits ``[B, V]`` (float32) of the last position.
 
@@ -44,16 +49,18 @@ class HFForward:
     10 % a speed path must save to be kept; see BENCHMARKS.md, trainer_real.)
     """
 
-    def __init__(self, model: Any) -> None:
+    def __init__(self, model: CausalLM) -> None:
         self.model = model
 
-    def new_cache(self) -> Any:
+    def new_cache(self) -> KVCache:
         from transformers import DynamicCache
 
-        return DynamicCache(config=self.model.config)
+        # transformers types a layer's keys/values as optional (unset before the first
+        # forward); this loop reads them only after prefill has filled every layer.
+        return cast("KVCache", DynamicCache(config=self.model.config))
 
     def __call__(
-        self, ids: torch.Tensor, mask: torch.Tensor, pos: torch.Tensor, cache: Any
+        self, ids: torch.Tensor, mask: torch.Tensor, pos: torch.Tensor, cache: KVCache
     ) -> torch.Tensor:
         out = self.model(
             input_ids=ids,
@@ -68,10 +75,10 @@ class HFForward:
 
 
 @dataclass
-class Row:
+class Row(Generic[P]):
     """One request's state during a batch."""
 
-    payload: Any
+    payload: P
     prompt_ids: list[int]
     max_new: int
     temperature: float
@@ -94,7 +101,7 @@ class Row:
             self.generator.manual_seed(self.seed)
 
     def result(
-        self, tokenizer: Any, model: str, version: int, parser: ResponseParser | None = None
+        self, tokenizer: Tokenizer, model: str, version: int, parser: ResponseParser | None = None
     ) -> GenerationResult:
         eos_last = self.finish == "stop" and self.ended_by_eos
         text = reply_text(tokenizer, self.out_ids, ended_by_token=eos_last, stop=self.stop)
@@ -119,7 +126,7 @@ class Row:
             completion_tokens=len(self.out_ids),
         )
 
-    def push(self, token: int, logprob: float, eos_ids: set[int], tokenizer: Any) -> bool:
+    def push(self, token: int, logprob: float, eos_ids: set[int], tokenizer: Tokenizer) -> bool:
         """Append a sampled token; return True when the row is finished."""
         self.out_ids.append(token)
         self.out_logprobs.append(logprob)
@@ -131,18 +138,18 @@ class Row:
             self.finish = "length"
         return self.finish is not None
 
-    def _hit_stop(self, tokenizer: Any) -> bool:
+    def _hit_stop(self, tokenizer: Tokenizer) -> bool:
         window = max(len(s) for s in self.stop) + 4  # tokens are at least one char (or a byte)
         tail = tokenizer.decode(self.out_ids[-window:], skip_special_tokens=False)
         return any(s in tail for s in self.stop)
 
 
 @dataclass
-class _Batch:
+class _Batch(Generic[P]):
     """The rows decoding together, their KV cache and the logits of their next token."""
 
-    rows: list[Row]
-    cache: Any  # DynamicCache; its layers hold keys/values [b, heads, L, head_dim]
+    rows: list[Row[P]]
+    cache: KVCache  # its layers hold keys/values [b, heads, L, head_dim]
     mask: torch.Tensor  # [b, L] 1 where the cache holds a real token (prompts are left-padded)
     next_pos: torch.Tensor  # [b, 1] position of each row's next token
     temps: torch.Tensor  # [b]
@@ -150,7 +157,7 @@ class _Batch:
     logits: torch.Tensor  # [b, V] float32, for the token to sample now
 
 
-def _prefill(forward: Forward, rows: list[Row], pad_id: int, device: Any) -> _Batch:
+def _prefill(forward: Forward, rows: list[Row[P]], pad_id: int, device: torch.device) -> _Batch[P]:
     """Run the left-padded prompts of ``rows`` through the model in one forward pass.
 
     Identical prompts run once and their KV cache is copied to each row: the samples of a GRPO
@@ -187,11 +194,11 @@ def _prefill(forward: Forward, rows: list[Row], pad_id: int, device: Any) -> _Ba
 
 
 def _step(
-    batch: _Batch,
+    batch: _Batch[P],
     eos: set[int],
-    shared_generator: Any,
-    tokenizer: Any,
-    on_done: Callable[[Row], None] | None,
+    shared_generator: torch.Generator | None,
+    tokenizer: Tokenizer,
+    on_done: Callable[[Row[P]], None] | None,
 ) -> torch.Tensor:
     """Sample and record every row's next token, hand finished rows to ``on_done`` and drop
     them from ``batch``; returns the tokens [b'] to feed for the rows still decoding."""
@@ -215,7 +222,7 @@ def _step(
     return _keep(batch, tokens, done)
 
 
-def _keep(batch: _Batch, tokens: torch.Tensor, done: list[bool]) -> torch.Tensor:
+def _keep(batch: _Batch[P], tokens: torch.Tensor, done: list[bool]) -> torch.Tensor:
     """Drop finished rows from ``batch`` (in place); returns the kept rows' tokens.
 
     Cache columns that only padding of dropped rows needed are cut as well, so a long prompt
@@ -244,11 +251,12 @@ def _keep(batch: _Batch, tokens: torch.Tensor, done: list[bool]) -> torch.Tensor
     return tokens
 
 
-def can_join(cache: Any) -> bool:
+def can_join(cache: KVCache) -> bool:
     """Whether rows can join this cache mid-decode (plain full-attention layers only)."""
     from transformers.cache_utils import DynamicLayer
 
-    return all(type(layer) is DynamicLayer for layer in cache.layers)
+    layers: Sequence[object] = cache.layers  # checked by exact class, not by the protocol
+    return all(type(layer) is DynamicLayer for layer in layers)
 
 
 def _left_pad(t: torch.Tensor, width: int, dim: int) -> torch.Tensor:
@@ -261,7 +269,7 @@ def _left_pad(t: torch.Tensor, width: int, dim: int) -> torch.Tensor:
     return F.pad(t, pad)
 
 
-def _join(batch: _Batch, new: _Batch) -> None:
+def _join(batch: _Batch[P], new: _Batch[P]) -> None:
     """Append ``new``'s rows to ``batch`` (in place), left-padding the shorter cache."""
     import torch
 
@@ -279,15 +287,15 @@ def _join(batch: _Batch, new: _Batch) -> None:
 
 
 def generate_batch(
-    model: Any,
-    rows: list[Row],
+    model: CausalLM,
+    rows: list[Row[P]],
     *,
     pad_id: int,
     eos_ids: list[int],
     shared_generator: torch.Generator | None,
-    tokenizer: Any,
-    admit: Callable[[int], list[Row]] | None = None,
-    on_done: Callable[[Row], None] | None = None,
+    tokenizer: Tokenizer,
+    admit: Callable[[int], list[Row[P]]] | None = None,
+    on_done: Callable[[Row[P]], None] | None = None,
 ) -> None:
     """Decode ``rows`` together; each row ends on EOS, a stop string or its budget.
 

@@ -8,12 +8,13 @@ them together, and none of them imports it.
 
 from __future__ import annotations
 
-from osmosis_trainer.job._engines import vllm_options
+from osmosis_trainer.job._engines import VLLMOptions, vllm_options
 from osmosis_trainer.job._plan import JobPlan, needs_entrypoint, plan_job, resolve_device
 from osmosis_trainer.job._run import run_training
 
 __all__ = [
     "JobPlan",
+    "VLLMOptions",
     "needs_entrypoint",
     "plan_job",
     "resolve_device",

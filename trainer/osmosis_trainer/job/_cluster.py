@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Literal
 
 from osmosis_trainer.job._engines import vllm_options
 from osmosis_trainer.loop import GatewayRolloutSource
 
 if TYPE_CHECKING:
     from osmosis_ai.config import TrainingConfig
+    from osmosis_ai.rollout.running import Entrypoint
+    from osmosis_ai.rollout.scope import PolicyEndpoint
     from osmosis_ai.runs import RunDir
+    from osmosis_trainer.distributed import ClusterPlacement, RayBackend, RayEnginePool
+    from osmosis_trainer.loop import AdapterServer, GroupRunner
     from osmosis_trainer.models import LoadedModel
 
 __all__ = ["ClusterJob"]
@@ -27,16 +32,16 @@ class ClusterJob:
         self.config = config
         self.run = run
         self._ctx = connect(config)
-        self._backend: Any = None
-        self._pool: Any = None
-        self._placement: Any = None
+        self._backend: RayBackend | None = None
+        self._pool: RayEnginePool | None = None
+        self._placement: ClusterPlacement | None = None
         self._connected = False
 
     def connect(self) -> None:
         self._ctx.__enter__()
         self._connected = True
 
-    async def engine_pool(self, max_new_tokens: int, loaded: LoadedModel) -> Any:
+    async def engine_pool(self, max_new_tokens: int, loaded: LoadedModel) -> RayEnginePool:
         from osmosis_trainer.distributed import ClusterPlacement, RayEnginePool
 
         c, t = self.config.cluster, self.config.training
@@ -45,12 +50,13 @@ class ClusterJob:
             engines=c.engines, workers=0 if self.config.remote is not None else c.rollout_workers,
             engine_cpus=c.engine_cpus, engine_gpus=c.engine_gpus, worker_cpus=c.worker_cpus,
         )
-        options: dict[str, Any]
+        options: dict[str, object]  # the engine's keyword arguments
         model_path = self.config.experiment.model_path
         if t.engine == "vllm":  # one vLLM server per engine actor, on the GPUs Ray gave it
             device = "cuda" if c.engine_gpus > 0 else "cpu"
-            options = vllm_options(self.config, loaded, device, self.run)
-            model_path = options.pop("model_path")
+            launch = vllm_options(self.config, loaded, device, self.run)
+            model_path = launch["model_path"]
+            options = {k: v for k, v in launch.items() if k != "model_path"}
             options["log_dir"] = str(self.run.path)
         else:
             options = {"max_new_tokens": max_new_tokens, "seed": t.seed, "dtype": t.dtype,
@@ -63,11 +69,11 @@ class ClusterJob:
         await self._pool.start()
         return self._pool
 
-    def backend(self, entry: Any, gateway: Any) -> Any:
+    def backend(self, entry: Entrypoint, gateway: PolicyEndpoint) -> RayBackend | Literal["local"]:
         from osmosis_trainer.distributed import RayBackend
 
         if self._backend is None:
-            if getattr(entry, "path", None) is None:  # [remote]: the server runs the workflows
+            if entry.path is None:  # [remote]: the server runs the workflows
                 return "local"
             c = self.config.cluster
             self._backend = RayBackend(
@@ -77,12 +83,24 @@ class ClusterJob:
             )
         return self._backend
 
-    def source(self, *args: Any, **kwargs: Any) -> Any:
+    def source(
+        self,
+        runner: GroupRunner,
+        gateway: AdapterServer,
+        *,
+        make_runner: Callable[[int], GroupRunner],
+        max_prompt_length: int,
+    ) -> GatewayRolloutSource:
         from osmosis_trainer.distributed import ClusterRolloutSource
 
         if self._backend is None and self._pool is None:
-            return GatewayRolloutSource(*args, **kwargs)
-        src = ClusterRolloutSource(*args, backend=self._backend, engines=self._pool, **kwargs)
+            return GatewayRolloutSource(
+                runner, gateway, make_runner=make_runner, max_prompt_length=max_prompt_length
+            )
+        src = ClusterRolloutSource(
+            runner, gateway, backend=self._backend, engines=self._pool,
+            make_runner=make_runner, max_prompt_length=max_prompt_length,
+        )
         c = self.config.cluster
         self.run.update_status(cluster={
             "address": c.address, "workers": c.rollout_workers if self._backend else 0,
@@ -94,6 +112,7 @@ class ClusterJob:
     def report(self) -> None:
         """Write the cluster's state (live/lost actors, where each runs) into status.json."""
         backend, pool = self._backend, self._pool
+        # JSON for status.json: counts, node ids, URLs and messages side by side.
         info: dict[str, Any] = {"address": self.config.cluster.address, "workers": 0,
                                 "workers_lost": 0}
         if backend is not None:

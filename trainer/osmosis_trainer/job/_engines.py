@@ -3,32 +3,43 @@
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict
 
 if TYPE_CHECKING:
     from osmosis_ai.config import TrainingConfig
     from osmosis_ai.runs import RunDir
+    from osmosis_ai.serving import InferenceEngine
+    from osmosis_trainer.engines import VLLMEngine
     from osmosis_trainer.models import LoadedModel
 
-__all__ = ["local_engine", "vllm_options"]
+__all__ = ["VLLMOptions", "local_engine", "vllm_options"]
+
+
+class VLLMOptions(TypedDict):
+    """``VLLMEngine`` launch arguments for a training config."""
+
+    model_path: str
+    python: str | None
+    max_lora_rank: int
+    max_model_len: int
+    dtype: str
+    extra_args: list[str]
 
 
 def local_engine(
     config: TrainingConfig, loaded: LoadedModel, device: str, run: RunDir, max_new_tokens: int
-) -> Any:
+) -> InferenceEngine:
     t = config.training
     concurrency = t.concurrency or t.rollout_batch_size * t.n_samples_per_prompt
     if t.engine == "vllm":
         return _vllm_engine(config, loaded, device, run)
     from osmosis_trainer.engines import HFEngine
 
-    options: dict[str, Any] = {
-        "max_batch_size": concurrency,
-        "max_new_tokens": max_new_tokens,
-        "seed": t.seed,
-    }
     # Its own modules over the base weights, which LoRA training leaves as they are.
-    return HFEngine(loaded, device=device, copy_model=True, share_weights=True, **options)
+    return HFEngine(
+        loaded, device=device, copy_model=True, share_weights=True,
+        max_batch_size=concurrency, max_new_tokens=max_new_tokens, seed=t.seed,
+    )
 
 
 
@@ -36,7 +47,9 @@ _VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
 
 
 
-def _vllm_engine(config: TrainingConfig, loaded: LoadedModel, device: str, run: RunDir) -> Any:
+def _vllm_engine(
+    config: TrainingConfig, loaded: LoadedModel, device: str, run: RunDir
+) -> VLLMEngine:
     """A vLLM server (child process) serving the base model plus each step's adapter.
 
     vLLM needs a model folder: the embedded GGUF model is first saved as a plain HF folder.
@@ -51,7 +64,9 @@ def _vllm_engine(config: TrainingConfig, loaded: LoadedModel, device: str, run: 
 
 
 
-def vllm_options(config: TrainingConfig, loaded: LoadedModel, device: str, run: RunDir) -> dict[str, Any]:
+def vllm_options(
+    config: TrainingConfig, loaded: LoadedModel, device: str, run: RunDir
+) -> VLLMOptions:
     """``VLLMEngine`` launch arguments for this config (also used by vLLM engine actors)."""
     from osmosis_trainer.models import is_embedded, training_dtype
 

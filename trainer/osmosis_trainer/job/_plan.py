@@ -5,13 +5,14 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from osmosis_ai.errors import ConfigError
 from osmosis_trainer.loop import plan_steps
 
 if TYPE_CHECKING:
     from osmosis_ai.config import TrainingConfig
+    from osmosis_ai.data import DatasetRow, Demonstration
 
 __all__ = ["JobPlan", "needs_entrypoint", "plan_job", "resolve_device"]
 
@@ -34,11 +35,11 @@ class JobPlan:
 
     entrypoint: Path
     dataset: Path
-    rows: list[Any]
+    rows: list[DatasetRow]
     total_steps: int
     device: str
     engine: str
-    demonstrations: list[Any] = field(default_factory=list)
+    demonstrations: list[Demonstration] = field(default_factory=list)
     """``[warm_start]``: the valid demonstration rows (read and checked, not yet rendered)."""
     bad_demonstrations: int = 0
     """``[warm_start] on_bad_row = "skip"``: rows left out as malformed."""

@@ -13,7 +13,7 @@ import logging
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from osmosis_ai.errors import TrainingError
 from osmosis_ai.runs import RunDir, read_status
@@ -34,7 +34,12 @@ from osmosis_trainer.loop import (
 from osmosis_trainer.trackers import open_trackers
 
 if TYPE_CHECKING:
+    from peft import PeftModel
+
     from osmosis_ai.config import TrainingConfig
+    from osmosis_ai.rollout.running import Entrypoint, RolloutRunner
+    from osmosis_ai.serving import InferenceEngine
+    from osmosis_trainer.loop import RolloutSource
     from osmosis_trainer.models import LoadedModel
 
 __all__ = ["run_training"]
@@ -101,7 +106,9 @@ async def _run(
     plan = plan or plan_job(config)
     t = config.training
     os.environ.update(config.env)
-    entry: Any = None if config.remote is not None else load_entrypoint(plan.entrypoint)
+    entry: Entrypoint | None = (
+        None if config.remote is not None else load_entrypoint(plan.entrypoint)
+    )
     # [remote] reward = "grader": the entrypoint's Grader, loaded before the model (fail fast).
     grader = load_grader(plan.entrypoint) if needs_entrypoint(config) and entry is None else None
     phase(f"loading {config.experiment.model_path} on {plan.device}")
@@ -121,7 +128,9 @@ async def _run(
     sampling = config.sampling.model_copy(update={"max_tokens": settings.max_completion_length})
     concurrency = t.concurrency or t.rollout_batch_size * t.n_samples_per_prompt
 
-    def make_runner(n: int) -> Any:
+    def make_runner(n: int) -> RolloutRunner:
+        # Called once the gateway is up, when a [remote] run's `entry` has been built too.
+        assert entry is not None
         return RolloutRunner(
             entry, gateway, n_samples=n, concurrency=concurrency,
             workflow_timeout_s=t.agent_workflow_timeout_s, grader_timeout_s=t.grader_timeout_s,
@@ -168,7 +177,7 @@ async def _start_engine(
     loaded: LoadedModel,
     settings: LoopSettings,
     phase: Callable[[str], None],
-) -> tuple[ClusterJob | None, Any]:
+) -> tuple[ClusterJob | None, InferenceEngine]:
     """Join the Ray cluster (``[cluster]``: this process is the driver; workflows, and engines
     when asked, run on actors) and start the inference engine."""
     cluster = ClusterJob(config, run) if config.cluster.address is not None else None
@@ -189,8 +198,8 @@ def _make_trainer(
     config: TrainingConfig,
     run: RunDir,
     plan: JobPlan,
-    model: Any,
-    source: Any,
+    model: PeftModel,
+    source: RolloutSource,
     settings: LoopSettings,
     loaded: LoadedModel,
     on_report: Callable[[StepReport], None] | None,

@@ -13,14 +13,16 @@ from osmosis_trainer.loop._data import plan_steps
 from osmosis_trainer.loop._policy import attach_lora
 from osmosis_trainer.loop._rollouts import GradedSample, RolloutSource, SequenceData, StepRollouts
 from osmosis_trainer.loop._settings import LoopSettings, resolve_settings
-from osmosis_trainer.loop._source import GatewayRolloutSource
+from osmosis_trainer.loop._source import AdapterServer, GatewayRolloutSource, GroupRunner
 from osmosis_trainer.loop._traces import TraceSampler, token_texts
 from osmosis_trainer.loop._trainer import StepReport, Trainer, TrainResult
 from osmosis_trainer.loop._update import NonFiniteLossError
 
 __all__ = [
+    "AdapterServer",
     "GatewayRolloutSource",
     "GradedSample",
+    "GroupRunner",
     "LoopSettings",
     "NonFiniteLossError",
     "RolloutSource",

@@ -1,0 +1,73 @@
+"""What the trainer needs of a causal LM, its KV cache and its tokenizer, as typing Protocols.
+
+transformers' ``PreTrainedModel`` / ``PeftModel``, ``DynamicCache`` and
+``PreTrainedTokenizerBase`` fit them; so do the small doubles tests build. Only the members the
+trainer calls are named, so a reader sees the whole seam here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    import torch
+    from transformers import PretrainedConfig
+
+__all__ = ["CausalLM", "CausalLMOutput", "KVCache", "KVLayer", "Tokenizer"]
+
+
+class CausalLMOutput(Protocol):
+    """A forward pass's output: ``logits`` ``[B, T, V]``."""
+
+    @property
+    def logits(self) -> torch.Tensor: ...
+
+
+class KVLayer(Protocol):
+    """One layer of a KV cache: ``keys`` / ``values`` ``[B, heads, L, head_dim]``."""
+
+    keys: torch.Tensor
+    values: torch.Tensor
+
+
+class KVCache(Protocol):
+    """A KV cache the decoding loop grows, filters by row and trims (a ``DynamicCache``)."""
+
+    @property
+    def layers(self) -> Sequence[KVLayer]: ...
+
+    def batch_select_indices(self, indices: torch.Tensor) -> None:
+        """Keep only the rows ``indices`` (in place)."""
+        ...
+
+
+class CausalLM(Protocol):
+    """A causal LM as the HF engine drives it (``PreTrainedModel`` or a ``PeftModel``)."""
+
+    @property
+    def config(self) -> PretrainedConfig: ...
+
+    def parameters(self, recurse: bool = ...) -> Iterator[torch.nn.Parameter]: ...
+
+    def __call__(
+        self,
+        *,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        position_ids: torch.Tensor,
+        past_key_values: KVCache,
+        use_cache: bool,
+        logits_to_keep: int,
+    ) -> CausalLMOutput:
+        """Logits of the last ``logits_to_keep`` positions; ``past_key_values`` is extended in
+        place."""
+        ...
+
+
+class Tokenizer(Protocol):
+    """The decoding half of a tokenizer."""
+
+    def decode(self, token_ids: list[int], /, skip_special_tokens: bool = ...) -> str | list[str]:
+        """Text of ``token_ids`` (a ``str`` for a flat id list; transformers types it wider)."""
+        ...
