@@ -123,11 +123,35 @@ def _num(value: Any, spec: str = ".3f") -> str:
 
 def _print_info(d: dict[str, Any]) -> None:
     con = state.console
-    p = d["progress"]
-    total = p["total_steps"] if p["total_steps"] is not None else "?"
     status = "unreadable" if d.get("unreadable") else d["status"]
     con.print(f"[bold]{d['run_id']}[/]  {status} · phase {d['phase']}"
               + (f" ({d['activity']})" if d.get("activity") else ""), highlight=False)
+    for line in [*_run_lines(d), *_phase_lines(d), *_outcome_lines(d)]:
+        con.print(line, highlight=False, markup=False)
+    if d["metrics_summary"]:
+        con.print("metrics    first → last (min..max)", highlight=False)
+        for key, s in d["metrics_summary"].items():
+            con.print(
+                f"  {key:<17} {_num(s['first'])} → {_num(s['last'])} "
+                f"({_num(s['min'])}..{_num(s['max'])})", highlight=False, markup=False,
+            )
+    if d["checkpoints"]:
+        con.print("checkpoints", highlight=False)
+        for c in d["checkpoints"]:
+            where = "warm  " if Path(str(c["path"])).name == "warm" else f"{c['step']:<6}"
+            con.print(f"  step {where} reward {_num(c['reward'])}  {c['path']}"
+                      + _published(c), highlight=False, markup=False)
+    else:
+        con.print("checkpoints none", highlight=False)
+    if d.get("error"):
+        con.print(f"[red]error[/]      {d['error']}", highlight=False)
+    con.print(f"log        {d['log_file']}", highlight=False, markup=False)
+
+
+def _run_lines(d: dict[str, Any]) -> list[str]:
+    """What the run is: its folder, rollout, model, dataset, progress, reward and code."""
+    p = d["progress"]
+    total = p["total_steps"] if p["total_steps"] is not None else "?"
     lines = [
         f"path       {d['path']}",
         f"rollout    {d['rollout']} · model {d['model']} · dataset {d['dataset']}",
@@ -148,6 +172,12 @@ def _print_info(d: dict[str, Any]) -> None:
             + (" (pinned)" if code.get("pinned") else " (working tree)")
             + (" · dirty tree at submit" if code.get("dirty") else "")
         )
+    return lines
+
+
+def _phase_lines(d: dict[str, Any]) -> list[str]:
+    """Where it stands: the warm start, the worker's heartbeat, the Ray cluster."""
+    lines: list[str] = []
     warm = d.get("warm_start")
     if isinstance(warm, dict):  # [warm_start]: the supervised phase before RL step 1
         loss, acc = warm.get("loss") or {}, warm.get("token_accuracy") or {}
@@ -168,8 +198,14 @@ def _print_info(d: dict[str, Any]) -> None:
                if cluster.get("engines") or cluster.get("engines_lost") else "")
             + (f" ({cluster['engines_lost']} lost)" if cluster.get("engines_lost") else "")
         )
+    return lines
+
+
+def _outcome_lines(d: dict[str, Any]) -> list[str]:
+    """How it ended: the held-out comparison and the duration."""
     from osmosis_ai.learning import heldout_lines
 
+    lines: list[str] = []
     held = d.get("heldout")
     if isinstance(held, dict) and held.get("diff") is not None:
         lines.append(
@@ -182,26 +218,7 @@ def _print_info(d: dict[str, Any]) -> None:
     lines.extend(heldout_lines(held))  # base / warm start / trained: pass rate and tool use
     if d.get("duration_s") is not None:
         lines.append(f"duration   {d['duration_s'] / 60:.1f} min")
-    for line in lines:
-        con.print(line, highlight=False, markup=False)
-    if d["metrics_summary"]:
-        con.print("metrics    first → last (min..max)", highlight=False)
-        for key, s in d["metrics_summary"].items():
-            con.print(
-                f"  {key:<17} {_num(s['first'])} → {_num(s['last'])} "
-                f"({_num(s['min'])}..{_num(s['max'])})", highlight=False, markup=False,
-            )
-    if d["checkpoints"]:
-        con.print("checkpoints", highlight=False)
-        for c in d["checkpoints"]:
-            where = "warm  " if Path(str(c["path"])).name == "warm" else f"{c['step']:<6}"
-            con.print(f"  step {where} reward {_num(c['reward'])}  {c['path']}"
-                      + _published(c), highlight=False, markup=False)
-    else:
-        con.print("checkpoints none", highlight=False)
-    if d.get("error"):
-        con.print(f"[red]error[/]      {d['error']}", highlight=False)
-    con.print(f"log        {d['log_file']}", highlight=False, markup=False)
+    return lines
 
 
 def _published(c: dict[str, Any]) -> str:

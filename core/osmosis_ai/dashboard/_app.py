@@ -61,6 +61,21 @@ def create_app(
         app.add_middleware(TokenGuard, token=token)
     app.add_middleware(TrustedHostMiddleware, allowed_hosts=hosts)
     app.add_middleware(SecurityHeaders)
+    _add_error_answers(app)
+    _add_run_routes(app, runs_root)
+    _add_eval_routes(app, evals_root)
+
+    @app.get("/")
+    def index() -> FileResponse:
+        return FileResponse(STATIC_DIR / "index.html")
+
+    # StaticFiles resolves paths and refuses anything outside STATIC_DIR.
+    app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
+    return app
+
+
+def _add_error_answers(app: FastAPI) -> None:
+    """A bad name is a 400, a missing run or eval a 404 (never a 500)."""
 
     @app.exception_handler(_data.BadNameError)
     async def _bad_name(_: Request, exc: _data.BadNameError) -> JSONResponse:
@@ -69,6 +84,10 @@ def create_app(
     @app.exception_handler(_data.NotFoundError)
     async def _not_found(_: Request, exc: _data.NotFoundError) -> JSONResponse:
         return JSONResponse({"detail": str(exc)}, status_code=404)
+
+
+def _add_run_routes(app: FastAPI, runs_root: Path) -> None:
+    """``/api/runs``: the training runs, read-only but for the stop action."""
 
     @app.get("/api/runs")
     def runs() -> dict[str, Any]:
@@ -117,6 +136,10 @@ def create_app(
         record.run_dir.request_stop()  # exactly what 'osmosis train stop' does
         return {"run_id": run_id, "stop_requested": True}
 
+
+def _add_eval_routes(app: FastAPI, evals_root: Path) -> None:
+    """``/api/evals`` and ``/api/compare``: the eval runs, read-only."""
+
     @app.get("/api/evals")
     def evals() -> dict[str, Any]:
         return {"root": str(evals_root), "evals": _data.eval_list(evals_root)}
@@ -128,11 +151,3 @@ def create_app(
     @app.get("/api/compare")
     def compare(a: str, b: str) -> dict[str, Any]:
         return _data.eval_compare(evals_root, a, b)
-
-    @app.get("/")
-    def index() -> FileResponse:
-        return FileResponse(STATIC_DIR / "index.html")
-
-    # StaticFiles resolves paths and refuses anything outside STATIC_DIR.
-    app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
-    return app

@@ -533,9 +533,7 @@ async def run_eval(
         with Journal(plan.run_dir / "results.jsonl") as journal:
             if len(done) < info.work_items:
                 events.on_phase("loading model")
-                extra: dict[str, Any] = {"adapter": plan.adapter} if plan.adapter else {}
-                if endpoint_factory is None:  # test factories take no gateway limit
-                    extra["max_body_bytes"] = plan.max_body_bytes
+                extra = _endpoint_options(plan, custom_factory=endpoint_factory is not None)
                 async with factory(plan.engine_model, plan.sampling, **extra) as endpoint:
                     info.model_load_s = round(time.perf_counter() - started, 3)
                     started = time.perf_counter()
@@ -548,18 +546,8 @@ async def run_eval(
         interrupted = True
         raise
     finally:
-        wall = time.perf_counter() - started
         records = previous + new
-        summary = summarize(records, pass_threshold=plan.pass_threshold, n=plan.n, wall_time_s=wall)
-        finished = {(r.row_index, r.run_index) for r in records}
-        complete = not interrupted and len(finished) >= info.work_items
-        info.status = "completed" if complete else ("interrupted" if interrupted else "failed")
-        info.finished_at = _now()
-        info.summary = summary.model_dump(mode="json")
-        _write_info(plan.run_dir, info)
-        (plan.run_dir / "summary.json").write_text(
-            summary.model_dump_json(indent=2), encoding="utf-8"
-        )
+        summary = _close_run(plan, info, records, time.perf_counter() - started, interrupted)
     return EvalResult(
         plan=plan,
         info=info,
@@ -569,6 +557,32 @@ async def run_eval(
         resumed_records=len(previous),
         interrupted=interrupted,
     )
+
+
+def _endpoint_options(plan: EvalPlan, *, custom_factory: bool) -> dict[str, Any]:
+    """Keyword arguments for the endpoint factory: the adapter to serve, and the gateway's
+    body limit (test factories take no gateway limit)."""
+    extra: dict[str, Any] = {"adapter": plan.adapter} if plan.adapter else {}
+    if not custom_factory:
+        extra["max_body_bytes"] = plan.max_body_bytes
+    return extra
+
+
+def _close_run(
+    plan: EvalPlan, info: EvalRunInfo, records: list[EvalRecord], wall: float, interrupted: bool
+) -> EvalSummary:
+    """Summarize ``records`` and write the run's final ``info.json`` and ``summary.json``."""
+    summary = summarize(records, pass_threshold=plan.pass_threshold, n=plan.n, wall_time_s=wall)
+    finished = {(r.row_index, r.run_index) for r in records}
+    complete = not interrupted and len(finished) >= info.work_items
+    info.status = "completed" if complete else ("interrupted" if interrupted else "failed")
+    info.finished_at = _now()
+    info.summary = summary.model_dump(mode="json")
+    _write_info(plan.run_dir, info)
+    (plan.run_dir / "summary.json").write_text(
+        summary.model_dump_json(indent=2), encoding="utf-8"
+    )
+    return summary
 
 
 async def _stream(

@@ -33,9 +33,11 @@ from osmosis_trainer.warm_start._render import (
 )
 
 if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
+
     from osmosis_ai.config import TrainingConfig
     from osmosis_ai.data import Demonstration
-    from osmosis_trainer.loop import Trainer
+    from osmosis_trainer.loop import StepReport, Trainer
 
 __all__ = [
     "RenderReport",
@@ -66,10 +68,10 @@ async def run_warm_start(
     trainer: Trainer,
     config: TrainingConfig,
     demos: list[Demonstration],
-    tokenizer: Any,
+    tokenizer: PreTrainedTokenizerBase,
     *,
     bad_rows: int = 0,
-    on_report: Callable[[Any], None] | None = None,
+    on_report: Callable[[StepReport], None] | None = None,
 ) -> Path | None:
     """Run the phase on ``trainer``'s model, save ``checkpoints/warm`` and serve it.
 
@@ -78,12 +80,42 @@ async def run_warm_start(
     Raises:
         TrainingError: no demonstration survives rendering (with the counts by reason).
     """
-    from osmosis_trainer.loop import StepReport
+    ws = config.warm_start
+    assert ws is not None
+    report = await _render(trainer, config, demos, tokenizer, bad_rows)
+    settings = resolve_warm_settings(ws, trainer.s, config.training.seed)
+    total = plan_warm_steps(len(report.demos), settings.batch_size, settings.epochs)
+    summary = _announce(report, settings, total, bad_rows)
+    trainer.metrics.drop_kind("warm_start")  # a phase cut short by a crash is redone whole
+    run = trainer.run_dir
+    run.update_status(status="running", phase="train", activity="warm start", warm_start=summary)
+    t0 = time.perf_counter()
+    steps = await asyncio.to_thread(
+        train_warm_start,
+        trainer.model,
+        report.demos,
+        settings,
+        device=trainer.device,
+        on_step=_step_recorder(trainer, summary, on_report),
+        should_stop=run.stop_requested,
+    )
+    if len(steps) < total:
+        return None  # a stop request: the trainer records the stop
+    return await _save_warm(trainer, steps, summary, time.perf_counter() - t0)
+
+
+async def _render(
+    trainer: Trainer,
+    config: TrainingConfig,
+    demos: list[Demonstration],
+    tokenizer: PreTrainedTokenizerBase,
+    bad_rows: int,
+) -> RenderReport:
+    """The demonstrations rendered as the engine renders them; raises when none is left."""
     from osmosis_trainer.loop._policy import _causal_lm
 
     ws = config.warm_start
     assert ws is not None
-    run = trainer.run_dir
     where = str(config.warm_start_dataset_path(must_exist=False))
     renderer = WarmStartRenderer(tokenizer, eos_token_ids(_causal_lm(trainer.model), tokenizer))
     report = await asyncio.to_thread(
@@ -97,16 +129,14 @@ async def run_warm_start(
             f"rows; left out: {_skips(report, bad_rows)}). "
             + (report.examples[0] if report.examples else "")
         )
-    settings = resolve_warm_settings(ws, trainer.s, config.training.seed)
-    total = plan_warm_steps(len(report.demos), settings.batch_size, settings.epochs)
+    return report
+
+
+def _announce(
+    report: RenderReport, settings: WarmStartSettings, total: int, bad_rows: int
+) -> dict[str, Any]:
+    """Log the phase's size; returns its summary (``status.json``'s ``warm_start``)."""
     tokens = sum(d.trained_tokens for d in report.demos)
-    summary = {
-        "demonstrations": len(report.demos),
-        "skipped": dict(report.skipped) | ({"bad_row": bad_rows} if bad_rows else {}),
-        "trained_tokens_per_epoch": tokens,
-        "total_steps": total,
-        "step": 0,
-    }
     logger.info(
         "warm start: %d demonstrations (%d assistant tokens; left out: %s), %d epochs, %d steps",
         len(report.demos),
@@ -115,15 +145,29 @@ async def run_warm_start(
         settings.epochs,
         total,
     )
-    trainer.metrics.drop_kind("warm_start")  # a phase cut short by a crash is redone whole
-    run.update_status(status="running", phase="train", activity="warm start", warm_start=summary)
+    return {
+        "demonstrations": len(report.demos),
+        "skipped": dict(report.skipped) | ({"bad_row": bad_rows} if bad_rows else {}),
+        "trained_tokens_per_epoch": tokens,
+        "total_steps": total,
+        "step": 0,
+    }
+
+
+def _step_recorder(
+    trainer: Trainer, summary: dict[str, Any], on_report: Callable[[StepReport], None] | None
+) -> Callable[[WarmStartStep], None]:
+    """What each warm step does from the training thread: metrics, status, log, ``on_report``
+    (on the event loop's thread)."""
+    from osmosis_trainer.loop import StepReport
+
     loop = asyncio.get_running_loop()
 
     def on_step(step: WarmStartStep) -> None:
         metrics = step.metrics()
         trainer.metrics.write(step.step, metrics, kind="warm_start")
         summary.update(step=step.step, loss=step.loss, token_accuracy=step.token_accuracy)
-        run.update_status(warm_start=summary)
+        trainer.run_dir.update_status(warm_start=summary)
         logger.info(
             "warm start step %d/%d (epoch %d): loss %.4f, token accuracy %.1f%%",
             step.step,
@@ -136,18 +180,14 @@ async def run_warm_start(
             report_ = StepReport(step.step, step.total_steps, "warm_start", metrics)
             loop.call_soon_threadsafe(on_report, report_)
 
-    t0 = time.perf_counter()
-    steps = await asyncio.to_thread(
-        train_warm_start,
-        trainer.model,
-        report.demos,
-        settings,
-        device=trainer.device,
-        on_step=on_step,
-        should_stop=run.stop_requested,
-    )
-    if len(steps) < total:
-        return None  # a stop request: the trainer records the stop
+    return on_step
+
+
+async def _save_warm(
+    trainer: Trainer, steps: list[WarmStartStep], summary: dict[str, Any], time_s: float
+) -> Path:
+    """Save ``checkpoints/warm`` (RL continues from it) and serve its adapter as version 0."""
+    run = trainer.run_dir
     last = steps[-1]
     path = save_checkpoint(
         run.checkpoints,
@@ -163,11 +203,7 @@ async def run_warm_start(
                 "warm_start/loss": last.loss,
                 "warm_start/token_accuracy": last.token_accuracy,
             },
-            "warm_start": {
-                **summary,
-                "first_loss": steps[0].loss,
-                "time_s": round(time.perf_counter() - t0, 1),
-            },
+            "warm_start": {**summary, "first_loss": steps[0].loss, "time_s": round(time_s, 1)},
         },
     )
     trainer.last_checkpoint = path
