@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import json
 from urllib.parse import parse_qs
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from osmosis_ai._asgi import send_json
 
 __all__ = ["SECURITY_HEADERS", "SecurityHeaders", "TokenGuard", "cookie_name"]
 
@@ -57,24 +58,6 @@ class SecurityHeaders:
             await send(message)
 
         await self.app(scope, receive, send_with_headers)
-
-
-async def _reply(
-    send: Send, status: int, body: dict[str, str], headers: list[tuple[bytes, bytes]] | None = None
-) -> None:
-    data = json.dumps(body).encode()
-    await send(
-        {
-            "type": "http.response.start",
-            "status": status,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(data)).encode()),
-                *(headers or []),
-            ],
-        }
-    )
-    await send({"type": "http.response.body", "body": data})
 
 
 class TokenGuard:
@@ -130,7 +113,7 @@ class TokenGuard:
             )
             await send({"type": "http.response.body", "body": b""})
             return
-        await _reply(
+        await send_json(
             send,
             401,
             {

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import hmac
-import json
 import logging
 import os
 import secrets
@@ -25,6 +24,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from osmosis_ai._asgi import send_json
 from osmosis_ai.errors import MissingExtraError
 from osmosis_ai.remote._admission import AdmissionError
 from osmosis_ai.remote._client import ClusterClient
@@ -236,22 +236,6 @@ def _add_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(HTTPException, on_http)
 
 
-async def _send_json(send: Send, status: int, body: dict[str, Any], headers: list[tuple[bytes, bytes]] | None = None) -> None:
-    payload = json.dumps(body).encode()
-    await send(
-        {
-            "type": "http.response.start",
-            "status": status,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(payload)).encode()),
-                *(headers or []),
-            ],
-        }
-    )
-    await send({"type": "http.response.body", "body": payload})
-
-
 class _QuietCancel:
     """A request cancelled by the server's shutdown (a stalled client past the graceful
     timeout) ends quietly: no traceback in the log for what is an orderly stop."""
@@ -275,8 +259,8 @@ class _QuietCancel:
                 task.uncancel()
             logger.info("request %s %s cancelled at shutdown", scope.get("method"), scope.get("path"))
             if not started and scope["type"] == "http":
-                await _send_json(send, 503, {"error": "server shutting down"},
-                                 [(b"connection", b"close")])
+                await send_json(send, 503, {"error": "server shutting down"},
+                                [(b"connection", b"close")])
 
 
 class _BearerAuth:
@@ -292,7 +276,7 @@ class _BearerAuth:
             return
         raw = next((v for k, v in scope["headers"] if k == b"authorization"), None)
         if raw is None or not raw.strip():
-            await _send_json(
+            await send_json(
                 send, 401,
                 {"error": "missing API key", "detail": "send 'Authorization: Bearer <key>' "
                  "(osmosis serve prints the key at startup)"},
@@ -303,7 +287,7 @@ class _BearerAuth:
         if token[:7].lower() == b"bearer ":
             token = token[7:].strip()
         if not hmac.compare_digest(token, self.key):
-            await _send_json(send, 403, {"error": "wrong API key"})
+            await send_json(send, 403, {"error": "wrong API key"})
             return
         await self.app(scope, receive, send)
 
@@ -332,7 +316,7 @@ class _BodyLimit:
             try:  # a stalled client must not hold a request (and shutdown) forever
                 message = await asyncio.wait_for(receive(), max(0.0, deadline - loop.time()))
             except TimeoutError:
-                await _send_json(send, 408, {
+                await send_json(send, 408, {
                     "error": "request body not received in time",
                     "detail": f"send the whole body within {self.read_timeout_s:g} s "
                     "(OSMOSIS_ROLLOUT_SERVER_BODY_READ_TIMEOUT_SECONDS)",
@@ -350,7 +334,7 @@ class _BodyLimit:
                 break
         body = b"".join(chunks)
         if body_nests_too_deep(body):  # before any parser recurses into it
-            await _send_json(send, 400, {
+            await send_json(send, 400, {
                 "error": f"request body nests deeper than {MAX_JSON_DEPTH} levels of lists/objects",
                 "detail": "flatten messages, metadata and completion_params",
             })
@@ -367,7 +351,7 @@ class _BodyLimit:
         await self.app(scope, replay, send)
 
     async def _too_large(self, send: Send) -> None:
-        await _send_json(
+        await send_json(
             send, 413,
             {"error": "request body too large",
              "detail": f"the limit is {self.max_bytes} bytes (osmosis serve --max-body-bytes, "
