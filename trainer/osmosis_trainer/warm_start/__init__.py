@@ -13,7 +13,7 @@ import logging
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from osmosis_ai.errors import TrainingError
 from osmosis_trainer.checkpoints import WARM, DataPosition, save_checkpoint, warm_checkpoint
@@ -134,7 +134,7 @@ async def _render(
 
 def _announce(
     report: RenderReport, settings: WarmStartSettings, total: int, bad_rows: int
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """Log the phase's size; returns its summary (``status.json``'s ``warm_start``)."""
     tokens = sum(d.trained_tokens for d in report.demos)
     logger.info(
@@ -155,7 +155,7 @@ def _announce(
 
 
 def _step_recorder(
-    trainer: Trainer, summary: dict[str, Any], on_report: Callable[[StepReport], None] | None
+    trainer: Trainer, summary: dict[str, object], on_report: Callable[[StepReport], None] | None
 ) -> Callable[[WarmStartStep], None]:
     """What each warm step does from the training thread: metrics, status, log, ``on_report``
     (on the event loop's thread)."""
@@ -184,7 +184,7 @@ def _step_recorder(
 
 
 async def _save_warm(
-    trainer: Trainer, steps: list[WarmStartStep], summary: dict[str, Any], time_s: float
+    trainer: Trainer, steps: list[WarmStartStep], summary: dict[str, object], time_s: float
 ) -> Path:
     """Save ``checkpoints/warm`` (RL continues from it) and serve its adapter as version 0."""
     run = trainer.run_dir
