@@ -132,14 +132,11 @@ _APPLY = {"+": float.__add__, "-": float.__sub__, "*": float.__mul__, "/": float
 
 class CalculatorGrader(NumericAnswerGrader):
     """Scores each sample's final number against the row's ``ground_truth``: 1.0 exact, 0.5
-    right but wrapped in other text, 0.2 within 1%, else 0.0 (the rule is
-    ``osmosis_ai.grading.score_number``, shared by the calculator templates).
+    right but wrapped in other text (the rule is ``osmosis_ai.grading.score_number``, shared by
+    the calculator templates; its 0.2 for "within 1%" is not used here, see below).
 
-    A wrong answer still earns up to ``STEP_CREDIT`` for the steps of the question that its
-    tool results computed, in order (a question of two operations: 0.2 for the first step's
-    value, 0.4 for both). Without it, every rollout of a multi-step question that stops after
-    one call scores 0, groups of equal rewards carry no gradient, and RL cannot tell a right
-    first call or a chained second one from a wrong one. Only an exact final answer passes.
+    A wrong answer still earns credit for the steps of a multi-step question (``chain_credit``):
+    without it, nearly every early rollout scores 0 and RL has no gradient to follow.
     """
 
     async def grade(self, ctx: GraderContext[Any]) -> None:
@@ -148,10 +145,40 @@ class CalculatorGrader(NumericAnswerGrader):
         steps = _question_steps(ctx.prompt)
         for sample_id, sample in ctx.samples.items():
             reward = self.score(final_text(sample.messages), ctx.label)
-            if reward < 1.0 and steps:
-                done = _steps_done(steps, sample.messages)
-                reward = max(reward, STEP_CREDIT * done / len(steps))
+            if reward < 0.5 and steps:
+                reward = chain_credit(steps, sample.messages)
+            elif reward < 0.5:
+                reward = 0.0
             ctx.set_sample_reward(sample_id, reward)
+
+
+def chain_credit(steps: list[float], messages: list[dict[str, Any]]) -> float:
+    """Credit for a wrong final answer to a question whose operations give ``steps``.
+
+    ``STEP_CREDIT`` times the share of steps its tool results computed in order, halved when
+    the agent answered before making one call per operation. Stopping after one right call
+    must never be the safe choice: a first version paid the same for "right first call, then
+    answer" as for "right first call, then a wrong second one", and RL learned to stop
+    (BENCHMARKS.md, "learning"). Ranking, for two operations: wrong first call 0, right first
+    call then answer 0.1, right first call then any second call 0.2, both right 0.4, exact 1.0.
+    An answer within 1% of the right one earns nothing: the intermediate value of
+    ``9000 + 4000 - 50`` is within 1% of the answer, which would pay for stopping early.
+    """
+    done, calls = 0, 0
+    for m in messages:
+        if m.get("role") != "tool":
+            continue
+        calls += 1
+        if done == len(steps):
+            continue
+        try:
+            value = float(str(m.get("content")).strip())
+        except ValueError:
+            continue
+        if math.isclose(value, steps[done], rel_tol=1e-9, abs_tol=1e-9):
+            done += 1
+    credit = STEP_CREDIT * done / len(steps)
+    return credit if calls >= len(steps) else credit / 2
 
 
 def _question_steps(prompt: list[dict[str, Any]]) -> list[float]:
@@ -167,18 +194,3 @@ def _question_steps(prompt: list[dict[str, Any]]) -> list[float]:
         value = _APPLY[op](value, float(operand))
         steps.append(value)
     return steps
-
-
-def _steps_done(steps: list[float], messages: list[dict[str, Any]]) -> int:
-    """How many of ``steps`` the tool results computed, in order."""
-    done = 0
-    for m in messages:
-        if m.get("role") != "tool" or done == len(steps):
-            continue
-        try:
-            value = float(str(m.get("content")).strip())
-        except ValueError:
-            continue
-        if math.isclose(value, steps[done], rel_tol=1e-9, abs_tol=1e-9):
-            done += 1
-    return done

@@ -241,8 +241,12 @@ def _follow(
                     if setup and record.activity and record.activity != activity:
                         activity = record.activity
                         view.on_phase(activity)
+                    warm = record.raw.get("warm_start")
+                    warm_total = warm.get("total_steps") if isinstance(warm, dict) else None
                     for rec in read_metrics(run.path / "metrics.jsonl"):
-                        report = _Report(rec, total)
+                        # A warm-start step counts against the warm start's own steps.
+                        is_warm = rec.get("kind") == "warm_start" and isinstance(warm_total, int)
+                        report = _Report(rec, warm_total if is_warm else total)
                         key = (str(report.kind), report.step)
                         if report.step > from_step and key not in shown:
                             shown.add(key)

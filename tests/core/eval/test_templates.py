@@ -114,7 +114,10 @@ async def test_single_call_template_scores_an_exact_answer(tmp_path: Path) -> No
 
 
 @pytest.mark.parametrize(("calls", "answer", "credit"), [
-    (1, "intermediate", 0.4 / 1),  # per step done: 0.4 x (steps done / steps)
+    # Stopping after one right call, answering its result: half the credit for that step
+    # (0.4 x 1/steps / 2), and nothing for being within 1 % of the answer.
+    (1, "intermediate", 0.4 / 2),
+    # A call per operation, all right, then a wrong answer: the whole step credit.
     (99, "wrong", 0.4),
 ])
 async def test_strands_grader_credits_the_steps_its_tools_computed(
@@ -142,5 +145,29 @@ async def test_strands_grader_credits_the_steps_its_tools_computed(
         question = str(trace["messages"])
         steps = len(_STEP.findall(question.split("What is ")[1].split("?")[0]))
         expected = credit / steps if calls == 1 else credit
-        # An intermediate answer may also be within 1 % of the answer (0.2 by score_number).
-        assert record.reward == pytest.approx(expected) or record.reward == 0.2, question
+        assert record.reward == pytest.approx(expected), question
+
+
+def test_strands_chain_credit_ranks_stopping_below_chaining(tmp_path: Path) -> None:
+    """For two operations: a wrong first call < a right first call then an answer < a right
+    first call then a second call (even a wrong one) < both calls right."""
+    import importlib.util
+
+    create_from_template("strands", "calc", tmp_path)
+    main = tmp_path / "rollouts" / "calc" / "main.py"
+    spec = importlib.util.spec_from_file_location("_tpl_strands_credit", main)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    steps = [10063.0, 8563.0]
+
+    def tools(*results: str) -> list[dict[str, object]]:
+        return [{"role": "tool", "content": r} for r in results]
+
+    wrong_first = module.chain_credit(steps, tools("5"))
+    right_then_stop = module.chain_credit(steps, tools("10063"))
+    right_then_wrong = module.chain_credit(steps, tools("10063", "7"))
+    both = module.chain_credit(steps, tools("10063", "8563"))
+    assert (wrong_first, right_then_stop, right_then_wrong, both) == pytest.approx(
+        (0.0, 0.1, 0.2, 0.4)
+    )

@@ -173,3 +173,17 @@ async def test_no_usable_demonstration_is_one_clear_error(
 
     with pytest.raises(TrainingError, match=r"no demonstration to train on .*over_max_tokens 4"):
         await run_training(config, run)
+
+
+def test_submit_counts_warm_start_steps_against_the_warm_start(
+    tiny_model_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The progress lines of ``train submit`` number warm-start steps out of the warm start's
+    own total (4 demonstrations x 6 epochs / 2 = 12), not out of RL's ``max_steps``."""
+    from osmosis_ai.cli._app import main
+
+    config = _workspace(tmp_path, tiny_model_dir, max_steps=1)
+    assert main(["train", "submit", str(config)]) == 0
+    out = capsys.readouterr().out
+    assert "warm start 1/12 (epoch 1)" in out and "warm start 12/12" in out, out
+    assert "warm start 1/1 " not in out
