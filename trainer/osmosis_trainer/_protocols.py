@@ -7,14 +7,22 @@ trainer calls are named, so a reader sees the whole seam here.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Protocol
+from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 if TYPE_CHECKING:
     import torch
     from transformers import PretrainedConfig
 
-__all__ = ["CausalLM", "CausalLMOutput", "KVCache", "KVLayer", "Tokenizer"]
+__all__ = [
+    "CausalLM",
+    "CausalLMOutput",
+    "ChatTokenizer",
+    "KVCache",
+    "KVLayer",
+    "Tokenizer",
+    "decode_text",
+]
 
 
 class CausalLMOutput(Protocol):
@@ -71,3 +79,51 @@ class Tokenizer(Protocol):
     def decode(self, token_ids: list[int], /, skip_special_tokens: bool = ...) -> str | list[str]:
         """Text of ``token_ids`` (a ``str`` for a flat id list; transformers types it wider)."""
         ...
+
+
+class ChatTokenizer(Tokenizer, Protocol):
+    """A tokenizer with a chat template, as the engines render prompts and read replies with it."""
+
+    @property
+    def chat_template(self) -> str | dict[str, str] | None: ...
+
+    @property
+    def eos_token_id(self) -> int | None: ...
+
+    @property
+    def pad_token_id(self) -> int | None: ...
+
+    @property
+    def all_special_ids(self) -> list[int]: ...
+
+    def apply_chat_template(
+        self,
+        conversation: list[dict[str, Any]],  # chat messages: JSON objects
+        /,
+        *,
+        # JSON tool schemas; transformers' list[dict | Callable] is invariant, so a
+        # list[dict[str, Any]] would not match it
+        tools: list[Any] | None = ...,
+        tokenize: bool = ...,
+        add_generation_prompt: bool = ...,
+    ) -> object:
+        """The rendered conversation (a ``str`` with ``tokenize=False``; transformers types it
+        wider)."""
+        ...
+
+    def __call__(
+        self, text: str, /, *, add_special_tokens: bool = ...
+    ) -> Mapping[str, Sequence[int]]:
+        """``{"input_ids": [...], ...}`` for one text."""
+        ...
+
+    def parse_response(self, response: str, *, prefix: list[int]) -> dict[str, Any]:
+        """The assistant message (a JSON object) its ``response_template`` reads from
+        ``response``; called only when the tokenizer has one."""
+        ...
+
+
+def decode_text(tokenizer: Tokenizer, ids: list[int], *, skip_special_tokens: bool = False) -> str:
+    """``tokenizer.decode(ids)``: one ``str`` for a flat id list (transformers types ``decode``
+    for batches of lists too)."""
+    return cast("str", tokenizer.decode(ids, skip_special_tokens=skip_special_tokens))

@@ -12,11 +12,14 @@ import copy
 import json
 import logging
 from collections import OrderedDict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from osmosis_ai.rollout import Message
 from osmosis_ai.serving import EngineError
 from osmosis_ai.serving.toolcalls import render_tool_call, tools_system_block
+
+if TYPE_CHECKING:
+    from osmosis_trainer._protocols import ChatTokenizer
 
 __all__ = ["ChatRenderer", "content_text"]
 
@@ -33,8 +36,10 @@ _PROBE_TOOL = {
 _PROBE_ARGS = '{"osmosis_probe_arg": 7}'
 _RECENT_PROMPTS = 256
 
+# Tool schemas and tool calls below are ``dict[str, Any]``: OpenAI-shaped JSON objects, any depth.
 
-def content_text(content: Any) -> str:
+
+def content_text(content: object) -> str:
     """Message content as plain text (text parts joined; ``None`` as empty)."""
     if content is None:
         return ""
@@ -50,7 +55,7 @@ def content_text(content: Any) -> str:
 class ChatRenderer:
     """Turns (messages, tools) into prompt text and ids with ``tokenizer``'s chat template."""
 
-    def __init__(self, tokenizer: Any) -> None:
+    def __init__(self, tokenizer: ChatTokenizer) -> None:
         self.tokenizer = tokenizer
         if getattr(tokenizer, "chat_template", None) is None:
             raise EngineError(
@@ -78,7 +83,7 @@ class ChatRenderer:
         return "osmosis_probe_tool" in self._try([{"role": "user", "content": "x"}], [_PROBE_TOOL])
 
     def _probe_tool_calls(self) -> tuple[bool, bool]:
-        def conv(args: Any) -> list[Message]:
+        def conv(args: str | dict[str, object]) -> list[Message]:
             call = {
                 "id": "c1",
                 "type": "function",

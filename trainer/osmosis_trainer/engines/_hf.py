@@ -21,7 +21,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, TypeVar
 
 from osmosis_ai.serving import (
     ContextLengthError,
@@ -41,9 +41,17 @@ from osmosis_trainer.engines._hf_merge import MergedLoRA, unmergeable_reason
 from osmosis_trainer.engines._response import ResponseParser
 from osmosis_trainer.models import LoadedModel, load_model
 
+if TYPE_CHECKING:
+    import torch
+
+    from osmosis_trainer._protocols import CausalLM, ChatTokenizer
+    from osmosis_trainer.engines._hf_adapter import Served
+
 __all__ = ["HFEngine"]
 
 logger = logging.getLogger("osmosis")
+
+M = TypeVar("M", bound="torch.nn.Module")
 
 
 @dataclass
@@ -117,7 +125,7 @@ class HFEngine:
         import torch
 
         self.device = _resolve_device(device)
-        model: Any
+        given = isinstance(loaded_or_model_path, LoadedModel)
         if isinstance(loaded_or_model_path, LoadedModel):
             loaded = loaded_or_model_path
             model = (
@@ -125,25 +133,26 @@ class HFEngine:
                 if copy_model
                 else loaded.model
             )
-            model.to(self.device)
         else:
             loaded = load_model(str(loaded_or_model_path), device=self.device, dtype=dtype)
             model = loaded.model
-        model.eval()
+        # transformers' own to / eval wrappers are untyped; the Module view types the same calls.
+        module: torch.nn.Module = model
+        if given:
+            module.to(self.device)
+        module.eval()
         self.name = "hf"
         self.model_name = loaded.name
-        self.tokenizer = loaded.tokenizer
+        self.tokenizer: ChatTokenizer = loaded.tokenizer
         self.renderer = ChatRenderer(self.tokenizer)
         self.response_parser = ResponseParser(self.tokenizer)
         self.max_batch_size = max_batch_size
         self.max_new_tokens = max_new_tokens
         self.batch_wait_s = batch_wait_ms / 1000.0
-        self._model: Any = model
+        self._model: Served = model
         self._adapter: AdapterState | None = None
         # Merging writes new weights into the modules: never into a model shared with its owner.
-        self.merge_adapters = merge_adapters and (
-            copy_model or not isinstance(loaded_or_model_path, LoadedModel)
-        )
+        self.merge_adapters = merge_adapters and (copy_model or not given)
         self._merged = MergedLoRA()
         self._version = 0
         self._generator = torch.Generator(self.device)
@@ -163,7 +172,7 @@ class HFEngine:
         return self._version
 
     @property
-    def model(self) -> Any:
+    def model(self) -> Served:
         """The model currently served: the base model (with a merged adapter's weights) or a
         ``PeftModel`` when the adapter is served unmerged."""
         return self._model
@@ -380,7 +389,7 @@ class HFEngine:
         )
 
 
-def _module_copy(model: Any, device: str, share_weights: bool) -> Any:
+def _module_copy(model: M, device: str, share_weights: bool) -> M:
     """A deep copy of ``model``; with ``share_weights`` its parameters already on ``device``
     stay the owner's tensors (``.to(device)`` then leaves them where they are)."""
     import torch
@@ -388,7 +397,7 @@ def _module_copy(model: Any, device: str, share_weights: bool) -> Any:
     if not share_weights:
         return copy.deepcopy(model)
     target = torch.device(device)
-    memo: dict[int, Any] = {
+    memo: dict[int, object] = {
         id(p): p
         for p in model.parameters()
         if p.device.type == target.type and (target.index is None or p.device == target)
@@ -396,7 +405,7 @@ def _module_copy(model: Any, device: str, share_weights: bool) -> Any:
     return copy.deepcopy(model, memo)
 
 
-def _eos_ids(model: Any, tokenizer: Any) -> list[int]:
+def _eos_ids(model: CausalLM, tokenizer: ChatTokenizer) -> list[int]:
     ids: list[int] = []
     for source in (getattr(model, "generation_config", None), model.config):
         eos = getattr(source, "eos_token_id", None) if source is not None else None

@@ -5,9 +5,17 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias, cast
 
 from osmosis_ai.serving import EngineError
+
+if TYPE_CHECKING:
+    import torch
+    from peft import PeftModel
+    from transformers import PreTrainedModel
+
+    Served: TypeAlias = PreTrainedModel | PeftModel
+    """The model the engine serves: the bare base, or the base wrapped with peft's layers."""
 
 __all__ = ["AdapterLoadFailed", "AdapterState", "apply_adapter", "read_adapter"]
 
@@ -20,14 +28,14 @@ class AdapterState:
     """An adapter read from disk: its config and weights, ready to be applied."""
 
     path: str
-    config: dict[str, Any]
-    weights: dict[str, Any]
+    config: dict[str, Any]  # adapter_config.json as read: JSON, with peft's own keys
+    weights: dict[str, torch.Tensor]
 
 
 class AdapterLoadFailed(Exception):
     """Loading failed; ``model`` is what to serve now (the previous adapter, restored)."""
 
-    def __init__(self, model: Any, cause: Exception) -> None:
+    def __init__(self, model: Served, cause: Exception) -> None:
         self.model = model
         self.cause = cause
         super().__init__(str(cause))
@@ -63,11 +71,11 @@ def read_adapter(path: str) -> AdapterState:
     return AdapterState(path=str(folder), config=config, weights=weights)
 
 
-def _structure(config: dict[str, Any]) -> dict[str, Any]:
+def _structure(config: dict[str, Any]) -> dict[str, object]:
     return {k: v for k, v in config.items() if k not in _IGNORED_CONFIG_KEYS}
 
 
-def _load_weights(model: Any, weights: dict[str, Any]) -> None:
+def _load_weights(model: PeftModel, weights: dict[str, torch.Tensor]) -> None:
     from peft import set_peft_model_state_dict
 
     result = set_peft_model_state_dict(model, weights)
@@ -80,16 +88,17 @@ def _load_weights(model: Any, weights: dict[str, Any]) -> None:
         )
 
 
-def _adapter_snapshot(model: Any) -> dict[str, Any]:
+def _adapter_snapshot(model: PeftModel) -> dict[str, torch.Tensor]:
     return {k: v.detach().clone() for k, v in model.state_dict().items() if "lora_" in k}
 
 
-def _wrap(base: Any, state: AdapterState) -> Any:
+def _wrap(base: PreTrainedModel, state: AdapterState) -> PeftModel:
     from peft import PeftConfig, get_peft_model
 
     settings = {**state.config, "inference_mode": True}
     config = PeftConfig.from_peft_type(**settings)  # type: ignore[no-untyped-call]
-    wrapped = get_peft_model(base, config)
+    # Not ``mixed``: a PeftModel (peft types the result as PeftModel | PeftMixedModel).
+    wrapped = cast("PeftModel", get_peft_model(base, config))
     try:
         _load_weights(wrapped, state.weights)
     except Exception:
@@ -99,7 +108,7 @@ def _wrap(base: Any, state: AdapterState) -> Any:
     return wrapped
 
 
-def apply_adapter(model: Any, current: AdapterState | None, new: AdapterState) -> Any:
+def apply_adapter(model: Served, current: AdapterState | None, new: AdapterState) -> Served:
     """Serve ``new`` on ``model``; returns the (possibly newly wrapped) model.
 
     The first load wraps the model with peft; a later load with the same structure copies

@@ -16,7 +16,7 @@ logprobs accounts for it, and the ``mismatch_kl`` metric shows its size.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, cast
 
 from osmosis_trainer.engines._hf_adapter import AdapterState
 
@@ -28,7 +28,7 @@ __all__ = ["MergedLoRA", "lora_factors", "unmergeable_reason"]
 _PREFIX = "base_model.model."
 
 
-def unmergeable_reason(model: Any, state: AdapterState) -> str | None:
+def unmergeable_reason(model: torch.nn.Module, state: AdapterState) -> str | None:
     """Why ``state`` cannot be merged into ``model`` (``None``: it can).
 
     Plain LoRA on ``nn.Linear`` layers merges; DoRA, per-module rank or alpha patterns, extra
@@ -64,7 +64,9 @@ def unmergeable_reason(model: Any, state: AdapterState) -> str | None:
     return None
 
 
-def lora_factors(model: Any, state: AdapterState) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+def lora_factors(
+    model: torch.nn.Module, state: AdapterState
+) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
     """The factors of every adapted layer's update ``scale · B @ A``: ``{param name:
     (scale · B [out, r], A [r, in])}``, fp32, on the layer's device.
 
@@ -124,7 +126,7 @@ class MergedLoRA:
     def active(self) -> bool:
         return bool(self._originals)
 
-    def apply(self, model: Any, state: AdapterState) -> None:
+    def apply(self, model: torch.nn.Module, state: AdapterState) -> None:
         """Serve ``state``; on error (bad keys or shapes) the model is left as it was."""
         import torch
 
@@ -144,7 +146,7 @@ class MergedLoRA:
                 else:
                     current.copy_(merged)
 
-    def restore(self, model: Any) -> None:
+    def restore(self, model: torch.nn.Module) -> None:
         """Put the base weights back (before serving an adapter peft's way)."""
         modules = dict(model.named_modules())
         for name, original in self._originals.items():
@@ -152,11 +154,12 @@ class MergedLoRA:
         self._originals.clear()
 
 
-def _get(modules: dict[str, Any], name: str) -> Any:
+def _get(modules: dict[str, torch.nn.Module], name: str) -> torch.nn.Parameter:
     owner, _, attr = name.rpartition(".")
-    return getattr(modules[owner], attr)
+    # ``name`` is a linear layer's weight (``lora_factors`` checked it): a Parameter.
+    return cast("torch.nn.Parameter", getattr(modules[owner], attr))
 
 
-def _put(modules: dict[str, Any], name: str, param: Any) -> None:
+def _put(modules: dict[str, torch.nn.Module], name: str, param: torch.nn.Parameter) -> None:
     owner, _, attr = name.rpartition(".")
     setattr(modules[owner], attr, param)

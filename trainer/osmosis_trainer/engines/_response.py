@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from osmosis_ai.rollout import Message, ToolCall
 from osmosis_ai.serving.toolcalls import (
@@ -18,17 +18,23 @@ from osmosis_ai.serving.toolcalls import (
     detect_family,
     new_tool_call_id,
 )
+from osmosis_trainer._protocols import decode_text
+
+if TYPE_CHECKING:
+    from osmosis_trainer._protocols import ChatTokenizer, Tokenizer
 
 __all__ = ["ResponseParser", "reply_text"]
 
 logger = logging.getLogger("osmosis")
 
 
-def reply_text(tokenizer: Any, ids: list[int], *, ended_by_token: bool, stop: list[str]) -> str:
+def reply_text(
+    tokenizer: Tokenizer, ids: list[int], *, ended_by_token: bool, stop: list[str]
+) -> str:
     """The text of generated ``ids`` as every engine reads it: special tokens kept (a family's
     tool-call markers may be special tokens), the ending token (EOS or end of turn) dropped
     when ``ended_by_token``, cut at the first of the ``stop`` strings."""
-    text: str = tokenizer.decode(ids[:-1] if ended_by_token else ids, skip_special_tokens=False)
+    text = decode_text(tokenizer, ids[:-1] if ended_by_token else ids, skip_special_tokens=False)
     if stop:
         cut = min((i for s in stop if (i := text.find(s)) != -1), default=-1)
         if cut != -1:
@@ -39,7 +45,7 @@ def reply_text(tokenizer: Any, ids: list[int], *, ended_by_token: bool, stop: li
 class ResponseParser:
     """Turns generated text into (assistant message, tool calls) for ``tokenizer``'s model."""
 
-    def __init__(self, tokenizer: Any) -> None:
+    def __init__(self, tokenizer: ChatTokenizer) -> None:
         self.tokenizer = tokenizer
         template = getattr(tokenizer, "chat_template", None)
         self.family: ToolFamily = detect_family(template if isinstance(template, str) else None)
@@ -56,6 +62,7 @@ class ResponseParser:
         return assistant_message(text, family=self.family)
 
 
+# ``parsed`` is the JSON object transformers' response parser builds: any shape.
 def _from_transformers(parsed: dict[str, Any], text: str) -> tuple[Message, list[ToolCall]]:
     raw_calls = parsed.get("tool_calls") or []
     calls: list[ToolCall] = []

@@ -16,7 +16,7 @@ import random
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -25,6 +25,10 @@ from osmosis_trainer.loop._optim import build_optimizer
 from osmosis_trainer.loop._policy import lora_parameters, masked_logits
 from osmosis_trainer.loop._update import NonFiniteLossError, _clip_and_check, _has_dropout
 from osmosis_trainer.warm_start._render import RenderedDemo
+
+if TYPE_CHECKING:
+    from osmosis_ai.config import WarmStartConfig
+    from osmosis_trainer.loop._settings import LoopSettings
 
 __all__ = ["WarmStartSettings", "WarmStartStep", "plan_warm_steps", "train_warm_start"]
 
@@ -199,9 +203,9 @@ def train_warm_start(
     return done
 
 
-def resolve_warm_settings(ws: Any, loop: Any, seed: int) -> WarmStartSettings:
-    """``[warm_start]`` (a :class:`~osmosis_ai.config.WarmStartConfig`) with the loop's
-    resolved micro-batch budget, pad id and weight decay as defaults."""
+def resolve_warm_settings(ws: WarmStartConfig, loop: LoopSettings, seed: int) -> WarmStartSettings:
+    """``[warm_start]`` with the loop's resolved micro-batch budget, pad id and weight decay
+    as defaults."""
     return WarmStartSettings(
         epochs=ws.epochs,
         lr=ws.lr,

@@ -20,17 +20,22 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from functools import partial
+from typing import TYPE_CHECKING, Any
 
 from osmosis_ai.data import Demonstration
-from osmosis_ai.rollout import LLMCall
+from osmosis_ai.rollout import LLMCall, Message
+from osmosis_trainer._protocols import decode_text
 from osmosis_trainer.engines._chat_template import ChatRenderer
 from osmosis_trainer.trajectory import TrainingSequence, build_sequences
+
+if TYPE_CHECKING:
+    from osmosis_trainer._protocols import CausalLM, ChatTokenizer
 
 __all__ = ["RenderReport", "RenderedDemo", "WarmStartRenderer", "eos_token_ids"]
 
 
-def eos_token_ids(model: Any, tokenizer: Any) -> list[int]:
+def eos_token_ids(model: CausalLM, tokenizer: ChatTokenizer) -> list[int]:
     """The ids the HF engine stops on (the model's generation config, its config, the
     tokenizer's EOS), as the engine computes them."""
     from osmosis_trainer.engines._hf import _eos_ids
@@ -74,22 +79,24 @@ class RenderReport:
 class WarmStartRenderer:
     """Renders demonstrations with the engine's :class:`ChatRenderer` for ``tokenizer``."""
 
-    def __init__(self, tokenizer: Any, eos_ids: Sequence[int]) -> None:
+    def __init__(self, tokenizer: ChatTokenizer, eos_ids: Sequence[int]) -> None:
         self.tokenizer = tokenizer
         self.chat = ChatRenderer(tokenizer)
         self.eos_ids = [int(i) for i in eos_ids]
         if not self.eos_ids:
             raise ValueError("the model defines no EOS token")
-        self._eos_text = {i: t for i in self.eos_ids if (t := tokenizer.decode([i])) and t.strip()}
+        self._eos_text = {
+            i: t for i in self.eos_ids if (t := decode_text(tokenizer, [i])) and t.strip()
+        }
 
     def _ids(self, text: str) -> list[int]:
         return [int(t) for t in self.tokenizer(text, add_special_tokens=False)["input_ids"]]
 
     def completion_ids(
         self,
-        history: list[dict[str, Any]],
-        turn: dict[str, Any],
-        tools: list[dict[str, Any]] | None,
+        history: list[Message],
+        turn: Message,
+        tools: list[dict[str, Any]] | None,  # JSON tool schemas
     ) -> list[int]:
         """The ids the engine samples for assistant ``turn`` after ``history``: the turn's
         text as the template renders it, then the end-of-turn (EOS) token.
@@ -114,7 +121,7 @@ class WarmStartRenderer:
         return [*self._ids(tail.rstrip()), self.eos_ids[0]]
 
     def _render_without_generation_prompt(
-        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None
+        self, messages: list[Message], tools: list[dict[str, Any]] | None
     ) -> str:
         chat = self.chat
         prepared = chat.prepare(messages, tools)
@@ -155,7 +162,7 @@ class WarmStartRenderer:
 
     def render(self, demo: Demonstration) -> RenderedDemo:
         """``demo`` as the training sequences RL would build from the same calls."""
-        build = build_sequences(self.calls(demo), decode=self.tokenizer.decode)
+        build = build_sequences(self.calls(demo), decode=partial(decode_text, self.tokenizer))
         return RenderedDemo(line=demo.line, sequences=build.sequences)
 
     def render_all(
