@@ -243,9 +243,11 @@ def _follow(
                         view.on_phase(activity)
                     warm = record.raw.get("warm_start")
                     warm_total = warm.get("total_steps") if isinstance(warm, dict) else None
+                    if not isinstance(warm_total, int):
+                        warm_total = total
                     for rec in read_metrics(run.path / "metrics.jsonl"):
                         # A warm-start step counts against the warm start's own steps.
-                        is_warm = rec.get("kind") == "warm_start" and isinstance(warm_total, int)
+                        is_warm = rec.get("kind") == "warm_start"
                         report = _Report(rec, warm_total if is_warm else total)
                         key = (str(report.kind), report.step)
                         if report.step > from_step and key not in shown:
