@@ -28,8 +28,9 @@ SYSTEM_PROMPT = (
     "divide, one operation per call, feeding each result into the next call. Then reply with "
     "only the final number, for example: 42"
 )
-MAX_MODEL_CALLS = 6
-"""A rollout that keeps calling tools is stopped here and graded as it stands."""
+MAX_MODEL_CALLS = 4
+"""A rollout that keeps calling tools is stopped here and graded as it stands (three
+operations need four model calls: three tool calls and the answer)."""
 
 
 @tool
@@ -108,6 +109,10 @@ class CalculatorWorkflow(AgentWorkflow):
             pass
 
 
+CALL_LIMIT_TEXT = "stopped: too many model calls"
+"""The final answer Strands records when the call limit ends a rollout."""
+
+
 def _model_call_limit(limit: int) -> Any:
     """A Strands hook that ends the agent's turn instead of making model call ``limit + 1``."""
     calls = 0
@@ -117,7 +122,7 @@ def _model_call_limit(limit: int) -> Any:
         calls += 1
         if calls > limit:
             # Strands ends the turn with this text as the final answer (no digits: no credit).
-            event.cancel = "stopped: too many model calls"
+            event.cancel = CALL_LIMIT_TEXT
 
     return before_model_call
 
@@ -147,6 +152,8 @@ class CalculatorGrader(NumericAnswerGrader):
             reward = self.score(final_text(sample.messages), ctx.label)
             if reward < 0.5 and steps:
                 reward = chain_credit(steps, sample.messages)
+                if final_text(sample.messages) == CALL_LIMIT_TEXT:
+                    reward /= 2  # calling tools until stopped is no better than stopping early
             elif reward < 0.5:
                 reward = 0.0
             ctx.set_sample_reward(sample_id, reward)

@@ -32,6 +32,7 @@ __all__ = [
     "new_tool_call_id",
     "parse_tool_calls",
     "render_tool_call",
+    "tool_signature",
     "tools_system_block",
 ]
 
@@ -217,12 +218,63 @@ def render_tool_call(name: str, arguments: str) -> str:
 
 
 def tools_system_block(tools: list[dict[str, Any]]) -> str:
-    """A Hermes-style tools section for models whose chat template ignores ``tools``."""
-    sigs = "\n".join(json.dumps(t, ensure_ascii=False) for t in tools)
+    """The tools section shown to a model whose chat template ignores ``tools``.
+
+    Hermes-shaped (the ``<tools>`` list, then how to write a ``<tool_call>``), but each tool is
+    one signature line (:func:`tool_signature`) instead of its JSON schema: the strands
+    template's four tools take 207 tokens instead of 444 with SmolLM2's tokenizer, and this
+    block is most of every prompt such a model sees in training, eval and deploy (BENCHMARKS.md,
+    "learning").
+    """
+    lines = "\n".join(tool_signature(t) for t in tools)
     return (
-        "# Tools\n\nYou may call one or more functions to assist with the user query.\n"
-        f"You are provided with function signatures within <tools></tools> XML tags:\n<tools>\n"
-        f"{sigs}\n</tools>\n\nFor each function call, return a json object with function name "
-        "and arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n"
+        "# Tools\n\nYou may call these functions, listed within <tools></tools> XML tags:\n"
+        f"<tools>\n{lines}\n</tools>\n\nFor each function call, return a json object with "
+        "function name and arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n"
         '{"name": <function-name>, "arguments": <args-json-object>}\n</tool_call>'
     )
+
+
+def tool_signature(tool: dict[str, Any]) -> str:
+    """One tool as a line: ``name(a: number, b?: string): What it does. a: …; b: …``.
+
+    Accepts an OpenAI tool (``{"type": "function", "function": {...}}``) or its function
+    object. ``?`` marks a parameter the schema does not require; enums, unions and arrays are
+    written out; an object parameter with its own properties is shown as compact JSON.
+    """
+    fn = tool["function"] if isinstance(tool.get("function"), dict) else tool
+    params = fn.get("parameters") if isinstance(fn.get("parameters"), dict) else {}
+    props = params.get("properties") if isinstance(params.get("properties"), dict) else {}
+    required = params.get("required") if isinstance(params.get("required"), list) else []
+    args = ", ".join(
+        f"{name}{'' if name in required else '?'}: {_schema_type(schema)}"
+        for name, schema in props.items()
+    )
+    text = f"{fn.get('name', '?')}({args})"
+    notes = [str(fn["description"]).strip()] if fn.get("description") else []
+    notes += [
+        f"{name}: {str(schema['description']).strip()}"
+        for name, schema in props.items()
+        if isinstance(schema, dict) and schema.get("description")
+    ]
+    return f"{text}: {' '.join(notes)}" if notes else text
+
+
+def _schema_type(schema: Any) -> str:
+    """A JSON schema as a short type: ``number``, ``"a" | "b"``, ``string[]``, ``int | null``."""
+    if not isinstance(schema, dict):
+        return "any"
+    if isinstance(schema.get("enum"), list):
+        return " | ".join(json.dumps(v, ensure_ascii=False) for v in schema["enum"])
+    for key in ("anyOf", "oneOf"):
+        if isinstance(schema.get(key), list):
+            return " | ".join(_schema_type(s) for s in schema[key])
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        return " | ".join(str(k) for k in kind)
+    if kind == "array":
+        return f"{_schema_type(schema.get('items'))}[]"
+    if kind == "object" and schema.get("properties"):
+        inner = {k: v for k, v in schema.items() if k != "description"}
+        return json.dumps(inner, ensure_ascii=False, separators=(",", ":"))
+    return str(kind) if kind else "any"

@@ -119,6 +119,8 @@ async def test_single_call_template_scores_an_exact_answer(tmp_path: Path) -> No
     (1, "intermediate", 0.4 / 2),
     # A call per operation, all right, then a wrong answer: the whole step credit.
     (99, "wrong", 0.4),
+    # All right, then more calls until the call limit stops the rollout: half of it.
+    (99, "never", 0.2),
 ])
 async def test_strands_grader_credits_the_steps_its_tools_computed(
     tmp_path: Path, calls: int, answer: str, credit: float
@@ -128,6 +130,8 @@ async def test_strands_grader_credits_the_steps_its_tools_computed(
     def partial(req: FakeRequest) -> str | FakeReply:
         first, steps = _steps(req)
         done = len(req.tool_results)
+        if done >= len(steps) and answer == "never":
+            return tool_call("add", a=1, b=1)
         if done == min(calls, len(steps)):
             return req.tool_results[-1].strip() if answer == "intermediate" else "-1"
         a = json.loads(req.tool_results[-1]) if done else first

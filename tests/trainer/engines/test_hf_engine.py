@@ -167,7 +167,7 @@ def test_renderer_injects_tools_when_the_template_ignores_them(tiny_loaded: Any)
     ]
     text = renderer.render(history, tools)
     assert text.startswith("<|im_start|>system\n# Tools")
-    assert '"name": "lookup"' in text
+    assert "<tools>\nlookup()\n</tools>" in text
     assert '<tool_call>\n{"name": "lookup", "arguments": {"q":"x"}}\n</tool_call>' in text
     assert "find x" in text and "None" not in text
 

@@ -44,3 +44,47 @@ def test_parse_tools_false_keeps_everything_as_text() -> None:
     text = '<tool_call>{"name": "f", "arguments": {}}</tool_call>'
     message, calls = assistant_message(text, parse_tools=False)
     assert calls == [] and message["content"] == text
+
+
+def test_tool_signature_lines() -> None:
+    """The injected tools block lists each tool as one signature line, every part of its
+    schema a model needs kept: required vs optional, enums, unions, arrays, descriptions."""
+    from osmosis_ai.serving.toolcalls import tool_signature, tools_system_block
+
+    add = {
+        "type": "function",
+        "function": {
+            "name": "add",
+            "description": "Add two numbers.",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "a": {"type": "number", "description": "the first number."},
+                    "b": {"type": "number"},
+                },
+                "required": ["a", "b"],
+            },
+        },
+    }
+    assert tool_signature(add) == "add(a: number, b: number): Add two numbers. a: the first number."
+    search = {
+        "name": "search",
+        "parameters": {
+            "properties": {
+                "q": {"type": "string"},
+                "mode": {"enum": ["fast", "deep"]},
+                "tags": {"type": "array", "items": {"type": "string"}},
+                "limit": {"anyOf": [{"type": "integer"}, {"type": "null"}]},
+                "where": {"type": "object", "properties": {"x": {"type": "integer"}}},
+            },
+            "required": ["q"],
+        },
+    }
+    assert tool_signature(search) == (
+        'search(q: string, mode?: "fast" | "deep", tags?: string[], limit?: integer | null, '
+        'where?: {"type":"object","properties":{"x":{"type":"integer"}}})'
+    )
+    assert tool_signature({"function": {"name": "now"}}) == "now()"
+    block = tools_system_block([add, search])
+    assert "<tools>\nadd(a: number, b: number)" in block and "search(q: string" in block
+    assert '{"name": <function-name>, "arguments": <args-json-object>}' in block
