@@ -488,7 +488,9 @@ def _ablations(probes: list[dict[str, Any]], shipped: dict[int, dict[str, Any]])
     out = []
     for p in probes:
         base = shipped.get(p["seed"])
-        if p["name"].startswith("before") or base is None:
+        # A probe with no settings of its own ran a changed template (its name says how):
+        # not a one-setting ablation of the shipped run.
+        if p["name"].startswith("before") or base is None or not p.get("settings"):
             continue
         gain, ref = p["last3"] - p["first3"], base["last3"] - base["first3"]
         change = _settings(p)
@@ -576,6 +578,8 @@ def render() -> None:
     runs = [_stored(m) for m in measured]
     if runs:
         plot(runs, PLOT)
+    stamp = template_fingerprint()
+    stale = [m["seed"] for m in measured if m.get("template") != stamp]
     rows = []
     for run in runs:
         d = diagnostics(run)
@@ -620,7 +624,12 @@ def render() -> None:
         "| trained vs warm: pass diff [95% CI] | wall | load |\n"
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n"
         + "\n".join(rows)
-        + "\n\n" + _where_rl_stands(runs) + "\n" + _second_call_table()
+        + "\n\n"
+        + (f"**Stale:** seed(s) {', '.join(map(str, stale))} ran an earlier version of the "
+           "template or the trainer (a different fingerprint of their files): rerun "
+           "`python -m tests.benchmarks learning` for the shipped one; the probes below ran "
+           "the changes since.\n\n" if stale else "")
+        + _where_rl_stands(runs) + "\n" + _second_call_table()
         + "\n![reward, tool-call rate and turns per rollout per step](docs/learning.png)\n"
     )
     if probes:
@@ -629,6 +638,7 @@ def render() -> None:
             "tests.benchmarks.bench_learning probe ...`, stored in `docs/learning_probes.json`). "
             "Zero-variance groups: groups whose samples all got the same reward (no "
             "gradient).\n\n" + findings_table(probes) + "\n" + _reading(probes, runs)
+            + "".join(f"- {p['name']}: {p['note']}\n" for p in probes if p.get("note"))
         )
     print(body, flush=True)
     write_section(
