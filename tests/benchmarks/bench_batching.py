@@ -86,8 +86,7 @@ def _manager(loaded: LoadedModel) -> Any:
         page_size=16, num_blocks=512, max_batch_tokens=1024, max_requests_per_batch=32,
         use_cuda_graph=False,
     )
-    # Continuous batching takes transformers' own attention functions only (paged SDPA here),
-    # not the osmosis CPU attention load_model switches CPU models to.
+    # Continuous batching runs on transformers' paged SDPA.
     loaded.model.set_attn_implementation("sdpa")
     manager = loaded.model.init_continuous_batching(generation_config=gen, continuous_batching_config=cb)
     manager.start()

@@ -145,10 +145,6 @@ def load_model(model_path: str, *, device: str = "cpu", dtype: str = "auto") -> 
     untyped: Any = model
     untyped.to(device)
     untyped.eval()
-    if device == "cpu":
-        from osmosis_trainer.attention import use_cpu_attention
-
-        use_cpu_attention(model)
     return LoadedModel(model=model, tokenizer=tokenizer, name=name)
 
 

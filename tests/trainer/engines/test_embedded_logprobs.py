@@ -108,20 +108,19 @@ def _rows(results: list[Any]) -> list[tuple[torch.Tensor, torch.Tensor, torch.Te
 def test_engine_logprobs_match_training_forward(
     smollm: Any, policy: tuple[Any, Path], merge: bool
 ) -> None:
-    from osmosis_trainer.attention import NAME
     from osmosis_trainer.loop._policy import token_logprobs
 
     model, folder = policy
     rows = _rows(_sampled(smollm, folder, merge))
     assert sum(int(m.sum()) for _, m, _ in rows) >= 40, "too few sampled tokens to compare"
     base = model.get_base_model()
-    assert base.config._attn_implementation == NAME
+    assert base.config._attn_implementation == "sdpa"
     try:
-        for attention in (NAME, "sdpa"):
+        for attention in ("sdpa", "eager"):
             base.set_attn_implementation(attention)
             for ids, mask, sampler in rows:
                 with torch.no_grad():
                     logp, _ = token_logprobs(model, ids, mask, temperature=TEMPERATURE)
                 _close(logp[mask], sampler, f"trainer ({attention} attention)")
     finally:
-        base.set_attn_implementation(NAME)
+        base.set_attn_implementation("sdpa")
