@@ -242,10 +242,12 @@ def tool_signature(tool: dict[str, Any]) -> str:
     object. ``?`` marks a parameter the schema does not require; enums, unions and arrays are
     written out; an object parameter with its own properties is shown as compact JSON.
     """
-    fn = tool["function"] if isinstance(tool.get("function"), dict) else tool
-    params = fn.get("parameters") if isinstance(fn.get("parameters"), dict) else {}
-    props = params.get("properties") if isinstance(params.get("properties"), dict) else {}
-    required = params.get("required") if isinstance(params.get("required"), list) else []
+    fn: dict[str, Any] = tool["function"] if isinstance(tool.get("function"), dict) else tool
+    params: dict[str, Any] = fn["parameters"] if isinstance(fn.get("parameters"), dict) else {}
+    props: dict[str, Any] = (
+        params["properties"] if isinstance(params.get("properties"), dict) else {}
+    )
+    required: list[Any] = params["required"] if isinstance(params.get("required"), list) else []
     args = ", ".join(
         f"{name}{'' if name in required else '?'}: {_schema_type(schema)}"
         for name, schema in props.items()
