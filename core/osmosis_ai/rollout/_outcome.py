@@ -112,3 +112,6 @@ class RolloutGroup:
     row: RolloutRow
     """The row the group was run for."""
     outcomes: list[RolloutOutcome]
+    """The row's rollouts, sorted by sample index."""
+    position: int = 0
+    """The row's position in the rows given to the run (groups finish in any order)."""

@@ -173,7 +173,7 @@ class RolloutRunner:
                 if len(got) == self.n_samples:
                     del pending[seq]
                     got.sort(key=lambda o: o.sample_index)
-                    yield RolloutGroup(row=row, outcomes=got)
+                    yield RolloutGroup(row=row, outcomes=got, position=seq)
 
     async def _stream(self, rows: Rows) -> AsyncGenerator[tuple[int, RolloutRow, RolloutOutcome], None]:
         """Yield ``(row position, row, outcome)`` as rollouts finish, keeping at most

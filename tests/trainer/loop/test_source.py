@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import textwrap
+from collections.abc import AsyncIterator
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
 from osmosis_ai.data import DatasetRow
-from osmosis_ai.rollout import LLMCall, RolloutSample, ToolCall
-from osmosis_ai.rollout.running import RolloutRunner
+from osmosis_ai.rollout import LLMCall, RolloutSample, SampleStatus, ToolCall
+from osmosis_ai.rollout.running import RolloutGroup, RolloutOutcome, RolloutRunner
 from osmosis_ai.testing import FakeOpenAIServer
 from osmosis_trainer.loop._rollouts import StepRollouts
 from osmosis_trainer.loop._source import GatewayRolloutSource
@@ -58,6 +59,37 @@ async def test_each_row_position_is_one_group_even_when_rows_repeat(entry: Path)
     # The same row given twice is two GRPO groups (row_index alone would merge them into six).
     assert sorted(groups) == [0, 1, 2]
     assert all(sorted(rewards) == [0.0, 1.0, 2.0] for rewards in groups.values())
+
+
+class _ReversedRunner:
+    """Finishes the groups in reverse row order, as a cluster's workers may."""
+
+    n_samples = 2
+
+    async def run_groups(self, rows: list[DatasetRow]) -> AsyncIterator[RolloutGroup]:
+        for pos in reversed(range(len(rows))):
+            outcomes = [
+                RolloutOutcome(
+                    rollout_id=f"r{pos}s{k}", row_index=rows[pos].row_index, sample_index=k,
+                    status=SampleStatus.SUCCESS,
+                    samples=[_sample("main", float(pos), [0])],
+                )
+                for k in range(self.n_samples)
+            ]
+            yield RolloutGroup(row=rows[pos], outcomes=outcomes, position=pos)
+
+    async def aclose(self) -> None:
+        return None
+
+
+async def test_a_step_keeps_row_order_however_the_groups_finish() -> None:
+    # The update sums micro-batches in batch order: arrival order would change the weights.
+    source = GatewayRolloutSource(_ReversedRunner(), gateway=None)  # type: ignore[arg-type]
+    out = await source.collect([_row(5), _row(3), _row(9)], step=1)
+    assert [(s.group_id, s.rollout_id) for s in out.samples] == [
+        (0, "r0s0"), (0, "r0s1"), (1, "r1s0"), (1, "r1s1"), (2, "r2s0"), (2, "r2s1"),
+    ]
+    assert [s.reward for s in out.samples] == [0.0, 0.0, 1.0, 1.0, 2.0, 2.0]
 
 
 def _call(i: int, prompt: list[int], completion: list[int], tools: int) -> LLMCall:

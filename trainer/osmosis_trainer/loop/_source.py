@@ -101,12 +101,13 @@ class GatewayRolloutSource:
     ) -> StepRollouts:
         out = StepRollouts()
         # GRPO groups are formed once, by the runner (one group per row position, so a row
-        # given twice makes two groups); the group's number in this step is its id.
-        group_id = 0
-        async for group in self._runner(n_samples).run_groups(list(rows)):
+        # given twice makes two groups); the row's position is the group's id. Groups finish in
+        # any order (workers, retries); the step keeps row order so that the update sums its
+        # micro-batches in the same order, and trains the same weights, however they finished.
+        groups = [g async for g in self._runner(n_samples).run_groups(list(rows))]
+        for group in sorted(groups, key=lambda g: g.position):
             for outcome in group.outcomes:
-                self._add_outcome(out, group_id, outcome)
-            group_id += 1
+                self._add_outcome(out, group.position, outcome)
         return out
 
     def _add_outcome(self, out: StepRollouts, group_id: int, outcome: RolloutOutcome) -> None:
