@@ -18,6 +18,9 @@ __all__ = [
     "CausalLM",
     "CausalLMOutput",
     "ChatTokenizer",
+    "Decoder",
+    "DecoderLM",
+    "DecoderOutput",
     "KVCache",
     "KVLayer",
     "Tokenizer",
@@ -71,6 +74,40 @@ class CausalLM(Protocol):
         """Logits of the last ``logits_to_keep`` positions; ``past_key_values`` is extended in
         place."""
         ...
+
+
+class DecoderOutput(Protocol):
+    """The decoder's output: ``last_hidden_state`` ``[B, T, H]`` and, with ``use_cache``, the
+    cache it filled."""
+
+    @property
+    def last_hidden_state(self) -> torch.Tensor: ...
+
+    @property
+    def past_key_values(self) -> KVCache: ...
+
+
+class Decoder(Protocol):
+    """A causal LM's decoder stack without its LM head (``model.get_decoder()``)."""
+
+    def __call__(
+        self,
+        *,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = ...,
+        position_ids: torch.Tensor | None = ...,
+        past_key_values: KVCache | None = ...,
+        use_cache: bool,
+    ) -> DecoderOutput: ...
+
+
+class DecoderLM(CausalLM, Protocol):
+    """A causal LM whose decoder and LM head the trainer calls apart, so that the vocabulary
+    projection runs only where a token trains (a ``PreTrainedModel``, peft's base model)."""
+
+    def get_decoder(self) -> Decoder: ...
+
+    def get_output_embeddings(self) -> torch.nn.Module: ...
 
 
 class Tokenizer(Protocol):

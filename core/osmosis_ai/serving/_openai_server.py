@@ -12,6 +12,7 @@ import logging
 import os
 import time
 from collections import Counter
+from collections.abc import Mapping
 from typing import Any
 
 import httpx
@@ -101,7 +102,9 @@ class OpenAIServerEngine:
 
     # -- HTTP --------------------------------------------------------------------------------
 
-    async def _request(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+    async def _request(
+        self, method: str, path: str, body: Mapping[str, object] | None = None
+    ) -> Any:
         url = f"{self.base_url}{path}"
         try:
             # One keep-alive pool per server, not a client per request (see osmosis_ai._http).

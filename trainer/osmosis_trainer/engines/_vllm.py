@@ -18,7 +18,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 import httpx
 
@@ -38,6 +38,22 @@ from osmosis_trainer.engines._response import ResponseParser, reply_text
 __all__ = ["VLLMEngine"]
 
 logger = logging.getLogger("osmosis")
+
+
+class CompletionBody(TypedDict):
+    """A ``POST /v1/completions`` body: the prompt as token ids, and vLLM's extensions that
+    return the completion's ids and keep its special tokens in the text."""
+
+    model: str
+    prompt: list[int]
+    temperature: float
+    top_p: float
+    logprobs: int
+    return_token_ids: bool
+    skip_special_tokens: bool
+    max_tokens: NotRequired[int]
+    stop: NotRequired[list[str]]
+    seed: NotRequired[int]
 
 
 def _free_port(host: str) -> int:
@@ -252,7 +268,7 @@ class VLLMEngine(OpenAIServerEngine):
             self._in_flight[served] -= 1
         return self._result(data, prompt, req, parse_tools=bool(tools), served=served)
 
-    def completion_body(self, req: GenerationRequest, prompt: list[int]) -> dict[str, Any]:
+    def completion_body(self, req: GenerationRequest, prompt: list[int]) -> CompletionBody:
         """The ``/v1/completions`` body for ``req`` whose rendered prompt is ``prompt``."""
         max_tokens = req.max_tokens
         if self._max_model_len is not None:
@@ -264,7 +280,7 @@ class VLLMEngine(OpenAIServerEngine):
                 )
             # vLLM's completions default to 16 new tokens; the chat route's is the context.
             max_tokens = min(max_tokens or room, room)
-        body: dict[str, Any] = {
+        body: CompletionBody = {
             "model": self._served or str(self._base_model),
             "prompt": prompt,
             "temperature": req.temperature,
@@ -273,14 +289,17 @@ class VLLMEngine(OpenAIServerEngine):
             "return_token_ids": True,
             "skip_special_tokens": False,
         }
-        for key, value in (("max_tokens", max_tokens), ("stop", req.stop), ("seed", req.seed)):
-            if value is not None:
-                body[key] = value
+        if max_tokens is not None:
+            body["max_tokens"] = max_tokens
+        if req.stop is not None:
+            body["stop"] = req.stop
+        if req.seed is not None:
+            body["seed"] = req.seed
         return body
 
     def _result(
         self,
-        data: dict[str, Any],
+        data: dict[str, Any],  # the server's JSON answer, checked field by field below
         prompt: list[int],
         req: GenerationRequest,
         *,

@@ -6,19 +6,22 @@ import json
 import logging
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from osmosis_ai.runs import read_metrics
 from osmosis_trainer.trackers import Tracker
+
+if TYPE_CHECKING:
+    from torch.utils.tensorboard import SummaryWriter
 
 __all__ = ["MetricsWriter", "read_metrics"]
 
 logger = logging.getLogger("osmosis")
 
 
-def _clean(value: Any) -> Any:
+def _clean(value: object) -> object:
     if isinstance(value, float) and not math.isfinite(value):
         return None  # JSON has no NaN; a missing value reads better than a parse error
     return value
@@ -38,7 +41,7 @@ class MetricsWriter:
         self.path = Path(run_dir) / "metrics.jsonl"
         self._trackers = list(trackers)  # W&B / MLflow ([logging] report_to), same names
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._tb: Any = None
+        self._tb: SummaryWriter | None = None
         if tensorboard:
             try:
                 from torch.utils.tensorboard import SummaryWriter
@@ -67,8 +70,9 @@ class MetricsWriter:
         kept = [r for r in read_metrics(self.path) if r.get("kind") != kind]
         self.path.write_text("".join(json.dumps(r) + "\n" for r in kept))
 
-    def write(self, step: int, metrics: dict[str, Any], *, kind: str = "train") -> None:
-        record = {"step": step, "kind": kind, "time": time.time()}
+    def write(self, step: int, metrics: Mapping[str, object], *, kind: str = "train") -> None:
+        """Append one record; ``metrics`` are JSON values (numbers go to TensorBoard too)."""
+        record: dict[str, object] = {"step": step, "kind": kind, "time": time.time()}
         record.update({k: _clean(v) for k, v in metrics.items()})
         with open(self.path, "a") as fh:
             fh.write(json.dumps(record, default=str) + "\n")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from contextlib import AbstractContextManager, ExitStack, nullcontext
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, cast
 
 import torch
 
@@ -14,6 +14,8 @@ from osmosis_trainer.loop._batch import SharedPrefix
 if TYPE_CHECKING:
     from peft import PeftModel
     from transformers import PreTrainedModel
+
+    from osmosis_trainer._protocols import DecoderLM
 
 __all__ = [
     "adapter_disabled",
@@ -64,13 +66,13 @@ def lora_parameters(model: torch.nn.Module) -> list[tuple[str, torch.nn.Paramete
     return [(n, p) for n, p in model.named_parameters() if p.requires_grad]
 
 
-def adapter_disabled(model: torch.nn.Module) -> AbstractContextManager[Any]:
+def adapter_disabled(model: torch.nn.Module) -> AbstractContextManager[None]:
     """Context in which ``model`` acts as its base model (peft ``disable_adapter``)."""
     disable = getattr(model, "disable_adapter", None)
     return disable() if callable(disable) else nullcontext()
 
 
-def adapter_precision(model: torch.nn.Module) -> AbstractContextManager[Any]:
+def adapter_precision(model: torch.nn.Module) -> AbstractContextManager[object]:
     """Context in which a bf16 base model's fp32 LoRA layers compute in bf16 too.
 
     LoRA weights, their gradients and the optimiser state stay fp32; only the adapter's matmuls
@@ -91,9 +93,10 @@ def adapter_precision(model: torch.nn.Module) -> AbstractContextManager[Any]:
     return stack
 
 
-def _causal_lm(model: torch.nn.Module) -> Any:
+def _causal_lm(model: torch.nn.Module) -> DecoderLM:
+    """The causal LM under peft's wrapper (``model`` itself when it has none)."""
     get_base = getattr(model, "get_base_model", None)
-    return get_base() if callable(get_base) else model
+    return cast("DecoderLM", get_base() if callable(get_base) else model)
 
 
 def masked_logits(

@@ -11,11 +11,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 import torch
 
 from osmosis_trainer.loop._batch import MicroBatch, SharedPrefix, TrainSequence, common_prefix_len
+
+if TYPE_CHECKING:
+    from osmosis_trainer._protocols import Decoder
 
 __all__ = ["PrefixUnit", "collate_prefixed", "plan_shared_prefix", "shared_prefix_hidden"]
 
@@ -135,13 +138,13 @@ def collate_prefixed(
 
 
 def shared_prefix_hidden(
-    decoder: Any, suffix_ids: torch.Tensor, prefix: SharedPrefix
+    decoder: Decoder, suffix_ids: torch.Tensor, prefix: SharedPrefix
 ) -> torch.Tensor:
     """Hidden states that predict each continuation token: ``[B, S, H]``.
 
     Position ``j`` holds the state after the prefix and continuation tokens ``< j``, i.e. the
     one whose logits score ``suffix_ids[:, j]``. ``decoder`` is the model's decoder
-    (transformers).
+    (transformers' ``get_decoder()``).
     """
     b, s = suffix_ids.shape
     lens = prefix.mask.sum(-1)  # [G]

@@ -6,11 +6,13 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 import torch
 
 from osmosis_ai.config import AlgorithmConfig
+from osmosis_ai.rollout import LLMCall
+from osmosis_ai.rollout.running import RolloutRow
 from osmosis_trainer.grpo import group_advantages
 from osmosis_trainer.loop._batch import TrainSequence
 
@@ -54,7 +56,7 @@ class GradedSample:
     sequences: list[SequenceData]
     completion_tokens: int = 0
     truncated: bool = False
-    last_call: Any = None
+    last_call: LLMCall | None = None
     """The sample's last policy call (its messages are the conversation), for traces."""
     model_calls: int = 0
     """Policy calls (turns) the sample made."""
@@ -82,10 +84,14 @@ class StepRollouts:
 
 
 class RolloutSource(Protocol):
-    """Produces graded samples for a batch of rows and serves new adapters to the policy."""
+    """Produces graded samples for a batch of rows and serves new adapters to the policy.
+
+    The rows are the ones the :class:`~osmosis_trainer.loop.Trainer` was given, as the runner
+    reads them (:class:`~osmosis_ai.data.DatasetRow` is one).
+    """
 
     async def collect(
-        self, rows: Sequence[Any], *, step: int, n_samples: int | None = None
+        self, rows: Sequence[RolloutRow], *, step: int, n_samples: int | None = None
     ) -> StepRollouts:
         """Run ``n_samples`` rollouts per row (the configured group size when ``None``)."""
         ...

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 from osmosis_ai.rollout import LLMCall, RolloutSample, SampleStatus
 from osmosis_ai.rollout.running import RolloutGroup, RolloutOutcome, RolloutRow
@@ -97,7 +97,7 @@ class GatewayRolloutSource:
         return self._runners[n]
 
     async def collect(
-        self, rows: Sequence[Any], *, step: int, n_samples: int | None = None
+        self, rows: Sequence[RolloutRow], *, step: int, n_samples: int | None = None
     ) -> StepRollouts:
         out = StepRollouts()
         # GRPO groups are formed once, by the runner (one group per row position, so a row

@@ -15,15 +15,48 @@ import json
 import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 
 import torch
 
+from osmosis_trainer._protocols import decode_text
 from osmosis_trainer.loop._rollouts import GradedSample, StepRollouts, TrainBatch
 
-__all__ = ["TraceSampler", "token_texts"]
+if TYPE_CHECKING:
+    from osmosis_ai.rollout import LLMCall
+    from osmosis_trainer._protocols import Tokenizer
+
+__all__ = ["TraceRecord", "TraceSampler", "TraceSequence", "token_texts"]
 
 Decode = Callable[[list[int]], list[str]]
+
+
+class TraceSequence(TypedDict):
+    """One training sequence of a traced sample (a JSON object in the trace file)."""
+
+    token_ids: list[int]
+    mask: list[int]
+    sampler_logprobs: list[float | None]
+    trainer_logprobs: list[float | None] | None
+    cut: bool
+    """The sequence was longer than ``[logging] trace_max_tokens`` and is cut there."""
+    tokens: NotRequired[list[str]]
+    """Each id's own text, when the sampler has a ``decode``."""
+
+
+class TraceRecord(TypedDict):
+    """One traced sample: a line of ``traces/step_NNNNNN.jsonl``."""
+
+    step: int
+    group_id: int
+    rollout_id: str
+    sample_id: str
+    reward: float
+    advantage: float | None
+    truncated: bool
+    messages: list[dict[str, Any]] | None  # chat messages as JSON objects
+    tools: list[dict[str, Any]] | None  # the agent's JSON tool schemas
+    sequences: list[TraceSequence]
 
 
 def _num(value: float) -> float | None:
@@ -68,16 +101,16 @@ class TraceSampler:
         batch: TrainBatch,
         model: torch.nn.Module | None = None,
         device: torch.device | str = "cpu",
-    ) -> list[dict[str, Any]]:
+    ) -> list[TraceRecord]:
         """The JSON records of ``picked``; with ``model``, the trainer's logprobs too."""
         advantage = {seq.rollout_id: seq.advantage for seq in batch.sequences}
-        out = []
+        out: list[TraceRecord] = []
         for s in picked:
-            seqs = []
+            seqs: list[TraceSequence] = []
             for seq in s.sequences:
                 ids = list(seq.token_ids)[: self.max_tokens]
                 mask = list(seq.loss_mask)[: len(ids)]
-                entry: dict[str, Any] = {
+                entry: TraceSequence = {
                     "token_ids": ids,
                     "mask": mask,
                     "sampler_logprobs": [_num(v) for v in seq.sampler_logprobs[: len(ids)]],
@@ -108,7 +141,7 @@ class TraceSampler:
             })
         return out
 
-    def write(self, step: int, records: list[dict[str, Any]]) -> Path:
+    def write(self, step: int, records: list[TraceRecord]) -> Path:
         """``traces/step_NNNNNN.jsonl`` (replaced whole: a resumed step writes it again)."""
         self.folder.mkdir(parents=True, exist_ok=True)
         path = self.folder / f"step_{step:06d}.jsonl"
@@ -118,7 +151,7 @@ class TraceSampler:
         return path
 
 
-def _conversation(call: Any) -> list[dict[str, Any]] | None:
+def _conversation(call: LLMCall | None) -> list[dict[str, Any]] | None:
     """The last policy call's request messages plus its reply (tool calls and results included)."""
     if call is None:
         return None
@@ -157,10 +190,10 @@ def trainer_logprobs(
     return [None] + [_num(v) if m else None for v, m in zip(values, mask[1:], strict=True)]
 
 
-def token_texts(tokenizer: Any) -> Decode:
+def token_texts(tokenizer: Tokenizer) -> Decode:
     """Each id's own text (``decode([id])``), so the page can draw one box per token."""
 
     def decode(ids: list[int]) -> list[str]:
-        return [tokenizer.decode([i]) for i in ids]
+        return [decode_text(tokenizer, [i]) for i in ids]
 
     return decode

@@ -19,11 +19,11 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import torch
 
 from osmosis_ai.errors import TrainingError
+from osmosis_ai.rollout.running import RolloutRow
 from osmosis_trainer.checkpoints import (
     DataPosition,
     latest_checkpoint,
@@ -40,6 +40,7 @@ from osmosis_trainer.loop._rollouts import (
     GradedSample,
     RolloutSource,
     StepRollouts,
+    TrainBatch,
     build_train_batch,
 )
 from osmosis_trainer.loop._run import RunDir
@@ -97,12 +98,12 @@ class Trainer:
         self,
         model: torch.nn.Module,
         source: RolloutSource,
-        rows: Sequence[Any],
+        rows: Sequence[RolloutRow],
         settings: LoopSettings,
         run: RunDir,
         *,
         device: torch.device | str = "cpu",
-        eval_rows: Sequence[Any] | None = None,
+        eval_rows: Sequence[RolloutRow] | None = None,
         on_report: Callable[[StepReport], None] | None = None,
         tensorboard: bool = True,
         traces: TraceSampler | None = None,
@@ -125,7 +126,7 @@ class Trainer:
             total_steps=settings.total_steps,
             schedule=a.lr_schedule,
         )
-        self.cursor: DataCursor[Any] = DataCursor(rows, t.rollout_batch_size, seed=t.seed)
+        self.cursor: DataCursor[RolloutRow] = DataCursor(rows, t.rollout_batch_size, seed=t.seed)
         self.metrics = MetricsWriter(run.path, tensorboard=tensorboard, trackers=trackers)
         self.step = 0
         self._position = self.cursor.position
@@ -296,7 +297,7 @@ class Trainer:
         if step % c.checkpoint_save_freq == 0:
             self._checkpoint(metrics)
 
-    async def _write_traces(self, step: int, ro: StepRollouts, batch: Any) -> None:
+    async def _write_traces(self, step: int, ro: StepRollouts, batch: TrainBatch) -> None:
         """The step's bounded trajectory sample (before the update: the sampler's weights)."""
         assert self.traces is not None and self._update_thread is not None
         records = await asyncio.get_running_loop().run_in_executor(
