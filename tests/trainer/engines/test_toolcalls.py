@@ -3,6 +3,7 @@ from __future__ import annotations
 import json
 
 from osmosis_ai.serving.toolcalls import assistant_message, parse_tool_calls
+from tests.trainer._tools import add_tool
 
 
 def test_parses_several_blocks_and_keeps_raw_arguments() -> None:
@@ -51,21 +52,7 @@ def test_tool_signature_lines() -> None:
     schema a model needs kept: required vs optional, enums, unions, arrays, descriptions."""
     from osmosis_ai.serving.toolcalls import tool_signature, tools_system_block
 
-    add = {
-        "type": "function",
-        "function": {
-            "name": "add",
-            "description": "Add two numbers.",
-            "parameters": {
-                "type": "object",
-                "properties": {
-                    "a": {"type": "number", "description": "the first number."},
-                    "b": {"type": "number"},
-                },
-                "required": ["a", "b"],
-            },
-        },
-    }
+    add = add_tool(a_description="the first number.")
     assert tool_signature(add) == "add(a: number, b: number): Add two numbers. a: the first number."
     search = {
         "name": "search",

@@ -9,23 +9,11 @@ import pytest
 
 from osmosis_ai.serving.gateway import PolicyGateway
 from osmosis_ai.testing import FakeReply, ScriptedEngine, tool_call
+from tests.trainer._tools import add_tool
 
 openai = pytest.importorskip("openai")
 
-TOOLS = [
-    {
-        "type": "function",
-        "function": {
-            "name": "add",
-            "description": "Add two numbers.",
-            "parameters": {
-                "type": "object",
-                "properties": {"a": {"type": "number"}, "b": {"type": "number"}},
-                "required": ["a", "b"],
-            },
-        },
-    }
-]
+TOOLS = [add_tool()]
 MESSAGES = [{"role": "user", "content": "What is 2 + 3?"}]
 
 
