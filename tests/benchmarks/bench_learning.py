@@ -547,6 +547,36 @@ def _second_call_table() -> str:
     )
 
 
+TASK_PROBES = ROOT / "docs" / "learning_task_probes.json"
+
+
+def _task_probe_table() -> str:
+    """Warm-start checkpoints on other shapes of the multi-step task, before any RL: whether a
+    second call ever carries the previous result (RL can only reinforce what it samples)."""
+    if not TASK_PROBES.exists():
+        return ""
+    doc = json.loads(TASK_PROBES.read_text())
+
+    def pct(x: float | None) -> str:
+        return "—" if x is None else f"{x:.0%}"
+
+    lines = [
+        f"| {p['design']} | {p['rollouts']} | {pct(p['tool_call_rate'])} "
+        f"| {pct(p['malformed_call_text'])} | {pct(p['second_call_rate'])} "
+        f"| {'—' if p['second_call_carries_result'] is None else p['second_call_carries_result']} "
+        f"| {p['exact']} | {p['mean_reward']:.3f} | {p['note']} |"
+        for p in doc["probes"]
+    ]
+    return (
+        f"\nOther shapes of the task, warm start only ({doc['how']}; {doc['measured']}, "
+        f"{doc['cpu']}; stored in `docs/learning_task_probes.json`):\n\n"
+        "| task shape and warm start | rollouts | a tool call | malformed call text "
+        "| a second call | second calls carrying the previous result | exact | mean reward "
+        "| what the traces show |\n|---|---|---|---|---|---|---|---|---|\n"
+        + "\n".join(lines) + "\n"
+    )
+
+
 def _where_rl_stands(runs: list[TrainRun]) -> str:
     """What RL changed per seed, computed from the runs' own step records: tool use, turns,
     exact answers, and whether the calls came in separate turns (chained on a result) or
@@ -629,7 +659,7 @@ def render() -> None:
            "template or the trainer (a different fingerprint of their files): rerun "
            "`python -m tests.benchmarks learning` for the shipped one; the probes below ran "
            "the changes since.\n\n" if stale else "")
-        + _where_rl_stands(runs) + "\n" + _second_call_table()
+        + _where_rl_stands(runs) + "\n" + _second_call_table() + _task_probe_table()
         + "\n![reward, tool-call rate and turns per rollout per step](docs/learning.png)\n"
     )
     if probes:
