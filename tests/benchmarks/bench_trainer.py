@@ -538,6 +538,9 @@ class PathCheck:
     library: str = ""
     """The library alternative the ``without`` row runs instead (e.g. "peft's merge"): the
     path stays only if it beats that by >= 10 %."""
+    kept_for: str = ""
+    """Why the path stays although it is no faster (not speed: a measured correctness or memory
+    property, with the section that measures it)."""
 
     def line(self) -> str:
         walls = _paired(self.without, self.with_it, "step_s")
@@ -546,7 +549,9 @@ class PathCheck:
         cpu = statistics.median(cpus) - 1.0 if cpus else float("nan")
         pays = wall >= 0.10 and (self.overlap or cpu >= 0.10)
         rule = "wall" if self.overlap else "wall and CPU"
-        if self.library:
+        if self.library and not pays and self.kept_for:
+            outcome = f"does not beat {self.library} on the step; kept for {self.kept_for}"
+        elif self.library:
             outcome = (
                 f"stays: beats {self.library} by >= 10 % ({rule})"
                 if pays
@@ -722,14 +727,17 @@ def _checks(default: Row, ahead: Row, by_key: dict[str, Row]) -> list[PathCheck]
     if "fp32" in by_key:
         checks.append(PathCheck("bf16 base weights ([training] dtype = \"auto\" here)", default,
                                 by_key["fp32"]))
-    for key, name, library in (
+    for key, name, library, kept_for in (
         ("peft_merge", "our LoRA merge in the engine (engines/_hf_merge.py)",
-         "peft's merge_adapter/unmerge_adapter"),
-        ("merge", "adapters merged into the engine's weights", "peft's unmerged layers"),
-        ("adapter_precision", "LoRA layers in bf16 over bf16 base weights (autocast)", ""),
+         "peft's merge_adapter/unmerge_adapter",
+         "the exact merge and untouched originals (section `merge`)"),
+        ("merge", "adapters merged into the engine's weights", "peft's unmerged layers", ""),
+        ("adapter_precision", "LoRA layers in bf16 over bf16 base weights (autocast)", "", ""),
     ):
         if key in by_key:
-            checks.append(PathCheck(name, default, by_key[key], library=library))
+            checks.append(
+                PathCheck(name, default, by_key[key], library=library, kept_for=kept_for)
+            )
     return checks
 
 
