@@ -29,45 +29,45 @@ SYSTEM_PROMPT = (
     "only the final number, for example: 42"
 )
 MAX_MODEL_CALLS = 4
-"""A rollout that keeps calling tools is stopped here and graded as it stands (three
-operations need four model calls: three tool calls and the answer)."""
+"""Model calls per question: a turn that keeps calling tools is stopped here, and the rollout
+graded as it stands (a question needs two: the tool call and the answer)."""
 
 
 @tool
-def add(a: float, b: float) -> float:
+def add(a: float, b: float) -> str:
     """Add two numbers.
 
     Args:
         a: the first number.
         b: the second number.
     """
-    return _whole(a + b)
+    return _result(a + b)
 
 
 @tool
-def subtract(a: float, b: float) -> float:
+def subtract(a: float, b: float) -> str:
     """Subtract b from a.
 
     Args:
         a: the number to subtract from.
         b: the number to subtract.
     """
-    return _whole(a - b)
+    return _result(a - b)
 
 
 @tool
-def multiply(a: float, b: float) -> float:
+def multiply(a: float, b: float) -> str:
     """Multiply two numbers.
 
     Args:
         a: the first factor.
         b: the second factor.
     """
-    return _whole(a * b)
+    return _result(a * b)
 
 
 @tool
-def divide(a: float, b: float) -> float:
+def divide(a: float, b: float) -> str:
     """Divide a by b.
 
     Args:
@@ -76,19 +76,28 @@ def divide(a: float, b: float) -> float:
     """
     if b == 0:
         raise ValueError("cannot divide by zero")
-    return _whole(a / b)
+    return _result(a / b)
 
 
-def _whole(x: float) -> float:
-    """A whole result as an int (``5``, not ``5.0``): the model copies it into its next call."""
-    return int(x) if float(x).is_integer() else x
+def _result(x: float) -> str:
+    """What a tool answers: "The result is 5." (whole numbers without ".0").
+
+    A sentence, not a bare number: follow-up questions say "the result", and a small model
+    finds the number to carry into its next call by that phrase (a bare number in the tool
+    message was never carried over: BENCHMARKS.md, "learning")."""
+    n = int(x) if float(x).is_integer() else x
+    return f"The result is {n}."
 
 
 TOOLS = [add, subtract, multiply, divide]
 
 
 class CalculatorWorkflow(AgentWorkflow):
-    """One Strands agent per rollout; its conversation becomes the sample (returned as None)."""
+    """One Strands agent per rollout; its conversation becomes the sample (returned as None).
+
+    A row may go on over several turns: its ``follow_ups`` column lists the next questions
+    ("What is the result - 1500?"), asked one after the other in the same conversation.
+    """
 
     async def run(self, ctx: AgentWorkflowContext) -> None:
         system = next((m["content"] for m in ctx.prompt if m.get("role") == "system"), None)
@@ -99,32 +108,46 @@ class CalculatorWorkflow(AgentWorkflow):
             system_prompt=system or SYSTEM_PROMPT,
             callback_handler=None,
         )
-        agent.add_hook(_model_call_limit(MAX_MODEL_CALLS), BeforeModelCallEvent)
-        try:
-            await agent.invoke_async(question)
-        except MaxTokensReachedException:
-            # The reply hit max_tokens. Strands keeps the partial message, so the sample is
-            # still graded (a cut-off ramble rarely holds a clean answer, so it scores low);
-            # counting it as a failure would hide exactly the behaviour training should fix.
-            pass
+        limit = _ModelCallLimit(MAX_MODEL_CALLS)
+        agent.add_hook(limit, BeforeModelCallEvent)
+        for turn in [question, *_follow_ups(ctx.metadata)]:
+            limit.calls = 0
+            try:
+                await agent.invoke_async(turn)
+            except MaxTokensReachedException:
+                # The reply hit max_tokens. Strands keeps the partial message, so the sample is
+                # still graded (a cut-off ramble rarely holds a clean answer, so it scores low);
+                # counting it as a failure would hide exactly the behaviour training should fix.
+                return
+            if limit.calls > MAX_MODEL_CALLS:
+                return  # stopped by the limit: the conversation ends here
+
+
+def _follow_ups(metadata: dict[str, Any]) -> list[str]:
+    """The row's next questions (``follow_ups``: a list of strings, or absent)."""
+    value = metadata.get("follow_ups") or []
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ValueError("the dataset's follow_ups column must be a list of strings")
+    return list(value)
 
 
 CALL_LIMIT_TEXT = "stopped: too many model calls"
 """The final answer Strands records when the call limit ends a rollout."""
 
 
-def _model_call_limit(limit: int) -> Any:
+class _ModelCallLimit:
     """A Strands hook that ends the agent's turn instead of making model call ``limit + 1``."""
-    calls = 0
 
-    def before_model_call(event: BeforeModelCallEvent) -> None:
-        nonlocal calls
-        calls += 1
-        if calls > limit:
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.calls = 0
+        """Model calls of the current turn (the workflow resets it for each question)."""
+
+    def __call__(self, event: BeforeModelCallEvent) -> None:
+        self.calls += 1
+        if self.calls > self.limit:
             # Strands ends the turn with this text as the final answer (no digits: no credit).
             event.cancel = CALL_LIMIT_TEXT
-
-    return before_model_call
 
 
 STEP_CREDIT = 0.4
@@ -133,6 +156,8 @@ STEP_CREDIT = 0.4
 _QUESTION = re.compile(r"(-?\d+(?:\.\d+)?)((?:\s*[-+*/]\s*-?\d+(?:\.\d+)?)+)\s*\?")
 _STEP = re.compile(r"([-+*/])\s*(-?\d+(?:\.\d+)?)")
 _APPLY = {"+": float.__add__, "-": float.__sub__, "*": float.__mul__, "/": float.__truediv__}
+_FOLLOW_UP = re.compile(r"\bthe result\s*([-+*/])\s*(-?\d+(?:\.\d+)?)\s*\?", re.IGNORECASE)
+_NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 
 
 class CalculatorGrader(NumericAnswerGrader):
@@ -147,7 +172,7 @@ class CalculatorGrader(NumericAnswerGrader):
     async def grade(self, ctx: GraderContext[Any]) -> None:
         if ctx.label is None:
             raise ValueError("this grader needs a ground_truth column in the dataset")
-        steps = _question_steps(ctx.prompt)
+        steps = _question_steps(ctx.prompt, _follow_ups(ctx.metadata))
         for sample_id, sample in ctx.samples.items():
             reward = self.score(final_text(sample.messages), ctx.label)
             if reward < 0.5 and steps:
@@ -178,24 +203,32 @@ def chain_credit(steps: list[float], messages: list[dict[str, Any]]) -> float:
         calls += 1
         if done == len(steps):
             continue
-        try:
-            value = float(str(m.get("content")).strip())
-        except ValueError:
+        numbers = _NUMBER.findall(str(m.get("content")))  # "The result is 5."
+        if not numbers:
             continue
+        value = float(numbers[-1])
         if math.isclose(value, steps[done], rel_tol=1e-9, abs_tol=1e-9):
             done += 1
     credit = STEP_CREDIT * done / len(steps)
     return credit if calls >= len(steps) else credit / 2
 
 
-def _question_steps(prompt: list[dict[str, Any]]) -> list[float]:
-    """The value after each operation of "What is 347 * 29 - 1500?", left to right."""
+def _question_steps(prompt: list[dict[str, Any]], follow_ups: list[str]) -> list[float]:
+    """The value after each operation, left to right: of "What is 347 * 29 - 1500?", then of
+    each follow-up ("What is the result - 1500?", the previous result's next operation). Empty when a question
+    is not of these forms (the grader then scores the final answer alone)."""
     text = next((str(m.get("content")) for m in reversed(prompt) if m.get("role") == "user"), "")
     match = _QUESTION.search(text)
     if match is None:
         return []
+    ops = _STEP.findall(match.group(2))
+    for follow_up in follow_ups:
+        found = _FOLLOW_UP.search(follow_up)
+        if found is None:
+            return []
+        ops.append((found.group(1), found.group(2)))
     value, steps = float(match.group(1)), []
-    for op, operand in _STEP.findall(match.group(2)):
+    for op, operand in ops:
         if op == "/" and float(operand) == 0:
             return []
         value = _APPLY[op](value, float(operand))

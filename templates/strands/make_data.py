@@ -11,10 +11,12 @@ Deterministic (a fixed seed), no model involved: every answer is computed by the
   has it: the system prompt, the question, one tool call, the tool's result, the final number.
   The ``tools`` are the specs Strands sends the model, so the warm start renders the same
   prompt as RL.
-- ``{{name}}.jsonl`` (RL) and ``{{name}}_heldout.jsonl`` (held-out): questions of two or three
-  operations whose intermediate results feed the next call ("What is 347 * 29 - 1500?"), a
-  kind the demonstrations never show: the agent has to chain calls over several turns, and RL
-  is what teaches it to.
+- ``{{name}}.jsonl`` (RL) and ``{{name}}_heldout.jsonl`` (held-out): calculations of two or three
+  operations asked over several turns, each next operation about the previous result ("What is
+  347 * 29?", then "What is the result - 1500?"). The agent has to carry each result into its next
+  call, a kind of conversation the demonstrations never show, and RL is what teaches it to.
+  (A 135M model asked the whole chain at once, "What is 347 * 29 - 1500?", answered after its
+  first call or reused a number of the question: no exact answer in 9 x 32 RL rollouts.)
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import asyncio
 import importlib.util
 import json
 import random
+import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -33,7 +36,9 @@ HERE = Path(__file__).resolve().parent
 SEED = 26
 DEMOS = 64
 TRAIN_ROWS = 64
-HELDOUT_ROWS = 32
+HELDOUT_ROWS = 24
+
+_NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 
 Step = tuple[str, float, float]
 """One tool call: (tool name, a, b)."""
@@ -69,40 +74,41 @@ def _one_operation(rng: random.Random, op: str) -> tuple[str, Step]:
     return f"{b * q} / {b}", ("divide", b * q, b)
 
 
-_OPS = {"+": "add", "-": "subtract", "*": "multiply", "/": "divide"}
-
-
 def _apply(name: str, a: float, b: float) -> float:
     return {"add": a + b, "subtract": a - b, "multiply": a * b, "divide": a / b}[name]
 
 
-def _multi_step(rng: random.Random) -> tuple[str, list[tuple[str, float]], float]:
-    """A question of two or three operations, written so that working left to right is right
-    (multiplications and divisions come first): the expression, each step's (tool, operand)
-    after the first number, and the answer."""
-    shapes: list[Callable[[], tuple[float, list[tuple[str, float]]]]] = [
-        lambda: (rng.randint(10, 999), [("*", rng.randint(10, 99)), ("-", rng.randint(100, 2000))]),
-        lambda: (rng.randint(10, 999), [("*", rng.randint(10, 99)), ("+", rng.randint(100, 9999))]),
-        lambda: (rng.randint(100, 9999), [("+", rng.randint(100, 9999)), ("-", rng.randint(10, 999))]),
-        lambda: (rng.randint(1000, 9999), [("-", rng.randint(10, 999)), ("+", rng.randint(10, 999))]),
-        lambda: _divide_then(rng, rng.choice(["+", "-"])),
+FOLLOW_UP = {"add": "What is the result + {}?", "subtract": "What is the result - {}?",
+             "multiply": "What is the result * {}?", "divide": "What is the result / {}?"}
+"""How a next operation on the previous result is asked; the agent has to carry that result
+(its tool said "The result is 2712.") into its next call. ``main.py`` reads the same phrases."""
+
+
+def _chain(rng: random.Random) -> tuple[str, list[str], float]:
+    """A calculation of two or three operations: the first question, the follow-ups, the answer.
+
+    Multiplications and divisions come first so the numbers stay readable; every intermediate
+    result is whole."""
+    shapes: list[Callable[[], tuple[str, Step, list[tuple[str, int]]]]] = [
+        lambda: (*_one_operation(rng, "multiply"), [("subtract", rng.randint(100, 2000))]),
+        lambda: (*_one_operation(rng, "multiply"), [("add", rng.randint(100, 9999))]),
+        lambda: (*_one_operation(rng, "add"), [("subtract", rng.randint(10, 999))]),
+        lambda: (*_one_operation(rng, "subtract"), [("add", rng.randint(10, 999))]),
+        lambda: (*_one_operation(rng, "divide"), [(rng.choice(["add", "subtract"]), rng.randint(100, 999))]),
         lambda: (
-            rng.randint(10, 99),
-            [("*", rng.randint(10, 99)), ("+", rng.randint(100, 999)), ("-", rng.randint(10, 99))],
+            *_one_operation(rng, "multiply"),
+            [("add", rng.randint(100, 999)), ("subtract", rng.randint(10, 99))],
+        ),
+        lambda: (
+            *_one_operation(rng, "add"),
+            [("subtract", rng.randint(10, 999)), ("multiply", rng.randint(2, 9))],
         ),
     ]
-    first, steps = rng.choice(shapes)()
-    value = float(first)
-    text = str(first)
-    for sym, operand in steps:
-        value = _apply(_OPS[sym], value, operand)
-        text += f" {sym} {operand}"
-    return text, [(_OPS[s], x) for s, x in steps], value
-
-
-def _divide_then(rng: random.Random, sym: str) -> tuple[float, list[tuple[str, float]]]:
-    b, q = rng.randint(10, 99), rng.randint(10, 99)
-    return b * q, [("/", b), (sym, rng.randint(100, 999))]
+    text, (name, a, b), rest = rng.choice(shapes)()
+    value = _apply(name, a, b)
+    for op, operand in rest:
+        value = _apply(op, value, operand)
+    return f"What is {text}?", [FOLLOW_UP[op].format(x) for op, x in rest], value
 
 
 async def _tool_result(tool: Any, call_id: str, a: float, b: float) -> str:
@@ -142,8 +148,26 @@ def _demonstration(main: Any, question: str, step: Step, index: int) -> dict[str
         strands_messages, [t.tool_spec for t in main.TOOLS], main.SYSTEM_PROMPT
     )
     messages = list(request["messages"])
-    messages.append({"role": "assistant", "content": output})
+    # The final answer is the number alone, as the system prompt asks.
+    messages.append({"role": "assistant", "content": _NUMBER.findall(output)[-1]})
     return {"messages": messages, "tools": request["tools"], "source": f"make_data:{index}"}
+
+
+def _demo_question(text: str, step: Step, index: int) -> str:
+    """A third of the demonstrations ask "What is 347 * 29?"; the others give the first number
+    as "the result", before or after the question ("The result is 347. What is the result *
+    29?", "What is the result * 29? The result is 347."), so the call takes "the result" from
+    the phrase that names it, not from a position in the question. Each is still one operation
+    in one turn: carrying a tool's result into the next turn's call is left to RL."""
+    name, a, b = step
+    kind = (index // 4) % 3
+    if kind == 0:
+        return f"What is {text}?"
+    given, asked = f"The result is {_number(a)}.", f"What is the result {_SYMBOLS[name]} {_number(b)}?"
+    return f"{given} {asked}" if kind == 1 else f"{asked} {given}"
+
+
+_SYMBOLS = {"add": "+", "subtract": "-", "multiply": "*", "divide": "/"}
 
 
 def generate(seed: int = SEED) -> dict[str, list[dict[str, Any]]]:
@@ -154,16 +178,19 @@ def generate(seed: int = SEED) -> dict[str, list[dict[str, Any]]]:
     demos = []
     for i in range(DEMOS):
         text, step = _one_operation(rng, ops[i % len(ops)])
-        demos.append(_demonstration(main, f"What is {text}?", step, i))
+        demos.append(_demonstration(main, _demo_question(text, step, i), step, i))
     seen: set[str] = set()
-    multi: list[dict[str, Any]] = []
-    while len(multi) < TRAIN_ROWS + HELDOUT_ROWS:
-        text, _, answer = _multi_step(rng)
-        if text in seen or not float(answer).is_integer():
+    chains: list[dict[str, Any]] = []
+    while len(chains) < TRAIN_ROWS + HELDOUT_ROWS:
+        question, follow_ups, answer = _chain(rng)
+        key = " ".join([question, *follow_ups])
+        if key in seen or not float(answer).is_integer():
             continue
-        seen.add(text)
-        multi.append({"user_prompt": f"What is {text}?", "ground_truth": _number(answer)})
-    return {"demos": demos, "train": multi[:TRAIN_ROWS], "heldout": multi[TRAIN_ROWS:]}
+        seen.add(key)
+        chains.append(
+            {"user_prompt": question, "follow_ups": follow_ups, "ground_truth": _number(answer)}
+        )
+    return {"demos": demos, "train": chains[:TRAIN_ROWS], "heldout": chains[TRAIN_ROWS:]}
 
 
 def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:

@@ -6,7 +6,7 @@ RL earn its place after the warm start?
 configs/training/calc.toml``, subprocesses, in a scratch workspace) once per seed, with the
 shipped config: a warm start on the template's one-operation demonstrations, RL on multi-step
 questions, then the run's own ``[heldout]`` eval of the base model, the warm start
-(``RUN:warm``) and the trained adapter on 32 held-out multi-step questions. It writes the
+(``RUN:warm``) and the trained adapter on 24 held-out multi-step calculations. It writes the
 curves (reward, tool-call rate and turns per rollout per step) to ``docs/learning.png`` and its
 section of BENCHMARKS.md, from the runs stored in ``docs/learning_runs.json``
 (``... learning render`` redraws them without training).
@@ -637,9 +637,10 @@ def render() -> None:
 
     body = (
         "The quick start as a user runs it, one run per seed: a warm start on 64 one-operation "
-        "demonstrations, RL on multi-step questions (two or three chained tool calls), and the "
+        "demonstrations, RL on calculations of two or three operations over as many turns (each "
+        "tool result carried into the next call), and the "
         "run's `[heldout]` eval of the base model, the warm start (`RUN:warm`) and the trained "
-        "adapter on the 32 held-out multi-step questions. Targets, every seed: the trained "
+        "adapter on the 24 held-out calculations. Targets, every seed: the trained "
         f"agent calls a tool in ≥ {TARGET_CALL_RATE:.0%} of held-out rollouts — "
         f"**{verdict('calls')}**; passes ≥ {TARGET_PASS:.0%} — **{verdict('pass')}**; beats "
         f"the warm start's pass rate by ≥ +{TARGET_OVER_WARM:.2f} with the paired 95% CI above "

@@ -2,7 +2,8 @@
 
 Demonstrations are one-operation conversations shaped as Strands sends them (system prompt,
 question, one tool call, the tool's result, the final number); the RL and held-out rows are
-multi-step questions the demonstrations never show.
+calculations of two or three operations over as many turns ("What is 113 * 24?", then "What is
+the result - 523?"), which the demonstrations never show.
 """
 
 from __future__ import annotations
@@ -21,7 +22,11 @@ from osmosis_ai.templates import create_from_template
 pytest.importorskip("strands")
 
 _ONE_OP = re.compile(r"^What is (\d{2,4}) ([-+*/]) (\d{2,4})\?$")
-_MULTI = re.compile(r"^What is \d+(?: [-+*/] \d+){2,3}\?$")
+_GIVEN = re.compile(
+    r"^(?:The result is (?P<a1>\d{2,4})\. )?What is the result (?P<op>[-+*/]) (?P<b>\d{2,4})\?"
+    r"(?: The result is (?P<a2>\d{2,4})\.)?$"
+)
+_FOLLOW_UP = re.compile(r"^What is the result ([-+*/]) (\d+)\?$")
 
 
 @pytest.fixture(scope="module")
@@ -80,15 +85,20 @@ def test_demonstrations_are_right_one_call_conversations_as_strands_sends_them(
         system, user, call, result, answer = demo.messages
         assert system["role"] == "system" and system["content"] in main.replace('"\n    "', "")
         question = user["content"][0]["text"]
-        m = _ONE_OP.match(question)
-        assert m is not None, question
-        a, op, b = int(m.group(1)), m.group(2), int(m.group(3))
+        m, g = _ONE_OP.match(question), _GIVEN.match(question)
+        if m is not None:
+            a, op, b = int(m.group(1)), m.group(2), int(m.group(3))
+        else:  # the first number given as "the result", before or after the question
+            assert g is not None and bool(g["a1"]) != bool(g["a2"]), question
+            a, op, b = int(g["a1"] or g["a2"]), g["op"], int(g["b"])
         (tool_call,) = call["tool_calls"]
         assert tool_call["function"]["name"] == ops[op]
         assert json.loads(tool_call["function"]["arguments"]) == {"a": a, "b": b}
         value = {"+": a + b, "-": a - b, "*": a * b, "/": a / b}[op]
         assert result["role"] == "tool" and result["tool_call_id"] == tool_call["id"]
-        assert float(result["content"]) == value and answer["content"] == result["content"]
+        number = result["content"].removeprefix("The result is ").removesuffix(".")
+        assert result["content"] == f"The result is {number}." and float(number) == value
+        assert answer["content"] == number
         names = [t["function"]["name"] for t in demo.tools or []]
         assert names == ["add", "subtract", "multiply", "divide"]
 
@@ -98,10 +108,21 @@ def test_rl_and_heldout_rows_are_multi_step_and_disjoint(ws: Path) -> None:
     train = _jsonl(ws / "data/calc.jsonl")
     heldout = _jsonl(ws / "data/calc_heldout.jsonl")
     assert len(heldout) >= 24
+    apply = {"+": float.__add__, "-": float.__sub__, "*": float.__mul__, "/": float.__truediv__}
     for row in train + heldout:
-        assert _MULTI.match(row["user_prompt"]), row
-        # Left to right is right: multiplications and divisions come first in every question.
-        expression = row["user_prompt"].removeprefix("What is ").removesuffix("?")
-        assert float(row["ground_truth"]) == eval(expression)  # noqa: S307 (our own digits)
+        m = _ONE_OP.match(row["user_prompt"])
+        assert m is not None, row
+        assert 1 <= len(row["follow_ups"]) <= 2, row  # two or three operations
+        value = apply[m.group(2)](float(m.group(1)), float(m.group(3)))
+        for follow_up in row["follow_ups"]:
+            f = _FOLLOW_UP.match(follow_up)
+            assert f is not None, follow_up
+            value = apply[f.group(1)](value, float(f.group(2)))
+            assert value.is_integer(), row  # every intermediate result is whole
+        assert float(row["ground_truth"]) == value
         assert row["user_prompt"] not in demos
-    assert not {r["user_prompt"] for r in train} & {r["user_prompt"] for r in heldout}
+    assert not {_key(r) for r in train} & {_key(r) for r in heldout}
+
+
+def _key(row: dict[str, Any]) -> tuple[str, ...]:
+    return (row["user_prompt"], *row["follow_ups"])
