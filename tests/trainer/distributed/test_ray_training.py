@@ -8,8 +8,13 @@ mid-step (see ``_ray_workspace``).
 
 Checked: every rollout of every step is accounted for (16 per step, none failed, one policy
 call each, each (row, sample) once), the run went on with one worker and said so in its
-metrics and status, and steps 1-2 sampled the same token ids as the single-process path (each
+metrics and status, and step 1 sampled the same token ids as the single-process path (each
 sample's calls carry a seed derived from its row and sample index).
+
+Why only step 1: the sampler's logprobs enter the update (the importance weights), and they
+differ in the last bits between one process and the cluster (other batch compositions and thread
+counts in the engines). Adam's first step is nearly a sign step, so such differences in the tiny
+gradients of a fresh LoRA change the weights, and the trajectories of later steps with them.
 """
 
 from __future__ import annotations
@@ -92,8 +97,8 @@ async def test_two_node_training_survives_a_killed_worker(
 
     for step in range(1, STEPS + 1):  # each (row, sample) traced exactly once
         assert len(token_ids(run.path, step)) == ROLLOUTS
-    for step in (1, 2):  # before the kill: the same trajectories as in one process
-        assert token_ids(run.path, step) == token_ids(single_run, step), f"step {step}"
+    # Before the kill, on the base model: the same trajectories as in one process (see above).
+    assert token_ids(run.path, 1) == token_ids(single_run, 1)
 
 
 async def test_engines_as_ray_actors_get_each_adapter_and_match_one_process(
@@ -120,8 +125,11 @@ async def test_engines_as_ray_actors_get_each_adapter_and_match_one_process(
     assert all(r["adapter_sync_s"] > 0 for r in train[1:])
     for r in train:
         assert r["rollouts"] == ROLLOUTS and r["failed_rollouts"] == 0
-    for step in range(1, STEPS + 1):  # sticky, seeded sampling: the one-process trajectories
-        assert token_ids(run.path, step) == token_ids(single_run, step), f"step {step}"
+    # Sticky, seeded sampling on the base model: the one-process trajectories (step 1 only:
+    # see the module docstring for why later steps differ in the last bits).
+    assert token_ids(run.path, 1) == token_ids(single_run, 1)
+    for step in range(2, STEPS + 1):  # each (row, sample) traced exactly once
+        assert len(token_ids(run.path, step)) == ROLLOUTS
 
     # Placement (node ids from each actor's Ray runtime context): the engines on different
     # nodes — the head and the second node — and each worker on its engine's node.
