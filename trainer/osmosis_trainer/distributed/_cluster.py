@@ -4,20 +4,21 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from osmosis_ai.config import TrainingConfig
 from osmosis_ai.errors import TrainingError
+from osmosis_ai.rollout.running import RolloutRow
 from osmosis_trainer.distributed._backend import RayBackend
 from osmosis_trainer.distributed._engines import RayEnginePool
-from osmosis_trainer.loop import GatewayRolloutSource, StepRollouts
+from osmosis_trainer.loop import AdapterServer, GatewayRolloutSource, GroupRunner, StepRollouts
 
 __all__ = ["ClusterRolloutSource", "connect", "job_runtime_env"]
 
 
 @contextlib.contextmanager
-def connect(config: TrainingConfig) -> Iterator[dict[str, Any]]:
+def connect(config: TrainingConfig) -> Iterator[dict[str, float]]:
     """Join the cluster of ``[cluster] address`` for the block; yields its resources."""
     try:
         import ray
@@ -28,8 +29,13 @@ def connect(config: TrainingConfig) -> Iterator[dict[str, Any]]:
     address = config.cluster.address
     runtime_env = job_runtime_env(config)
     try:
-        ray.init(address=address, logging_level=logging.WARNING, log_to_driver=True,
-                 ignore_reinit_error=True, runtime_env=runtime_env)
+        ray.init(
+            address=address,
+            logging_level=logging.WARNING,
+            log_to_driver=True,
+            ignore_reinit_error=True,
+            runtime_env=runtime_env,
+        )
     except Exception as exc:
         if runtime_env is not None and "working_dir" in str(exc):
             raise TrainingError(
@@ -91,18 +97,26 @@ class ClusterRolloutSource(GatewayRolloutSource):
     """
 
     def __init__(
-        self, *args: Any, backend: RayBackend | None, engines: RayEnginePool | None = None,
-        **kwargs: Any,
+        self,
+        runner: GroupRunner,
+        gateway: AdapterServer,
+        *,
+        backend: RayBackend | None,
+        engines: RayEnginePool | None = None,
+        make_runner: Callable[[int], GroupRunner] | None = None,
+        max_prompt_length: int | None = None,
     ) -> None:
-        super().__init__(*args, **kwargs)
+        super().__init__(
+            runner, gateway, make_runner=make_runner, max_prompt_length=max_prompt_length
+        )
         self.backend = backend
         self.engines = engines
-        self.on_workers_lost: Any = None
+        self.on_workers_lost: Callable[[], None] | None = None
         """Called after the first step and whenever a worker or engine was lost."""
         self._lost_seen = -1
 
     async def collect(
-        self, rows: Sequence[Any], *, step: int, n_samples: int | None = None
+        self, rows: Sequence[RolloutRow], *, step: int, n_samples: int | None = None
     ) -> StepRollouts:
         retries = self.backend.stats.retries if self.backend is not None else 0
         away = self.engines.calls_away if self.engines is not None else 0
