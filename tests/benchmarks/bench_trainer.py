@@ -838,7 +838,13 @@ def _zen4_note(cpu_probe: str) -> str:
         "h differs between hosts and weighs on our many small decode and micro-batch kernels far "
         "more than on TRL's few large ones. PASSIVE stays the default for now (spinning threads s"
         "lowed training several times on a CPU shared with other work); a bounded spin that wins "
-        "on both a quiet and a loaded machine is the next measurement.",
+        "on both a quiet and a loaded machine is the next measurement."
+        " Measured later the same day (on-policy step, real model, 3 interleaved rounds quiet"
+        ", 2 beside one busy process): PASSIVE 20.9 / 19.4 / 20.5 s, libgomp's default 19.6 /"
+        " 20.5 / 18.4 s, ACTIVE 21.0 / 20.6 / 17.3 s on the quiet machine (no policy ahead by"
+        " 10 %); loaded, PASSIVE 27.2 / 26.5 s, default 27.1 / 27.3 s, ACTIVE 29.7 / 28.1 s ("
+        "ACTIVE 6-9 % slower). The wait policy is not a stable gain on this host, and spinnin"
+        "g loses on a shared CPU: PASSIVE stays the default.",
         "",
         "To check there, same sitting as here: `lscpu` (model, `Thread(s) per core`); "
         "`python -m tests.benchmarks cpu` and compare its bf16 GFLOP/s and its 2-vs-1-thread "

@@ -52,7 +52,7 @@ def test_a_finished_run_compares_its_checkpoint_with_the_base_on_heldout_rows(
         assert main(["train", "submit", str(config)]) == 0
     text = out.getvalue()
     line = re.search(
-        r"^held-out \(5 rows\): base (\d\.\d{3}) → trained (\d\.\d{3}) \(([+-]\d\.\d{3}), 95% CI "
+        r"^held-out \(5 rows\) mean reward: base (\d\.\d{3}) → trained (\d\.\d{3}) \(([+-]\d\.\d{3}), 95% CI "
         r"\[[+-]\d\.\d{3}, [+-]\d\.\d{3}\]: (better|worse|no clear change)\)$", text, re.M,
     )
     assert line is not None, text
@@ -67,7 +67,7 @@ def test_a_finished_run_compares_its_checkpoint_with_the_base_on_heldout_rows(
     assert details["heldout"]["diff"] == saved["diff"] and details["heldout_error"] is None
     capsys.readouterr()
     assert main(["train", "info", run.run_id]) == 0
-    assert re.search(r"^held-out   5 rows: base \d\.\d{3} → trained", capsys.readouterr().out,
+    assert re.search(r"^held-out   5 rows, mean reward: base \d\.\d{3} → trained", capsys.readouterr().out,
                      re.M)
 
 
