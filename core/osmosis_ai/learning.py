@@ -131,7 +131,8 @@ def format_summary(summary: LearningSummary) -> list[str]:
     if held is not None:
         verdict = "better" if held.ci_low > 0 else "worse" if held.ci_high < 0 else "no clear change"
         lines.append(
-            f"held-out ({held.rows} rows) mean reward: base {held.base:.3f} → trained {held.trained:.3f} "
+            f"held-out ({held.rows} rows) mean reward: base {held.base:.3f} → trained "
+            f"{held.trained:.3f} "
             f"({held.diff:+.3f}, 95% CI [{held.ci_low:+.3f}, {held.ci_high:+.3f}]: {verdict})"
         )
     return lines

@@ -209,8 +209,8 @@ def _outcome_lines(d: dict[str, Any]) -> list[str]:
     held = d.get("heldout")
     if isinstance(held, dict) and held.get("diff") is not None:
         lines.append(
-            f"held-out   {held.get('rows')} rows, mean reward: base {_num(held.get('baseline_mean'))} → trained "
-            f"{_num(held.get('candidate_mean'))} ({_num(held.get('diff'), '+.3f')}, 95% CI "
+            f"held-out   {held.get('rows')} rows, mean reward: base "
+            f"{_num(held.get('baseline_mean'))} → trained {_num(held.get('candidate_mean'))} ({_num(held.get('diff'), '+.3f')}, 95% CI "
             f"[{_num(held.get('ci_low'), '+.3f')}, {_num(held.get('ci_high'), '+.3f')}])"
         )
     elif d.get("heldout_error"):
