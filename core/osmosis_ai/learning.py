@@ -41,6 +41,19 @@ class HeldOut:
     def diff(self) -> float:
         return self.trained - self.base
 
+    @property
+    def verdict(self) -> str:
+        """better / worse when the interval excludes 0, else no clear change."""
+        return "better" if self.ci_low > 0 else "worse" if self.ci_high < 0 else "no clear change"
+
+    def reward_text(self) -> str:
+        """``mean reward: base B → trained T (+D, 95% CI [L, H]: verdict)``, as the end screen,
+        the training log and ``train info`` print it."""
+        return (
+            f"mean reward: base {self.base:.3f} → trained {self.trained:.3f} "
+            f"({self.diff:+.3f}, 95% CI [{self.ci_low:+.3f}, {self.ci_high:+.3f}]: {self.verdict})"
+        )
+
 
 @dataclass(frozen=True)
 class LearningSummary:
@@ -60,15 +73,20 @@ class LearningSummary:
 
 
 def held_out_of(comparison: Any) -> HeldOut | None:
-    """The :class:`HeldOut` of an eval ``Comparison`` (``None`` without a paired result)."""
-    if comparison is None or None in (
-        comparison.baseline_mean, comparison.candidate_mean, comparison.ci_low, comparison.ci_high
-    ):
+    """The :class:`HeldOut` of an eval ``Comparison``, or of its JSON (``heldout.json`` read as
+    a dict); ``None`` without a paired result."""
+    if comparison is None:
         return None
-    return HeldOut(
-        base=comparison.baseline_mean, trained=comparison.candidate_mean,
-        ci_low=comparison.ci_low, ci_high=comparison.ci_high, rows=comparison.rows,
-    )
+    values: list[float] = []
+    for key in ("baseline_mean", "candidate_mean", "ci_low", "ci_high", "rows"):
+        value = comparison.get(key) if isinstance(comparison, Mapping) else getattr(
+            comparison, key, None
+        )
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            return None
+        values.append(float(value))
+    base, trained, low, high, rows = values
+    return HeldOut(base=base, trained=trained, ci_low=low, ci_high=high, rows=int(rows))
 
 
 def _reward(record: Mapping[str, Any]) -> float | None:
@@ -129,12 +147,7 @@ def format_summary(summary: LearningSummary) -> list[str]:
         )
     held = summary.held_out
     if held is not None:
-        verdict = "better" if held.ci_low > 0 else "worse" if held.ci_high < 0 else "no clear change"
-        lines.append(
-            f"held-out ({held.rows} rows) mean reward: base {held.base:.3f} → trained "
-            f"{held.trained:.3f} "
-            f"({held.diff:+.3f}, 95% CI [{held.ci_low:+.3f}, {held.ci_high:+.3f}]: {verdict})"
-        )
+        lines.append(f"held-out ({held.rows} rows) {held.reward_text()}")
     return lines
 
 

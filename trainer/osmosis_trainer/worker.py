@@ -163,9 +163,7 @@ def _heldout_eval(run: RunDir, plan: HeldOutPlan) -> None:
     run.update_status(activity=None)
     held = held_out_of(comparison)
     state.console.print(
-        f"held-out mean reward: base {held.base:.3f} -> trained {held.trained:.3f} "
-        f"({held.diff:+.3f}, 95% CI "
-        f"[{held.ci_low:+.3f}, {held.ci_high:+.3f}]: {comparison.verdict})"
+        f"held-out ({held.rows} rows) {held.reward_text()}"
         if held is not None else f"held-out: {comparison.verdict}",
         markup=False,
     )

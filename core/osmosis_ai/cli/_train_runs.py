@@ -203,16 +203,13 @@ def _phase_lines(d: dict[str, Any]) -> list[str]:
 
 def _outcome_lines(d: dict[str, Any]) -> list[str]:
     """How it ended: the held-out comparison and the duration."""
-    from osmosis_ai.learning import heldout_lines
+    from osmosis_ai.learning import held_out_of, heldout_lines
 
     lines: list[str] = []
     held = d.get("heldout")
-    if isinstance(held, dict) and held.get("diff") is not None:
-        lines.append(
-            f"held-out   {held.get('rows')} rows, mean reward: base "
-            f"{_num(held.get('baseline_mean'))} → trained {_num(held.get('candidate_mean'))} ({_num(held.get('diff'), '+.3f')}, 95% CI "
-            f"[{_num(held.get('ci_low'), '+.3f')}, {_num(held.get('ci_high'), '+.3f')}])"
-        )
+    reward = held_out_of(held) if isinstance(held, dict) else None
+    if reward is not None:
+        lines.append(f"held-out   {reward.rows} rows, {reward.reward_text()}")
     elif d.get("heldout_error"):
         lines.append(f"held-out   did not finish: {d['heldout_error']}")
     lines.extend(heldout_lines(held))  # base / warm start / trained: pass rate and tool use

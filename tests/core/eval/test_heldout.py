@@ -51,6 +51,15 @@ def test_the_quick_start_compares_on_its_own_heldout_rows(ws: Path) -> None:
     assert len(plan.dataset.read_text().splitlines()) >= 24
 
 
+def test_the_models_run_as_many_rollouts_at_once_as_a_training_step(ws: Path) -> None:
+    plan = plan_heldout(load_training_config(ws / "configs/training/calc.toml"))
+    assert plan is not None and plan.concurrency == 4 * 8  # rollout_batch_size x samples
+    eval_toml = ws / "configs/eval/calc.toml"  # the eval config's own setting wins
+    eval_toml.write_text(eval_toml.read_text().replace("[evaluation]\n", "[evaluation]\nconcurrency = 3\n"))
+    plan = plan_heldout(load_training_config(ws / "configs/training/calc.toml"))
+    assert plan is not None and plan.concurrency == 3
+
+
 @pytest.mark.parametrize(
     ("heldout", "extra", "message"),
     [
