@@ -12,7 +12,9 @@ __all__ = ["HeldOutConfig"]
 class HeldOutConfig(Section):
     """``[heldout]``: after the last step, evaluate the final checkpoint and its base model on
     rows left out of training (``osmosis eval run --model RUN --baseline``), and show the paired
-    difference with its 95% confidence interval on the run's end screen and in ``train info``."""
+    difference with its 95% confidence interval on the run's end screen and in ``train info``.
+    Each model runs as many rollouts at once as one training step did (the eval config's
+    ``[evaluation] concurrency``, when set, instead)."""
 
     eval_config: str
     """The eval config that runs both models (``configs/eval/<name>.toml``: rollout, grader,

@@ -39,7 +39,7 @@ from osmosis_trainer.engines._hf_adapter import (
 from osmosis_trainer.engines._hf_batch import Row, generate_batch
 from osmosis_trainer.engines._hf_merge import MergedLoRA, unmergeable_reason
 from osmosis_trainer.engines._response import ResponseParser
-from osmosis_trainer.models import LoadedModel, load_model
+from osmosis_trainer.models import LoadedModel, load_model, training_dtype
 
 if TYPE_CHECKING:
     import torch
@@ -134,7 +134,12 @@ class HFEngine:
                 else loaded.model
             )
         else:
-            loaded = load_model(str(loaded_or_model_path), device=self.device, dtype=dtype)
+            # "auto": the precision training picks on this device, so a checkpoint is served
+            # as its rollouts were sampled (bf16 where the CPU multiplies it natively).
+            loaded = load_model(
+                str(loaded_or_model_path), device=self.device,
+                dtype=training_dtype(dtype, self.device),
+            )
             model = loaded.model
         # transformers' own to / eval wrappers are untyped; the Module view types the same calls.
         module: torch.nn.Module = model
