@@ -100,7 +100,8 @@ class HFEngine:
             already sit on ``device`` (a trainer's frozen LoRA base): the copy costs no weight
             memory, and a merged adapter gets buffers of its own (``_hf_merge`` never writes
             into the originals). The owner must never change those tensors in place.
-        dtype: model dtype when loading from a path (``"auto"``: fp32 on CPU, bf16 on CUDA).
+        dtype: model dtype when loading from a path (``"auto"``: what ``[training] dtype =
+            "auto"`` picks on ``device``: bf16 on CUDA and on CPUs with native bf16, else fp32).
         merge_adapters: serve plain LoRA adapters merged into the weights (decoding at the
             base model's speed; see ``_hf_merge``). Other adapters, and all with ``False``, are
             served through peft's unmerged layers.
