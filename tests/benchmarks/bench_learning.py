@@ -378,12 +378,13 @@ RUNS = ROOT / "docs" / "learning_runs.json"
 
 def template_fingerprint() -> str:
     """A hash of the quick-start template's files (config, data, code), of the trainer's
-    source, and of the precision ``[training] dtype = "auto"`` trains in on this machine (bf16
+    source and the eval package's (which runs the held-out phase), and of the precision ``[training] dtype = "auto"`` trains in on this machine (bf16
     and fp32 runs differ)."""
     from osmosis_trainer.models import training_dtype
 
     digest = hashlib.sha256()
     trainer = sorted((ROOT / "trainer" / "osmosis_trainer").rglob("*.py"))
+    trainer += sorted((ROOT / "core" / "osmosis_ai" / "eval").rglob("*.py"))
     for path in [*sorted((ROOT / "templates" / "strands").iterdir()), *trainer]:
         digest.update(path.relative_to(ROOT).as_posix().encode() + b"\0" + path.read_bytes())
     digest.update(training_dtype("auto", "cpu").encode())

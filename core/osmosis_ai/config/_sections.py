@@ -116,6 +116,11 @@ class TrainingSection(Section):
     """With ``engine = "vllm"`` on a GPU: the fraction of GPU memory vLLM may take (weights
     and KV cache); training shares the device and uses the rest."""
 
+    @property
+    def step_concurrency(self) -> int:
+        """Rollouts in flight at once: ``concurrency``, or one step's worth (batch x samples)."""
+        return self.concurrency or self.rollout_batch_size * self.n_samples_per_prompt
+
 
 class SamplingConfig(Section):
     """``[sampling]``: how the policy samples during rollouts."""

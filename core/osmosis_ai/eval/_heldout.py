@@ -128,8 +128,7 @@ def plan_heldout(config: Any) -> HeldOutPlan | None:
     t = config.training
     concurrency = (
         eval_config.evaluation.concurrency
-        or t.concurrency
-        or t.rollout_batch_size * t.n_samples_per_prompt
+        or t.step_concurrency
     )
     return HeldOutPlan(
         eval_config=eval_path, dataset=dataset, n=section.n, concurrency=concurrency

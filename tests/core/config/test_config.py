@@ -273,3 +273,10 @@ def test_every_field_is_documented() -> None:
 
     walk(TrainingConfig)
     walk(EvalConfig)
+
+
+def test_step_concurrency_is_one_steps_worth_unless_set() -> None:
+    from osmosis_ai.config._sections import TrainingSection
+
+    assert TrainingSection(rollout_batch_size=4, n_samples_per_prompt=8).step_concurrency == 32
+    assert TrainingSection(rollout_batch_size=4, concurrency=6).step_concurrency == 6

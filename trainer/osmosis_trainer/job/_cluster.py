@@ -60,7 +60,7 @@ class ClusterJob:
             options["log_dir"] = str(self.run.path)
         else:
             options = {"max_new_tokens": max_new_tokens, "seed": t.seed, "dtype": t.dtype,
-                       "max_batch_size": t.concurrency or t.rollout_batch_size * t.n_samples_per_prompt}
+                       "max_batch_size": t.step_concurrency}
         self._pool = RayEnginePool(
             model_path, engines=c.engines, cpus=c.engine_cpus, gpus=c.engine_gpus,
             placement=self._placement, name_prefix=f"osmosis-engine-{self.run.run_id}",

@@ -30,7 +30,7 @@ def local_engine(
     config: TrainingConfig, loaded: LoadedModel, device: str, run: RunDir, max_new_tokens: int
 ) -> InferenceEngine:
     t = config.training
-    concurrency = t.concurrency or t.rollout_batch_size * t.n_samples_per_prompt
+    concurrency = t.step_concurrency
     if t.engine == "vllm":
         return _vllm_engine(config, loaded, device, run)
     from osmosis_trainer.engines import HFEngine

@@ -126,7 +126,7 @@ async def _run(
     )
     # [sampling] with its length resolved: enforced by the gateway, the runner's chat defaults.
     sampling = config.sampling.model_copy(update={"max_tokens": settings.max_completion_length})
-    concurrency = t.concurrency or t.rollout_batch_size * t.n_samples_per_prompt
+    concurrency = t.step_concurrency
 
     def make_runner(n: int) -> RolloutRunner:
         # Called once the gateway is up, when a [remote] run's `entry` has been built too.
