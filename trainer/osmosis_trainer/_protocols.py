@@ -41,6 +41,12 @@ class KVLayer(Protocol):
     keys: torch.Tensor
     values: torch.Tensor
 
+    def update(
+        self, key_states: torch.Tensor, value_states: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Append ``[B, heads, T, head_dim]`` keys/values (the first call sets them)."""
+        ...
+
 
 class KVCache(Protocol):
     """A KV cache the decoding loop grows, filters by row and trims (a ``DynamicCache``)."""

@@ -11,7 +11,12 @@ torch = pytest.importorskip("torch")
 
 from osmosis_ai.serving import GenerationRequest  # noqa: E402
 from osmosis_trainer.engines import ChatRenderer, HFEngine  # noqa: E402
-from osmosis_trainer.engines._hf_batch import Row, can_join, generate_batch  # noqa: E402
+from osmosis_trainer.engines._hf_batch import (  # noqa: E402
+    PromptHead,
+    Row,
+    can_join,
+    generate_batch,
+)
 from osmosis_trainer.engines._sampling import processed_logprobs  # noqa: E402
 from tests.trainer.engines._gate import EngineGate  # noqa: E402
 
@@ -19,7 +24,8 @@ NO_EOS = [10**9]  # an id no model samples: rows end on their budget only
 
 
 def _row(renderer: ChatRenderer, text: str, *, max_new: int, seed: int, **kw: Any) -> Row:
-    prompt = renderer.encode([{"role": "user", "content": text}], None)
+    system = [{"role": "system", "content": kw["system"]}] if "system" in kw else []
+    prompt = renderer.encode([*system, {"role": "user", "content": text}], None)
     return Row(
         payload=None,
         prompt_ids=prompt,
@@ -115,6 +121,70 @@ def test_a_shared_prompt_is_prefilled_once_with_the_same_samples(tiny_loaded: An
     assert len({tuple(r.out_ids) for r in together[:4]}) > 1  # the samples still differ
     for a, b in zip(together, alone, strict=True):
         assert torch.allclose(torch.tensor(a.out_logprobs), torch.tensor(b.out_logprobs), atol=1e-4)
+
+
+def test_a_shared_prompt_head_is_prefilled_once_and_reused_exactly(tiny_loaded: Any) -> None:
+    from osmosis_trainer.engines import _hf_batch
+
+    model, renderer = tiny_loaded.model.eval(), ChatRenderer(tiny_loaded.tokenizer)
+    system = "You are a calculator. Use the tools, one operation per call. " * 3
+    prefilled: list[tuple[int, int]] = []
+    original = _hf_batch.HFForward.__call__
+
+    def counting(self: Any, ids: Any, *args: Any, **kwargs: Any) -> Any:
+        if ids.shape[1] > 1:
+            prefilled.append(tuple(ids.shape))
+        return original(self, ids, *args, **kwargs)
+
+    first = [
+        _row(renderer, "What is 2 + 3?", max_new=8, seed=0, system=system),
+        _row(renderer, "hi", max_new=5, seed=1, system=system, temperature=0.7, top_p=0.9),
+    ]
+    # Joining mid-decode: a longer and a shorter prompt with the same head, and one without it.
+    late = [
+        _row(renderer, "What is 2 + 3? " * 6, max_new=6, seed=2, system=system),
+        _row(renderer, "yo", max_new=4, seed=3, system=system, temperature=0.0),
+    ]
+    stranger = [_row(renderer, "no system prompt here", max_new=3, seed=4)]
+    calls: list[int] = []
+
+    def admit(active: int) -> list[Row]:
+        calls.append(active)
+        return {2: late, 4: stranger}.get(len(calls), [])
+
+    head = PromptHead()
+    with torch.inference_mode(), pytest.MonkeyPatch.context() as mp:
+        mp.setattr(_hf_batch.HFForward, "__call__", counting)
+        generate_batch(model, first, pad_id=0, eos_ids=NO_EOS, shared_generator=None,
+                       tokenizer=tiny_loaded.tokenizer, admit=admit, head=head)
+    shared = len(head.ids)
+    assert shared >= 16 and list(head.ids) == first[0].prompt_ids[:shared]
+    longest = max(len(r.prompt_ids) for r in first)
+    # The head once (one row), then only the rest of each prompt; the stranger shares nothing.
+    assert prefilled[0] == (1, shared) and prefilled[1] == (2, longest - shared)
+    assert prefilled[2][1] == max(len(r.prompt_ids) for r in late) - shared
+    assert prefilled[3] == (1, len(stranger[0].prompt_ids))
+    for row in first + late + stranger:
+        assert len(row.out_ids) == row.max_new
+        assert torch.allclose(_fresh(model, row), torch.tensor(row.out_logprobs), atol=1e-4), row
+    head.clear()
+    assert head.ids == () and head.kv == []
+
+
+def test_one_request_at_a_time_learns_the_head_from_the_previous_prompt(
+    tiny_loaded: Any,
+) -> None:
+    model, renderer = tiny_loaded.model.eval(), ChatRenderer(tiny_loaded.tokenizer)
+    system = "You are a careful assistant that answers with one number. " * 3
+    head = PromptHead()
+    rows = [_row(renderer, q, max_new=4, seed=i, system=system) for i, q in enumerate(["a", "b"])]
+    with torch.inference_mode():
+        for row in rows:
+            generate_batch(model, [row], pad_id=0, eos_ids=NO_EOS, shared_generator=None,
+                           tokenizer=tiny_loaded.tokenizer, head=head)
+    assert len(head.ids) >= 16 and list(head.ids) == rows[1].prompt_ids[: len(head.ids)]
+    for row in rows:
+        assert torch.allclose(_fresh(model, row), torch.tensor(row.out_logprobs), atol=1e-4), row
 
 
 def test_no_admission_without_a_callback_or_for_sliding_caches(tiny_loaded: Any) -> None:

@@ -202,6 +202,30 @@ async def test_load_adapter_in_place_and_rebuilt(
     assert not any("lora_" in n for n, _ in tiny_loaded.model.named_parameters())
 
 
+async def test_the_shared_prompt_head_follows_adapter_loads(
+    engine: HFEngine, tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    system = {"role": "system", "content": "You are a calculator; one tool call per step. " * 3}
+
+    def req(q: str) -> GenerationRequest:
+        return GenerationRequest(
+            messages=[system, {"role": "user", "content": q}], temperature=0.0, max_tokens=6
+        )
+
+    await asyncio.gather(engine.generate(req("a")), engine.generate(req("b")))
+    assert engine._head is not None and len(engine._head.ids) >= 16  # learned on the base
+    folder = _save(tiny_model_dir, tmp_path / "a1", 1, std=0.5)
+    await engine.load_adapter(str(folder), 1)
+    ref = peft_reference(tiny_model_dir, folder)
+    # Served after the load, alone and then two at once (which learns the head again): each
+    # matches the adapter's own forward, so no key/value of the base weights was reused.
+    for batch in (["What is 2 + 3?"], ["c", "What is 4 * 5?"]):
+        for res in await asyncio.gather(*(engine.generate(req(q)) for q in batch)):
+            fresh = _fresh_logprobs(ref, res.prompt_token_ids, res.completion_token_ids, 1.0, 1.0)
+            assert torch.allclose(fresh, torch.tensor(res.logprobs), atol=1e-4)
+    assert len(engine._head.ids) >= 16
+
+
 async def test_bad_adapter_keeps_serving_the_previous_version(
     engine: HFEngine, tmp_path: Path
 ) -> None:

@@ -36,7 +36,7 @@ from osmosis_trainer.engines._hf_adapter import (
     apply_adapter,
     read_adapter,
 )
-from osmosis_trainer.engines._hf_batch import Row, generate_batch
+from osmosis_trainer.engines._hf_batch import PromptHead, Row, generate_batch
 from osmosis_trainer.engines._hf_merge import MergedLoRA, unmergeable_reason
 from osmosis_trainer.engines._response import ResponseParser
 from osmosis_trainer.models import LoadedModel, load_model, training_dtype
@@ -105,6 +105,9 @@ class HFEngine:
         merge_adapters: serve plain LoRA adapters merged into the weights (decoding at the
             base model's speed; see ``_hf_merge``). Other adapters, and all with ``False``, are
             served through peft's unmerged layers.
+        share_prompt_head: prefill the prompt head that requests share (an agent's system
+            prompt and tools) once per adapter version and reuse its keys/values (see
+            ``_hf_batch.PromptHead``; BENCHMARKS.md, ``prompt_head``, has the gain).
     """
 
     provides_token_ids = True
@@ -122,6 +125,7 @@ class HFEngine:
         seed: int | None = None,
         share_weights: bool = False,
         merge_adapters: bool = True,
+        share_prompt_head: bool = True,
     ) -> None:
         import torch
 
@@ -160,6 +164,7 @@ class HFEngine:
         # Merging writes new weights into the modules: never into a model shared with its owner.
         self.merge_adapters = merge_adapters and (copy_model or not given)
         self._merged = MergedLoRA()
+        self._head = PromptHead() if share_prompt_head else None
         self._version = 0
         self._generator = torch.Generator(self.device)
         self._generator.manual_seed(seed if seed is not None else torch.seed() % (2**63))
@@ -250,6 +255,8 @@ class HFEngine:
     def _do_load(self, item: _Load) -> None:
         if not item.future.set_running_or_notify_cancel():
             return
+        if self._head is not None:
+            self._head.clear()  # its keys/values belong to the weights served until now
         try:
             self._serve(item.state)
         except Exception as exc:
@@ -351,6 +358,7 @@ class HFEngine:
                 tokenizer=self.tokenizer,
                 admit=admit,
                 on_done=self._finish,
+                head=self._head,
             )
         except Exception as exc:
             logger.exception("HF engine batch of %d failed", len(started))

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 
     from osmosis_trainer._protocols import CausalLM, KVCache, Tokenizer
 
-__all__ = ["Row", "can_join", "generate_batch"]
+__all__ = ["PromptHead", "Row", "can_join", "generate_batch"]
 
 P = TypeVar("P")
 """A row's payload: whatever the caller needs back with a finished row (the engine's job)."""
@@ -157,26 +157,112 @@ class _Batch(Generic[P]):
     logits: torch.Tensor  # [b, V] float32, for the token to sample now
 
 
-def _prefill(forward: Forward, rows: list[Row[P]], pad_id: int, device: torch.device) -> _Batch[P]:
+HEAD_MIN_TOKENS = 16
+"""A shared prompt head shorter than this is not worth a forward pass of its own."""
+
+
+def _common_length(a: Sequence[int], b: Sequence[int]) -> int:
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+@dataclass
+class PromptHead:
+    """The keys/values of the prompt head most requests share (an agent's system prompt and
+    tools block), computed once and reused by later prefills of the same weights.
+
+    transformers' prompt-cache reuse (a ``DynamicCache`` filled by one prefix, copied into
+    each request's) applied per request: every policy call of an agent repeats the same head
+    (~230 of ~350 prompt tokens in the quick start), and prefill is most of a short tool call's
+    cost. The head is the longest common prefix of the first prefill with two distinct prompts;
+    a later prompt uses as much of it as it shares. Owners must :meth:`clear` it whenever the
+    weights change (an adapter load).
+    """
+
+    ids: tuple[int, ...] = ()
+    kv: list[tuple[torch.Tensor, torch.Tensor]] = field(default_factory=list)  # [1, h, L, d]
+    last: tuple[int, ...] = ()
+    """A prompt seen before the head was set: one request at a time learns it too."""
+
+    def clear(self) -> None:
+        self.ids, self.kv, self.last = (), [], ()
+
+    def shared(
+        self, prompts: Sequence[Sequence[int]], forward: Forward, device: torch.device
+    ) -> int:
+        """How many head tokens all ``prompts`` can take from the cache (0: none), learning
+        the head from them first when it is unset. Each prompt keeps one token to prefill."""
+        if not self.ids:
+            # Distinct prompts of this prefill, or a lone one and the one before it.
+            pool = list(prompts) if len(prompts) > 1 else [prompts[0], self.last]
+            n = min(_common_length(pool[0], p) for p in pool[1:])
+            n = min(n, *(len(p) - 1 for p in prompts))
+            if n >= HEAD_MIN_TOKENS:
+                self._learn(prompts[0][:n], forward, device)
+            self.last = tuple(prompts[0])
+        if not self.ids:
+            return 0
+        n = min(min(_common_length(self.ids, p), len(p) - 1) for p in prompts)
+        return n if n >= HEAD_MIN_TOKENS else 0
+
+    def _learn(self, ids: Sequence[int], forward: Forward, device: torch.device) -> None:
+        import torch
+
+        cache = forward.new_cache()
+        if not can_join(cache):
+            return  # sliding-window layers drop old keys: no head to keep
+        row = torch.tensor([list(ids)], dtype=torch.long, device=device)
+        forward(row, torch.ones_like(row), torch.arange(len(ids), device=device)[None], cache)
+        self.ids = tuple(ids)
+        self.kv = [(layer.keys, layer.values) for layer in cache.layers]
+
+    def fill(self, cache: KVCache, n: int, rows: int) -> None:
+        """Put the head's first ``n`` tokens into an empty ``cache``, once per row."""
+        for layer, (keys, values) in zip(cache.layers, self.kv, strict=True):
+            layer.update(
+                keys[..., :n, :].expand(rows, -1, -1, -1),
+                values[..., :n, :].expand(rows, -1, -1, -1),
+            )
+
+
+def _prefill(
+    forward: Forward,
+    rows: list[Row[P]],
+    pad_id: int,
+    device: torch.device,
+    head: PromptHead | None = None,
+) -> _Batch[P]:
     """Run the left-padded prompts of ``rows`` through the model in one forward pass.
 
     Identical prompts run once and their KV cache is copied to each row: the samples of a GRPO
-    group arrive together with the same prompt, so prefill work drops by the group size.
+    group arrive together with the same prompt, so prefill work drops by the group size. With
+    a ``head``, the tokens the prompts share with it come from its cache and only the rest runs
+    (the cache then reads ``[head | padding | rest of the prompt]``, the mask skipping padding).
     """
     import torch
 
     slot: dict[tuple[int, ...], int] = {}
     which = [slot.setdefault(tuple(r.prompt_ids), len(slot)) for r in rows]  # row -> prompt
     prompts = list(slot)
-    width = max(len(p) for p in prompts)
-    ids = torch.full((len(prompts), width), pad_id, dtype=torch.long)  # [U, L]
-    mask = torch.zeros((len(prompts), width), dtype=torch.long)  # [U, L]
+    cached = head.shared(prompts, forward, device) if head is not None else 0
+    width = max(len(p) for p in prompts) - cached
+    ids = torch.full((len(prompts), width), pad_id, dtype=torch.long)  # [U, T]
+    mask = torch.zeros((len(prompts), cached + width), dtype=torch.long)  # [U, L]
+    mask[:, :cached] = 1
     for i, prompt in enumerate(prompts):
-        ids[i, width - len(prompt) :] = torch.tensor(prompt)
-        mask[i, width - len(prompt) :] = 1
+        rest = prompt[cached:]
+        ids[i, width - len(rest) :] = torch.tensor(rest)
+        mask[i, cached + width - len(rest) :] = 1
     ids, mask = ids.to(device), mask.to(device)
-    pos = (mask.cumsum(-1) - 1).clamp(min=0)  # [U, L] positions ignoring the left padding
+    pos = (mask.cumsum(-1) - 1).clamp(min=0)[:, cached:]  # [U, T] positions skipping padding
     cache = forward.new_cache()
+    if cached:
+        assert head is not None
+        head.fill(cache, cached, len(prompts))
     logits = forward(ids, mask, pos, cache)  # [U, V]
     if len(prompts) < len(rows):
         rows_of = torch.tensor(which, dtype=torch.long, device=device)  # [B]
@@ -296,27 +382,29 @@ def generate_batch(
     tokenizer: Tokenizer,
     admit: Callable[[int], list[Row[P]]] | None = None,
     on_done: Callable[[Row[P]], None] | None = None,
+    head: PromptHead | None = None,
 ) -> None:
     """Decode ``rows`` together; each row ends on EOS, a stop string or its budget.
 
     Continuous batching: between two decoding steps ``admit(n_active)`` may hand over newly
     arrived rows; they are prefilled and join the running batch (the shorter KV cache is
     left-padded). ``on_done(row)`` is called as soon as a row finishes, so a short reply never
-    waits for the longest one. Finished rows leave the batch.
+    waits for the longest one. Finished rows leave the batch. ``head``: a
+    :class:`PromptHead` of the served weights, shared by the prefills.
     """
     import torch
 
     device = next(model.parameters()).device
     eos = set(eos_ids)
     forward: Forward = HFForward(model)
-    batch = _prefill(forward, rows, pad_id, device)
+    batch = _prefill(forward, rows, pad_id, device, head)
     joinable = admit is not None and can_join(batch.cache)
     while True:
         tokens = _step(batch, eos, shared_generator, tokenizer, on_done)
         if joinable and admit is not None and batch.rows:
             arrived = admit(len(batch.rows))
             if arrived:
-                new = _prefill(forward, arrived, pad_id, device)
+                new = _prefill(forward, arrived, pad_id, device, head)
                 new_tokens = _step(new, eos, shared_generator, tokenizer, on_done)
                 if new.rows:
                     _join(batch, new)
