@@ -73,12 +73,12 @@ class CausalLM(Protocol):
         input_ids: torch.Tensor,
         attention_mask: torch.Tensor,
         position_ids: torch.Tensor,
-        past_key_values: KVCache,
         use_cache: bool,
         logits_to_keep: int,
+        **kv: KVCache,
     ) -> CausalLMOutput:
-        """Logits of the last ``logits_to_keep`` positions; ``past_key_values`` is extended in
-        place."""
+        """Logits of the last ``logits_to_keep`` positions; the cache (``_kv.cache_kwargs``:
+        ``cache`` or ``past_key_values`` by transformers version) is extended in place."""
         ...
 
 
@@ -90,7 +90,10 @@ class DecoderOutput(Protocol):
     def last_hidden_state(self) -> torch.Tensor: ...
 
     @property
-    def past_key_values(self) -> KVCache: ...
+    def past_key_values(self) -> KVCache:
+        """The filled cache (``cache`` since transformers 5.2x: read it with
+        ``_kv.output_cache``)."""
+        ...
 
 
 class Decoder(Protocol):
@@ -102,8 +105,8 @@ class Decoder(Protocol):
         input_ids: torch.Tensor,
         attention_mask: torch.Tensor | None = ...,
         position_ids: torch.Tensor | None = ...,
-        past_key_values: KVCache | None = ...,
         use_cache: bool,
+        **kv: KVCache,
     ) -> DecoderOutput: ...
 
 

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Generic, Protocol, TypeVar, cast
 
 from osmosis_ai.serving import FinishReason, GenerationResult
 from osmosis_ai.serving.toolcalls import assistant_message
+from osmosis_trainer._kv import cache_kwargs
 from osmosis_trainer.engines._response import ResponseParser, reply_text
 from osmosis_trainer.engines._sampling import processed_logprobs, sample_tokens
 
@@ -66,9 +67,9 @@ class HFForward:
             input_ids=ids,
             attention_mask=mask,
             position_ids=pos,
-            past_key_values=cache,
             use_cache=True,
             logits_to_keep=1,
+            **cache_kwargs(self.model, cache),
         )
         logits: torch.Tensor = out.logits[:, -1, :].float()
         return logits

@@ -15,12 +15,29 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from osmosis_trainer.loop._batch import MicroBatch, SharedPrefix, TrainSequence, common_prefix_len
+from osmosis_trainer._kv import cache_kwargs, output_cache
+from osmosis_trainer.loop._batch import (
+    MicroBatch,
+    SharedPrefix,
+    TrainSequence,
+    collate,
+    common_prefix_len,
+    plan_micro_batches,
+)
 
 if TYPE_CHECKING:
     from osmosis_trainer._protocols import Decoder
 
-__all__ = ["PrefixUnit", "collate_prefixed", "plan_shared_prefix", "shared_prefix_hidden"]
+__all__ = [
+    "PrefixUnit",
+    "collate_prefixed",
+    "micro_batches",
+    "plan_shared_prefix",
+    "shared_prefix_hidden",
+]
+
+# Groups sharing fewer leading tokens are packed the plain way (see ``plan_shared_prefix``).
+SHARE_PREFIX_MIN_TOKENS = 8
 
 
 @dataclass(frozen=True)
@@ -137,6 +154,30 @@ def collate_prefixed(
     return mb, order
 
 
+def micro_batches(
+    seqs: Sequence[TrainSequence],
+    *,
+    token_budget: int,
+    pad_id: int,
+    share_prefix: bool,
+    device: torch.device | str = "cpu",
+) -> list[MicroBatch]:
+    """An update's micro-batches of at most ``token_budget`` padded tokens.
+
+    With ``share_prefix``, sequences of one group (``group_id``) that share a prompt go through
+    the shared-prefix path; the rest (and all of them without it) are packed the plain way.
+    """
+    batches: list[MicroBatch] = []
+    rest = list(range(len(seqs)))
+    if share_prefix:
+        shared, rest = plan_shared_prefix(seqs, token_budget, min_prefix=SHARE_PREFIX_MIN_TOKENS)
+        batches += [collate_prefixed(seqs, units, pad_id=pad_id, device=device)[0] for units in shared]
+    lengths = [len(seqs[i].token_ids) for i in rest]
+    for idx in plan_micro_batches(lengths, token_budget):
+        batches.append(collate([seqs[rest[j]] for j in idx], pad_id=pad_id, device=device))
+    return batches
+
+
 def shared_prefix_hidden(
     decoder: Decoder, suffix_ids: torch.Tensor, prefix: SharedPrefix
 ) -> torch.Tensor:
@@ -157,11 +198,11 @@ def shared_prefix_hidden(
         input_ids=prefix.ids, attention_mask=prefix.mask, position_ids=positions, use_cache=True,
     )
     first_hidden = first.last_hidden_state  # [G, P, H]
-    cache = first.past_key_values
+    cache = output_cache(first)
     cache.batch_select_indices(prefix.row_group)  # [G, ...] -> [B, ...], differentiable
     rest = decoder(
         input_ids=suffix_ids, attention_mask=attention, position_ids=suffix_pos,
-        past_key_values=cache, use_cache=True,
+        use_cache=True, **cache_kwargs(decoder, cache),
     ).last_hidden_state  # [B, S, H]
     last = first_hidden[:, -1][prefix.row_group].unsqueeze(1)  # [B, 1, H]
     return torch.cat([last, rest[:, :-1]], dim=1)  # [B, S, H]

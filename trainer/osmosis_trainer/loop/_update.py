@@ -18,9 +18,9 @@ from osmosis_trainer.grpo import (
     k3_kl,
     require_nonempty,
 )
-from osmosis_trainer.loop._batch import MicroBatch, TrainSequence, collate, plan_micro_batches
+from osmosis_trainer.loop._batch import MicroBatch, TrainSequence
 from osmosis_trainer.loop._policy import adapter_disabled, lora_parameters, token_logprobs
-from osmosis_trainer.loop._prefix import collate_prefixed, plan_shared_prefix
+from osmosis_trainer.loop._prefix import micro_batches
 from osmosis_trainer.loop._settings import LoopSettings
 
 __all__ = ["NonFiniteLossError", "UpdateStats", "policy_update"]
@@ -28,10 +28,6 @@ __all__ = ["NonFiniteLossError", "UpdateStats", "policy_update"]
 
 class NonFiniteLossError(TrainingError):
     """The loss or the gradient became NaN/inf; the update was not applied."""
-
-
-# Groups sharing fewer leading tokens are packed the plain way (see ``plan_shared_prefix``).
-_SHARE_PREFIX_MIN_TOKENS = 8
 
 
 def _is_mode(settings: LoopSettings) -> ISMode | None:
@@ -130,25 +126,6 @@ def _micro_batch_loss(
     return loss
 
 
-def _micro_batches(
-    seqs: Sequence[TrainSequence], settings: LoopSettings, device: torch.device | str
-) -> list[MicroBatch]:
-    budget = settings.micro_batch_tokens
-    batches: list[MicroBatch] = []
-    rest = list(range(len(seqs)))
-    if settings.algorithm.share_prompt_prefix:
-        shared, rest = plan_shared_prefix(seqs, budget, min_prefix=_SHARE_PREFIX_MIN_TOKENS)
-        batches += [
-            collate_prefixed(seqs, units, pad_id=settings.pad_id, device=device)[0]
-            for units in shared
-        ]
-    lengths = [len(seqs[i].token_ids) for i in rest]
-    for idx in plan_micro_batches(lengths, budget):
-        batch = [seqs[rest[j]] for j in idx]
-        batches.append(collate(batch, pad_id=settings.pad_id, device=device))
-    return batches
-
-
 def _old_logprobs(
     model: torch.nn.Module, batches: list[MicroBatch], settings: LoopSettings
 ) -> list[torch.Tensor]:
@@ -182,7 +159,13 @@ def policy_update(
     """
     if not seqs:
         raise TrainingError(f"{where}: no sequences to train on")
-    batches = _micro_batches(seqs, settings, device)
+    batches = micro_batches(
+        seqs,
+        token_budget=settings.micro_batch_tokens,
+        pad_id=settings.pad_id,
+        share_prefix=settings.algorithm.share_prompt_prefix,
+        device=device,
+    )
     require_nonempty(torch.stack([mb.mask.any() for mb in batches]), where)
     norm = LossNormalizers(
         total_tokens=sum(s.weight * s.n_trained for s in seqs),

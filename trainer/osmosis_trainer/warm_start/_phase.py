@@ -20,9 +20,10 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from osmosis_trainer.loop._batch import TrainSequence, collate, plan_micro_batches
+from osmosis_trainer.loop._batch import TrainSequence
 from osmosis_trainer.loop._optim import build_optimizer
 from osmosis_trainer.loop._policy import lora_parameters, masked_logits
+from osmosis_trainer.loop._prefix import micro_batches
 from osmosis_trainer.loop._update import NonFiniteLossError, _clip_and_check, _has_dropout
 from osmosis_trainer.warm_start._render import RenderedDemo
 
@@ -47,6 +48,9 @@ class WarmStartSettings:
     weight_decay: float = 0.0
     max_grad_norm: float | None = 1.0
     seed: int = 0
+    share_prefix: bool = True
+    """Run the head the step's demonstrations share (system prompt, tools block) once per
+    micro-batch (``[algorithm] share_prompt_prefix``, as RL does)."""
 
 
 @dataclass
@@ -99,6 +103,8 @@ def _batches(
 
 
 def _sequences(demos: Sequence[RenderedDemo]) -> list[TrainSequence]:
+    # One group: the step's demonstrations usually share a head (system prompt, tools block),
+    # which the shared-prefix packing then runs once (group_id marks who may share it).
     return [
         TrainSequence(
             token_ids=s.token_ids,
@@ -125,11 +131,13 @@ def warm_update(
     Raises:
         NonFiniteLossError: the loss or gradient is not finite (parameters untouched).
     """
-    lengths = [len(s.token_ids) for s in seqs]
-    batches = [
-        collate([seqs[i] for i in idx], pad_id=settings.pad_id, device=device)
-        for idx in plan_micro_batches(lengths, settings.micro_batch_tokens)
-    ]
+    batches = micro_batches(
+        seqs,
+        token_budget=settings.micro_batch_tokens,
+        pad_id=settings.pad_id,
+        share_prefix=settings.share_prefix,
+        device=device,
+    )
     total = sum(mb.n_tokens for mb in batches)
     if total == 0:
         return math.nan, math.nan, 0, 0.0
@@ -141,7 +149,9 @@ def warm_update(
     hits = 0
     try:
         for i, mb in enumerate(batches):
-            logits, targets = masked_logits(model, mb.input_ids, mb.mask)  # [N, V], [N]
+            logits, targets = masked_logits(
+                model, mb.input_ids, mb.mask, prefix=mb.prefix
+            )  # [N, V], [N]
             nll = torch.nn.functional.cross_entropy(logits, targets, reduction="sum")
             if not torch.isfinite(nll):
                 raise NonFiniteLossError(
@@ -217,4 +227,5 @@ def resolve_warm_settings(ws: WarmStartConfig, loop: LoopSettings, seed: int) ->
         else loop.algorithm.weight_decay,
         max_grad_norm=ws.max_grad_norm,
         seed=seed,
+        share_prefix=loop.algorithm.share_prompt_prefix,
     )
