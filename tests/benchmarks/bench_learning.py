@@ -578,6 +578,36 @@ def _task_probe_table() -> str:
     )
 
 
+WARM_PROBE = ROOT / "docs" / "learning_warm_start_probe.json"
+
+
+def _warm_probe_table() -> str:
+    """Warm-start settings per seed, before any RL: how often the warm checkpoint alone solves
+    the RL rows (it can only do so by carrying results; RL reinforces what it samples)."""
+    if not WARM_PROBE.exists():
+        return ""
+    doc = json.loads(WARM_PROBE.read_text())
+    by_label: dict[str, dict[int, dict[str, Any]]] = {}
+    for r in doc["runs"]:
+        by_label.setdefault(r["label"], {})[r["seed"]] = r
+    names = {"e2": "epochs 2, lr 1e-3 (before)", "e1": "epochs 1, lr 1e-3 (shipped)",
+             "lr5": "epochs 2, lr 5e-4"}
+    seeds = sorted({r["seed"] for r in doc["runs"]})
+    lines = [
+        f"| {names.get(label, label)} | "
+        + " | ".join(f"{runs[s]['pass1']:.3f}" if s in runs else "—" for s in seeds)
+        + f" | {min(r['tool_call_rate'] for r in runs.values()):.0%} |"
+        for label, runs in by_label.items()
+    ]
+    return (
+        f"\nThe warm start's own carrying, before RL ({doc['what']} {doc['cpu']}; stored in "
+        "`docs/learning_warm_start_probe.json`):\n\n"
+        f"| warm start | {' | '.join(f'seed {s}: exact answers' for s in seeds)} "
+        "| tool-call rate (lowest) |\n|---|" + "---|" * (len(seeds) + 1) + "\n"
+        + "\n".join(lines) + "\n"
+    )
+
+
 def _where_rl_stands(runs: list[TrainRun]) -> str:
     """What RL changed per seed, computed from the runs' own step records: tool use, turns,
     exact answers, and whether the calls came in separate turns (chained on a result) or
@@ -662,6 +692,7 @@ def render() -> None:
            "`python -m tests.benchmarks learning` for the shipped one; the probes below ran "
            "the changes since.\n\n" if stale else "")
         + _where_rl_stands(runs) + "\n" + _second_call_table() + _task_probe_table()
+        + _warm_probe_table()
         + "\n![reward, tool-call rate and turns per rollout per step](docs/learning.png)\n"
     )
     if probes:
