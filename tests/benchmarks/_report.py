@@ -132,3 +132,33 @@ def write_section(
         else text.rstrip() + "\n\n" + section + "\n"
     )
     REPORT.write_text(text)
+
+
+_OPENMP_SET: dict[str, str] = {}
+
+
+def trainer_openmp() -> None:
+    """This process's OpenMP waits as the training worker's (``osmosis_trainer._openmp``).
+
+    Call it before torch loads. What it sets is left out of :func:`library_env`, so a library's
+    own run (TRL) gets the environment its users have, not ours.
+    """
+    from osmosis_trainer._openmp import apply_openmp_defaults
+
+    _OPENMP_SET.update(apply_openmp_defaults())
+
+
+def library_env() -> dict[str, str]:
+    """The environment for a library's run: this one without what :func:`trainer_openmp` set."""
+    return {k: v for k, v in os.environ.items() if k not in _OPENMP_SET}
+
+
+def openmp_note() -> str:
+    """How the trainer's rows and the libraries' rows set OpenMP's waits (for a section)."""
+    from osmosis_trainer._openmp import OPENMP_DEFAULTS
+
+    ours = ", ".join(f"`{k}={os.environ.get(k, v)}`" for k, v in OPENMP_DEFAULTS.items())
+    theirs = ", ".join(f"`{k}={v}`" for k, v in library_env().items() if k in OPENMP_DEFAULTS)
+    return f"OpenMP: ours {ours} (the training worker's default); the libraries' runs " + (
+        theirs + " (set by whoever ran the benchmark)" if theirs else "libgomp's defaults (none set)"
+    )

@@ -18,10 +18,6 @@ over rounds, with the spread, so a slow minute on a shared machine spreads over 
 from __future__ import annotations
 
 import os
-
-# Before torch loads, as the trainer benchmark and `osmosis train` do: idle OpenMP threads sleep.
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-
 import statistics
 import subprocess
 import sys
@@ -29,7 +25,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from tests.benchmarks._report import load_average, spread, write_section
+from tests.benchmarks._report import load_average, spread, trainer_openmp, write_section
+
+trainer_openmp()  # before torch loads: the kernels wait as the training worker's do
 
 ROUNDS = int(os.environ.get("OSMOSIS_BENCH_RUNS", "5"))
 

@@ -32,12 +32,8 @@ trainer_real`` (the real-model case only, its own section).
 
 from __future__ import annotations
 
-import os
-
-# Before torch loads: idle OpenMP threads sleep instead of spinning (see osmosis train submit).
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -48,7 +44,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tests.benchmarks._report import load_average, spread, write_section
+from tests.benchmarks._report import (
+    library_env,
+    load_average,
+    openmp_note,
+    spread,
+    trainer_openmp,
+    write_section,
+)
 
 PROMPTS = 8
 GROUP = 4
@@ -402,6 +405,8 @@ def _worker(spec: str) -> None:
     """One run in this fresh process; prints its result as the last line."""
     job = json.loads(spec)
     case, setup, root = Case(**job["case"]), Setup(**job["setup"]), Path(job["root"])
+    if setup.who != "trl":
+        trainer_openmp()  # as `osmosis train` runs; TRL keeps the environment its users have
     model = _model_path(case, root)
     run = run_trl if setup.who == "trl" else run_ours
     result = run(case, model, root, setup)
@@ -412,7 +417,7 @@ def _run(case: Case, setup: Setup, root: Path) -> Result:
     spec = json.dumps({"case": asdict(case), "setup": asdict(setup), "root": str(root)})
     proc = subprocess.run(
         [sys.executable, "-m", "tests.benchmarks.bench_trainer", "--worker", spec],
-        capture_output=True, text=True, check=False,
+        capture_output=True, text=True, check=False, env=library_env(),
     )
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
     if proc.returncode != 0 or not lines:
@@ -635,7 +640,9 @@ def _prose() -> str:
         "Our policy calls go from the rollout runner to the policy gateway over loopback HTTP; "
         "the HF engine decodes in the trainer's process, on its own module copy over the "
         "trainer's frozen base weights, each adapter merged into a copy of the adapted layers' "
-        "weights. Peak RSS is the whole run's (`ru_maxrss`)."
+        "weights. Peak RSS is the whole run's (`ru_maxrss`). "
+        + openmp_note()
+        + "."
     )
 
 
@@ -801,6 +808,34 @@ def _real_body(rows: list[Row], keys: list[str], done: int, runs: int, cpu_probe
     return "\n".join(lines)
 
 
+_LOADED_NOTE = (
+    "The cost is on a CPU shared with other busy work: beside one busy process (2026-11-26, "
+    "above) ACTIVE was 6-9 % slower than PASSIVE, and spinning threads once slowed training "
+    "several times; there `OMP_WAIT_POLICY=PASSIVE` is the setting (README, Training)."
+)
+_WAIT_NOTE = (
+    "Found on 2026-11-27 (same machine type, quiet): the wake-up cost is the cause, and libgomp's "
+    "thread accounting is why the earlier policy runs disagreed. A rank-8 LoRA product (90x576 "
+    "@ 576x8, bf16) took 100 us on 2 sleeping threads against 23 us on one thread or on two "
+    "spinning ones; a 744x576 @ 576x1536 matmul 4.2 ms against 3.5 ms. An update of 32 "
+    "sequences took 11.6 / 12.4 s with PASSIVE against 9.3 / 8.3 s with libgomp's default "
+    "(a ~3 ms spin) in a one-thread script, yet not in the trainer: its decode thread and "
+    "update thread each keep an OpenMP team, so the process holds more OpenMP threads than "
+    "CPUs, and libgomp then cuts the default's spin to 100 iterations (ACTIVE's to 1000). The "
+    "on-policy step (real model, 2 interleaved rounds, the trainer's own process): PASSIVE "
+    "23.0 / 28.3 s, libgomp's default 23.0 / 23.0 s, ACTIVE 19.2 / 19.6 s, ACTIVE with "
+    "`GOMP_SPINCOUNT=200` 22.3 / 21.6 s, ACTIVE with `GOMP_SPINCOUNT=100000` 23.0 / 19.4 s; "
+    "an earlier pair PASSIVE 26.4 / 25.2 s, default 23.0 / 23.0 s, ACTIVE 20.1 / 17.7 s "
+    "(`docs/omp_wait_policy.jsonl`). ACTIVE alone spins for minutes whenever the process "
+    "holds no more OpenMP threads than CPUs (both cores busy while the trainer waits on "
+    "HTTP), so the training worker now sets `OMP_WAIT_POLICY=ACTIVE` with "
+    "`GOMP_SPINCOUNT=100000` (at most ~1 ms of spinning, then sleep; 1000 spins when "
+    "over-subscribed), unless the user sets either variable "
+    "(`osmosis_trainer._openmp`); the rows above run with it, TRL with libgomp's defaults. "
+    + _LOADED_NOTE
+)
+
+
 def _zen4_note(cpu_probe: str) -> str:
     return "\n".join([
         "### Zen 4: why the step differs between two machines with the same CPU flags",
@@ -845,6 +880,8 @@ def _zen4_note(cpu_probe: str) -> str:
         " 10 %); loaded, PASSIVE 27.2 / 26.5 s, default 27.1 / 27.3 s, ACTIVE 29.7 / 28.1 s ("
         "ACTIVE 6-9 % slower). The wait policy is not a stable gain on this host, and spinnin"
         "g loses on a shared CPU: PASSIVE stays the default.",
+        "",
+        _WAIT_NOTE,
         "",
         "To check there, same sitting as here: `lscpu` (model, `Thread(s) per core`); "
         "`python -m tests.benchmarks cpu` and compare its bf16 GFLOP/s and its 2-vs-1-thread "

@@ -17,14 +17,13 @@ Run: ``python -m tests.benchmarks warm_start``.
 
 from __future__ import annotations
 
-import os
 import statistics
 import time
 from typing import Any
 
-from tests.benchmarks._report import ROOT, load_average, spread, write_section
+from tests.benchmarks._report import ROOT, load_average, spread, trainer_openmp, write_section
 
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # as the trainer's worker runs (before torch)
+trainer_openmp()  # as the training worker runs (before torch loads)
 
 ROUNDS = 3
 STEPS = 4

@@ -200,10 +200,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     run = RunDir(args.run_dir, str(status.get("name") or args.run_dir.name))
     from osmosis_ai.console import quiet_libraries
+    from osmosis_trainer._openmp import apply_openmp_defaults
 
-    # Idle OpenMP threads sleep instead of spinning (a CPU shared with other work made
-    # spinning threads slow training several times); read once, when torch first loads.
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    apply_openmp_defaults()  # before torch loads: libgomp reads it once
     if os.environ.get("OSMOSIS_DEBUG") != "1":
         quiet_libraries()
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
