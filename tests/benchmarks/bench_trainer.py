@@ -871,7 +871,7 @@ def _zen4_note(cpu_probe: str) -> str:
         " (interleaved, paired: 0.76x and 0.83x); an empty value (libgomp's default, a bounded sp"
         "in) took 16.4 and 17.1 s. So the gap is the cost of waking sleeping OpenMP threads, whic"
         "h differs between hosts and weighs on our many small decode and micro-batch kernels far "
-        "more than on TRL's few large ones. PASSIVE stays the default for now (spinning threads s"
+        "more than on TRL's few large ones. PASSIVE stayed the default then (spinning threads s"
         "lowed training several times on a CPU shared with other work); a bounded spin that wins "
         "on both a quiet and a loaded machine is the next measurement."
         " Measured later the same day (on-policy step, real model, 3 interleaved rounds quiet"
@@ -879,7 +879,7 @@ def _zen4_note(cpu_probe: str) -> str:
         " 20.5 / 18.4 s, ACTIVE 21.0 / 20.6 / 17.3 s on the quiet machine (no policy ahead by"
         " 10 %); loaded, PASSIVE 27.2 / 26.5 s, default 27.1 / 27.3 s, ACTIVE 29.7 / 28.1 s ("
         "ACTIVE 6-9 % slower). The wait policy is not a stable gain on this host, and spinnin"
-        "g loses on a shared CPU: PASSIVE stays the default.",
+        "g loses on a shared CPU: PASSIVE stayed the default that day.",
         "",
         _WAIT_NOTE,
         "",
