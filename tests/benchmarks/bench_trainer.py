@@ -813,6 +813,16 @@ _LOADED_NOTE = (
     "above) ACTIVE was 6-9 % slower than PASSIVE, and spinning threads once slowed training "
     "several times; there `OMP_WAIT_POLICY=PASSIVE` is the setting (README, Training)."
 )
+_FAIR_TRL_NOTE = (
+    "Until 2026-11-27 this benchmark set PASSIVE for its whole process, so TRL's rows ran with "
+    "sleeping threads too: not as its users run it. With libgomp's defaults TRL fp32 took 43.2 "
+    "s instead of 64.5 s (its one compute thread holds one team, so the default's ~3 ms spin "
+    "is never cut), and ours 20.6 s instead of 25.8 s: the on-policy ratio is 0.48x, and the "
+    "0.40x recorded before was TRL slowed by our setting. What is left is the throttle on ours: "
+    "a one-thread script's update of the same 32 sequences took 8.3-9.3 s with the unthrottled "
+    "default against ~10.3-11.3 s inside the trainer; running the on-policy step's decode and "
+    "update on one thread (and loading the model there) would keep the trainer at one team."
+)
 _WAIT_NOTE = (
     "Found on 2026-11-27 (same machine type, quiet): the wake-up cost is the cause, and libgomp's "
     "thread accounting is why the earlier policy runs disagreed. A rank-8 LoRA product (90x576 "
@@ -833,6 +843,7 @@ _WAIT_NOTE = (
     "over-subscribed), unless the user sets either variable "
     "(`osmosis_trainer._openmp`); the rows above run with it, TRL with libgomp's defaults. "
     + _LOADED_NOTE
+    + " " + _FAIR_TRL_NOTE
 )
 
 
