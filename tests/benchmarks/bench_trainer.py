@@ -40,6 +40,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -139,8 +140,6 @@ def _peft_merge_serve(self: Any, state: Any) -> None:
 def _switch_off(path: str) -> None:
     """Replace one speed path in this process (ablation rows only) by its library
     alternative, or turn it off."""
-    from contextlib import nullcontext
-
     if path == "merge":  # adapters served through peft's unmerged layers
         import osmosis_trainer.engines._hf as hf
 
@@ -156,10 +155,20 @@ def _switch_off(path: str) -> None:
 
         HFEngine.__init__ = own_weights  # type: ignore[method-assign]
         HFEngine._serve = _peft_merge_serve  # type: ignore[method-assign]
-    elif path == "adapter_precision":  # LoRA matmuls in fp32, peft's input casts
-        import osmosis_trainer.loop._policy as policy
+    elif path == "compute_thread":  # the engine and the updates on threads of their own
+        from osmosis_trainer.engines._hf import HFEngine
+        from osmosis_trainer.loop._trainer import Trainer
 
-        policy.adapter_precision = lambda model: nullcontext()
+        engine_init, trainer_init = HFEngine.__init__, Trainer.__init__
+
+        def own_engine_thread(self: Any, *args: Any, **kwargs: Any) -> None:
+            engine_init(self, *args, **{**kwargs, "executor": None})
+
+        def own_update_thread(self: Any, *args: Any, **kwargs: Any) -> None:
+            trainer_init(self, *args, **{**kwargs, "compute": None})
+
+        HFEngine.__init__ = own_engine_thread  # type: ignore[method-assign]
+        Trainer.__init__ = own_update_thread  # type: ignore[method-assign]
     elif path:
         raise ValueError(f"unknown speed path {path!r}")
 
@@ -234,7 +243,10 @@ def run_ours(case: Case, model: str, root: Path, setup: Setup) -> Result:
         _trainer_phases.install(prof)
     torch.set_num_threads(setup.threads)
     _switch_off(setup.without)
-    eos = int(load_model(model).tokenizer.eos_token_id)
+    # On a thread that ends here: its OpenMP team goes with it, so the job's compute thread
+    # holds the process's only one, as under `osmosis train` (Trainer.run_torch).
+    with ThreadPoolExecutor(1) as pool:
+        eos = pool.submit(lambda: int(load_model(model).tokenizer.eos_token_id)).result()
     ws = Path(tempfile.mkdtemp(dir=root))
     config_file = make_workspace(
         ws, Path(model), eos_id=eos, rows=PROMPTS, lr=1e-4, total_epochs=100,
@@ -539,7 +551,8 @@ class PathCheck:
     with_it: Row
     without: Row
     overlap: bool = False
-    """A path that overlaps work (same CPU, less wall): judged on wall time alone."""
+    """Judged on wall time alone: a path that overlaps work (same CPU, less wall), or whose
+    extra CPU seconds are OpenMP threads spinning instead of sleeping (one compute thread)."""
     library: str = ""
     """The library alternative the ``without`` row runs instead (e.g. "peft's merge"): the
     path stays only if it beats that by >= 10 %."""
@@ -702,15 +715,16 @@ _ABLATIONS = {
         "adapters merged by peft (merge_adapter / unmerge_adapter, engine's own weights)",
         without="peft_merge",
     ),
-    "adapter_precision": Setup(
-        "LoRA layers computed in fp32 (peft's input casts)", without="adapter_precision"
+    "compute_thread": Setup(
+        "decoding and updates on threads of their own (a ThreadPoolExecutor each)",
+        without="compute_thread",
     ),
     # Not run by default:
     "merge": Setup("adapters served through peft's layers, not merged", without="merge"),
     "one_thread": Setup("one thread (torch.set_num_threads(1))", threads=1),
 }
 DEFAULT_ABLATIONS = (
-    "long", "prefix", "micro", "fp32", "peft_merge", "adapter_precision",
+    "long", "prefix", "micro", "fp32", "peft_merge", "compute_thread",
 )
 """``OSMOSIS_BENCH_ABLATIONS`` unset runs these; ``merge`` (peft's unmerged layers) and
 ``one_thread`` (does a second thread add a core's worth? see the Zen 4 note) on request."""
@@ -734,12 +748,17 @@ def _checks(default: Row, ahead: Row, by_key: dict[str, Row]) -> list[PathCheck]
     if "fp32" in by_key:
         checks.append(PathCheck("bf16 base weights ([training] dtype = \"auto\" here)", default,
                                 by_key["fp32"]))
+    if "compute_thread" in by_key:  # judged on wall: its extra CPU seconds are idle spinning
+        checks.append(PathCheck(
+            "decoding and on-policy updates on one compute thread (one OpenMP team; "
+            "`Trainer.run_torch`)", default, by_key["compute_thread"], overlap=True,
+            library="threads of their own",
+        ))
     for key, name, library, kept_for in (
         ("peft_merge", "our LoRA merge in the engine (engines/_hf_merge.py)",
          "peft's merge_adapter/unmerge_adapter",
          "the exact merge and untouched originals (section `merge`)"),
         ("merge", "adapters merged into the engine's weights", "peft's unmerged layers", ""),
-        ("adapter_precision", "LoRA layers in bf16 over bf16 base weights (autocast)", "", ""),
     ):
         if key in by_key:
             checks.append(

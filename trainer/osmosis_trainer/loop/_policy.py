@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from contextlib import AbstractContextManager, ExitStack, nullcontext
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
@@ -19,7 +19,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "adapter_disabled",
-    "adapter_precision",
     "attach_lora",
     "load_adapter_weights",
     "lora_parameters",
@@ -72,27 +71,6 @@ def adapter_disabled(model: torch.nn.Module) -> AbstractContextManager[None]:
     return disable() if callable(disable) else nullcontext()
 
 
-def adapter_precision(model: torch.nn.Module) -> AbstractContextManager[object]:
-    """Context in which a bf16 base model's fp32 LoRA layers compute in bf16 too.
-
-    LoRA weights, their gradients and the optimiser state stay fp32; only the adapter's matmuls
-    run in bf16 (autocast, as mixed-precision training does), and peft no longer casts each
-    layer's input to fp32 and back. On the embedded SmolLM2-135M (CPU) a micro-batch's forward
-    and backward take ~28 % less time (see BENCHMARKS.md, trainer_real). fp32 models: no change.
-    """
-    lm = _causal_lm(model)
-    head = lm.get_output_embeddings()
-    weight = getattr(head, "weight", None)
-    if not isinstance(weight, torch.Tensor) or weight.dtype != torch.bfloat16:
-        return nullcontext()
-    from peft.helpers import disable_input_dtype_casting
-
-    stack = ExitStack()
-    stack.enter_context(torch.autocast(weight.device.type, dtype=torch.bfloat16))
-    stack.enter_context(disable_input_dtype_casting(model))
-    return stack
-
-
 def _causal_lm(model: torch.nn.Module) -> DecoderLM:
     """The causal LM under peft's wrapper (``model`` itself when it has none)."""
     get_base = getattr(model, "get_base_model", None)
@@ -113,18 +91,17 @@ def masked_logits(
     the decoder over the whole sequence, the LM head only where a token trains.
     """
     lm = _causal_lm(model)
-    with adapter_precision(model):
-        if prefix is not None:
-            from osmosis_trainer.loop._prefix import shared_prefix_hidden
+    if prefix is not None:
+        from osmosis_trainer.loop._prefix import shared_prefix_hidden
 
-            predicting = shared_prefix_hidden(lm.get_decoder(), input_ids, prefix)  # [B, S, H]
-            targets = input_ids[mask]  # [N]
-        else:
-            hidden = lm.get_decoder()(input_ids=input_ids, use_cache=False).last_hidden_state
-            predicting = hidden[:, :-1]  # [B, T-1, H]
-            targets = input_ids[:, 1:][mask]  # [N]
-        selected = predicting[mask]  # [N, H]
-        logits = lm.get_output_embeddings()(selected).float()  # [N, V]
+        predicting = shared_prefix_hidden(lm.get_decoder(), input_ids, prefix)  # [B, S, H]
+        targets = input_ids[mask]  # [N]
+    else:
+        hidden = lm.get_decoder()(input_ids=input_ids, use_cache=False).last_hidden_state
+        predicting = hidden[:, :-1]  # [B, T-1, H]
+        targets = input_ids[:, 1:][mask]  # [N]
+    selected = predicting[mask]  # [N, H]
+    logits = lm.get_output_embeddings()(selected).float()  # [N, V]
     softcap = getattr(lm.config, "final_logit_softcapping", None)
     if softcap:
         logits = torch.tanh(logits / softcap) * softcap

@@ -16,9 +16,10 @@ import statistics
 import time
 import warnings
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import torch
 
@@ -56,6 +57,9 @@ logger = logging.getLogger("osmosis")
 
 # Adapter folders kept for serving (the engine may still be loading the previous one).
 _KEEP_ADAPTERS = 2
+
+
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
@@ -108,8 +112,11 @@ class Trainer:
         tensorboard: bool = True,
         traces: TraceSampler | None = None,
         trackers: Sequence[Tracker] = (),
+        compute: Executor | None = None,
     ) -> None:
         self.model = model
+        self.compute = compute
+        """The job's one thread for torch work (see :meth:`run_torch`), if it has one."""
         self.source = source
         self.rows = rows
         self.s = settings
@@ -241,16 +248,10 @@ class Trainer:
         batch = build_train_batch(ro.samples, self.s.algorithm)
         self.run_dir.update_status(activity="update", step=step - 1)
         update_metrics: dict[str, float] = {}
-        # A worker thread keeps the event loop (gateway, rollouts run ahead) responsive. Every
-        # update runs on this one thread, so glibc serves its activations from one arena, reused
-        # step after step: resident memory stays at one update's peak.
-        if self._update_thread is None:
-            self._update_thread = ThreadPoolExecutor(1, thread_name_prefix="osmosis-update")
         if self.traces is not None and self.traces.per_step:
             await self._write_traces(step, ro, batch)
         if batch.sequences:
-            stats = await asyncio.get_running_loop().run_in_executor(
-                self._update_thread,
+            stats = await self.run_torch(
                 functools.partial(
                     policy_update, self.model, self.optimizer, batch.sequences,
                     self.s, device=self.device, where=f"step {step}",
@@ -299,14 +300,35 @@ class Trainer:
 
     async def _write_traces(self, step: int, ro: StepRollouts, batch: TrainBatch) -> None:
         """The step's bounded trajectory sample (before the update: the sampler's weights)."""
-        assert self.traces is not None and self._update_thread is not None
-        records = await asyncio.get_running_loop().run_in_executor(
-            self._update_thread,
+        assert self.traces is not None
+        records = await self.run_torch(
             functools.partial(
                 self.traces.records, step, self.traces.pick(ro), batch, self.model, self.device
             ),
         )
         self.traces.write(step, records)
+
+    async def run_torch(self, work: Callable[[], _T]) -> _T:
+        """Run ``work`` (an update, a warm-start phase) off the event loop, which keeps
+        serving the gateway and the rollouts run ahead.
+
+        On-policy it runs on the job's compute thread, the thread the HF engine also decodes
+        on between batches: libgomp gives each thread that runs torch kernels an OpenMP team
+        of its own, and once a process holds more OpenMP threads than CPUs it cuts how long
+        idle threads spin before they sleep, so the many small kernels of a step pay for
+        waking them (one team: 12-15 % off the on-policy step, BENCHMARKS.md `trainer_real`).
+        With rollouts ahead the update must overlap decoding, so it gets a thread of its own;
+        every update on that one thread lets glibc serve its activations from one arena, so
+        resident memory stays at one update's peak.
+        """
+        executor: Executor
+        if self.compute is not None and not self.s.algorithm.rollouts_ahead:
+            executor = self.compute
+        else:
+            if self._update_thread is None:
+                self._update_thread = ThreadPoolExecutor(1, thread_name_prefix="osmosis-update")
+            executor = self._update_thread
+        return await asyncio.get_running_loop().run_in_executor(executor, work)
 
     def _record(self, step: int, metrics: dict[str, float], kind: str) -> None:
         self.metrics.write(step, metrics, kind=kind)

@@ -9,6 +9,7 @@ then continues from and a resumed run restarts from.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections.abc import Callable
@@ -90,14 +91,16 @@ async def run_warm_start(
     run = trainer.run_dir
     run.update_status(status="running", phase="train", activity="warm start", warm_start=summary)
     t0 = time.perf_counter()
-    steps = await asyncio.to_thread(
-        train_warm_start,
-        trainer.model,
-        report.demos,
-        settings,
-        device=trainer.device,
-        on_step=_step_recorder(trainer, summary, on_report),
-        should_stop=run.stop_requested,
+    steps = await trainer.run_torch(
+        functools.partial(
+            train_warm_start,
+            trainer.model,
+            report.demos,
+            settings,
+            device=trainer.device,
+            on_step=_step_recorder(trainer, summary, on_report),
+            should_stop=run.stop_requested,
+        )
     )
     if len(steps) < total:
         return None  # a stop request: the trainer records the stop
