@@ -254,14 +254,14 @@ class HFEngine:
 
     def _run(self) -> None:
         """The engine's own worker thread: serves the queue until ``close``."""
-        while self._handle(self._next(block=True)):
+        while self._handle(self._take_pending() or self._queue.get()):
             pass
 
     def _drain(self) -> None:
         """A task on the shared executor: serves the queue until it is empty (or ``close``),
         so the executor's other work runs on the same thread between batches."""
         try:
-            while (item := self._next(block=False)) is not None:
+            while (item := self._take_pending() or self._next_queued()) is not None:
                 if not self._handle(item):
                     return
         except BaseException:
@@ -269,15 +269,13 @@ class HFEngine:
                 self._draining = False
             raise
 
-    def _next(self, *, block: bool) -> _Job | _Load | _Stop | None:
-        """The next item to serve; ``None`` (and the drain marked over) when the queue is
-        empty and ``block`` is false."""
+    def _take_pending(self) -> _Load | _Stop | None:
         item, self._pending = self._pending, None
-        if item is not None:
-            return item
-        if block:
-            return self._queue.get()
-        with self._lock:  # against _submit: an item queued now starts a new drain
+        return item
+
+    def _next_queued(self) -> _Job | _Load | _Stop | None:
+        """The next queued item, or ``None`` (and the drain marked over) when there is none."""
+        with self._lock:  # against _submit: an item queued after this starts a new drain
             try:
                 return self._queue.get_nowait()
             except queue.Empty:
