@@ -5,7 +5,7 @@ Per step at most ``[logging] trace_samples_per_step`` samples are written to
 rewards and advantages can be compared within a group. Each sample carries its conversation
 (the last policy call's messages and reply), and per training sequence the token ids, their
 text, the trained mask, the sampler's logprobs and the trainer's (one no-grad forward pass of
-the policy before the step's update, the same weights the sampler used when on-policy). More
+the policy over the step's traced sequences, before the step's update, the same weights the sampler used when on-policy). More
 than one sequence means a prefix mismatch split the sample.
 """
 
@@ -105,6 +105,7 @@ class TraceSampler:
         """The JSON records of ``picked``; with ``model``, the trainer's logprobs too."""
         advantage = {seq.rollout_id: seq.advantage for seq in batch.sequences}
         out: list[TraceRecord] = []
+        scored: list[TraceSequence] = []  # the entries that get the trainer's logprobs
         for s in picked:
             seqs: list[TraceSequence] = []
             for seq in s.sequences:
@@ -120,9 +121,7 @@ class TraceSampler:
                 if self.decode is not None:
                     entry["tokens"] = self.decode(ids)
                 if model is not None and not entry["cut"] and any(mask[1:]):
-                    entry["trainer_logprobs"] = trainer_logprobs(
-                        model, ids, mask, device=device, temperature=self.temperature
-                    )
+                    scored.append(entry)
                 seqs.append(entry)
             out.append({
                 "step": step,
@@ -139,6 +138,13 @@ class TraceSampler:
                 "tools": getattr(s.last_call, "tools", None),
                 "sequences": seqs,
             })
+        if model is not None and scored:
+            found = trainer_logprobs(
+                model, [(e["token_ids"], e["mask"]) for e in scored], device=device,
+                temperature=self.temperature,
+            )
+            for entry, logprobs in zip(scored, found, strict=True):
+                entry["trainer_logprobs"] = logprobs
         return out
 
     def write(self, step: int, records: list[TraceRecord]) -> Path:
@@ -167,27 +173,39 @@ def _conversation(call: LLMCall | None) -> list[dict[str, Any]] | None:
 
 def trainer_logprobs(
     model: torch.nn.Module,
-    ids: list[int],
-    mask: list[int],
+    sequences: Sequence[tuple[list[int], list[int]]],
     *,
     device: torch.device | str = "cpu",
     temperature: float = 1.0,
-) -> list[float | None]:
-    """The policy's logprob of each trained token of one sequence (``None`` elsewhere)."""
+) -> list[list[float | None]]:
+    """The policy's logprob of each trained token of each ``(ids, mask)`` sequence (``None``
+    elsewhere): one no-grad forward over all of them, right-padded (attention is causal, so
+    padding after a token never changes its logprob)."""
     from osmosis_trainer.loop._policy import token_logprobs
 
-    input_ids = torch.tensor([ids], dtype=torch.long, device=device)  # [1, T]
+    width = max(len(ids) for ids, _ in sequences)
+    input_ids = torch.zeros(len(sequences), width, dtype=torch.long)  # [B, T]
     # Position t of the result scores token t+1.
-    shifted = torch.tensor([mask[1:]], dtype=torch.bool, device=device)  # [1, T-1]
+    shifted = torch.zeros(len(sequences), width - 1, dtype=torch.bool)  # [B, T-1]
+    for row, (ids, mask) in enumerate(sequences):
+        input_ids[row, : len(ids)] = torch.tensor(ids)
+        shifted[row, : len(ids) - 1] = torch.tensor(mask[1:], dtype=torch.bool)
     was_training = model.training
     model.eval()  # no LoRA dropout: the logprob the weights give
     try:
         with torch.no_grad():
-            logp, _ = token_logprobs(model, input_ids, shifted, temperature=temperature)
+            logp, _ = token_logprobs(
+                model, input_ids.to(device), shifted.to(device), temperature=temperature
+            )
     finally:
         model.train(was_training)
-    values = logp[0].float().cpu().tolist()
-    return [None] + [_num(v) if m else None for v, m in zip(values, mask[1:], strict=True)]
+    out: list[list[float | None]] = []
+    for row, (ids, mask) in zip(logp.float().cpu().tolist(), sequences, strict=True):
+        first: list[float | None] = [None]  # the first token has no logprob
+        out.append(first + [
+            _num(v) if m else None for v, m in zip(row[: len(ids) - 1], mask[1:], strict=True)
+        ])
+    return out
 
 
 def token_texts(tokenizer: Tokenizer) -> Decode:
