@@ -40,7 +40,6 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -155,20 +154,6 @@ def _switch_off(path: str) -> None:
 
         HFEngine.__init__ = own_weights  # type: ignore[method-assign]
         HFEngine._serve = _peft_merge_serve  # type: ignore[method-assign]
-    elif path == "compute_thread":  # the engine and the updates on threads of their own
-        from osmosis_trainer.engines._hf import HFEngine
-        from osmosis_trainer.loop._trainer import Trainer
-
-        engine_init, trainer_init = HFEngine.__init__, Trainer.__init__
-
-        def own_engine_thread(self: Any, *args: Any, **kwargs: Any) -> None:
-            engine_init(self, *args, **{**kwargs, "executor": None})
-
-        def own_update_thread(self: Any, *args: Any, **kwargs: Any) -> None:
-            trainer_init(self, *args, **{**kwargs, "compute": None})
-
-        HFEngine.__init__ = own_engine_thread  # type: ignore[method-assign]
-        Trainer.__init__ = own_update_thread  # type: ignore[method-assign]
     elif path:
         raise ValueError(f"unknown speed path {path!r}")
 
@@ -243,10 +228,7 @@ def run_ours(case: Case, model: str, root: Path, setup: Setup) -> Result:
         _trainer_phases.install(prof)
     torch.set_num_threads(setup.threads)
     _switch_off(setup.without)
-    # On a thread that ends here: its OpenMP team goes with it, so the job's compute thread
-    # holds the process's only one, as under `osmosis train` (Trainer.run_torch).
-    with ThreadPoolExecutor(1) as pool:
-        eos = pool.submit(lambda: int(load_model(model).tokenizer.eos_token_id)).result()
+    eos = int(load_model(model).tokenizer.eos_token_id)
     ws = Path(tempfile.mkdtemp(dir=root))
     config_file = make_workspace(
         ws, Path(model), eos_id=eos, rows=PROMPTS, lr=1e-4, total_epochs=100,
@@ -551,8 +533,7 @@ class PathCheck:
     with_it: Row
     without: Row
     overlap: bool = False
-    """Judged on wall time alone: a path that overlaps work (same CPU, less wall), or whose
-    extra CPU seconds are OpenMP threads spinning instead of sleeping (one compute thread)."""
+    """A path that overlaps work (same CPU, less wall): judged on wall time alone."""
     library: str = ""
     """The library alternative the ``without`` row runs instead (e.g. "peft's merge"): the
     path stays only if it beats that by >= 10 %."""
@@ -715,16 +696,12 @@ _ABLATIONS = {
         "adapters merged by peft (merge_adapter / unmerge_adapter, engine's own weights)",
         without="peft_merge",
     ),
-    "compute_thread": Setup(
-        "decoding and updates on threads of their own (a ThreadPoolExecutor each)",
-        without="compute_thread",
-    ),
     # Not run by default:
     "merge": Setup("adapters served through peft's layers, not merged", without="merge"),
     "one_thread": Setup("one thread (torch.set_num_threads(1))", threads=1),
 }
 DEFAULT_ABLATIONS = (
-    "long", "prefix", "micro", "fp32", "peft_merge", "compute_thread",
+    "long", "prefix", "micro", "fp32", "peft_merge",
 )
 """``OSMOSIS_BENCH_ABLATIONS`` unset runs these; ``merge`` (peft's unmerged layers) and
 ``one_thread`` (does a second thread add a core's worth? see the Zen 4 note) on request."""
@@ -748,12 +725,6 @@ def _checks(default: Row, ahead: Row, by_key: dict[str, Row]) -> list[PathCheck]
     if "fp32" in by_key:
         checks.append(PathCheck("bf16 base weights ([training] dtype = \"auto\" here)", default,
                                 by_key["fp32"]))
-    if "compute_thread" in by_key:  # judged on wall: its extra CPU seconds are idle spinning
-        checks.append(PathCheck(
-            "decoding and on-policy updates on one compute thread (one OpenMP team; "
-            "`Trainer.run_torch`)", default, by_key["compute_thread"], overlap=True,
-            library="threads of their own",
-        ))
     for key, name, library, kept_for in (
         ("peft_merge", "our LoRA merge in the engine (engines/_hf_merge.py)",
          "peft's merge_adapter/unmerge_adapter",
@@ -837,10 +808,15 @@ _FAIR_TRL_NOTE = (
     "sleeping threads too: not as its users run it. With libgomp's defaults TRL fp32 took 43.2 "
     "s instead of 64.5 s (its one compute thread holds one team, so the default's ~3 ms spin "
     "is never cut), and ours 20.6 s instead of 25.8 s: the on-policy ratio is 0.48x, and the "
-    "0.40x recorded before was TRL slowed by our setting. What is left is the throttle on ours: "
-    "a one-thread script's update of the same 32 sequences took 8.3-9.3 s with the unthrottled "
-    "default against ~10.3-11.3 s inside the trainer; running the on-policy step's decode and "
-    "update on one thread (and loading the model there) would keep the trainer at one team."
+    "0.40x recorded before was TRL slowed by our setting. Keeping the trainer at one OpenMP "
+    "team, so that libgomp never cuts the spin, was then tried and not kept: the model load, "
+    "the HF engine's decoding and the on-policy update on one compute thread. A prototype "
+    "took 19.3 / 20.7 / 21.7 s against 23.1 / 24.2 / 23.5 s, but the built version against the "
+    "same code with a thread each for decoding and updates, interleaved in two sittings, took "
+    "17.96 / 20.20 / 17.46 and 18.03 / 18.25 / 18.71 s against 20.70 / 19.56 / 17.76 and "
+    "18.36 / 18.29 / 17.86 s (paired 0.87-1.05x, median 0.99x; `docs/omp_wait_policy.jsonl`, "
+    "sittings 4 and 5): under the 10 % a speed path must save. With ACTIVE, the throttled "
+    "spin (1000 iterations) already covers the gaps between kernels."
 )
 _WAIT_NOTE = (
     "Found on 2026-11-27 (same machine type, quiet): the wake-up cost is the cause, and libgomp's "

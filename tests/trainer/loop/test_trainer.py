@@ -187,31 +187,3 @@ async def test_validation_every_eval_interval(tiny_model_dir: Path, tmp_path: Pa
     evals = [r for r in records if r["kind"] == "eval"]
     assert [r["step"] for r in evals] == [1, 2]
     assert evals[0]["val_samples"] == 2 and "val_reward_mean" in evals[0]
-
-
-@pytest.mark.parametrize("ahead", [0, 1])
-async def test_on_policy_updates_run_on_the_jobs_compute_thread(
-    tiny_model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ahead: int
-) -> None:
-    import threading
-    from concurrent.futures import ThreadPoolExecutor
-
-    import osmosis_trainer.loop._trainer as trainer_module
-
-    trainer, _ = _setup(tiny_model_dir, tmp_path, steps=2, every=10, rollouts_ahead=ahead)
-    seen: list[str] = []
-    update = trainer_module.policy_update
-
-    def recording(*args: Any, **kwargs: Any) -> Any:
-        seen.append(threading.current_thread().name)
-        return update(*args, **kwargs)
-
-    monkeypatch.setattr(trainer_module, "policy_update", recording)
-    with ThreadPoolExecutor(1, thread_name_prefix="job-compute") as compute:
-        trainer.compute = compute
-        assert (await trainer.train()).steps_done == 2
-    assert len(seen) == 2
-    # On-policy the update shares the engine's thread (one OpenMP team); run ahead, it must
-    # overlap decoding, so it gets a thread of its own.
-    prefix = "osmosis-update" if ahead else "job-compute"
-    assert all(name.startswith(prefix) for name in seen), seen

@@ -1,7 +1,6 @@
 """HFEngine: transformers generation in process, batching concurrent requests.
 
-Requests are queued to one worker thread (the engine's own, or a task on a given executor's
-thread that returns when the queue is empty). The worker takes every request waiting (up to
+Requests are queued to one worker thread. The worker takes every request waiting (up to
 ``max_batch_size``, after a short ``batch_wait_ms`` window), renders and left-pads the prompts,
 and runs one KV-cached decoding loop for the batch. Requests arriving while it decodes join
 the running batch between two steps (continuous batching), and each request is answered as
@@ -109,10 +108,6 @@ class HFEngine:
         share_prompt_head: prefill the prompt head that requests share (an agent's system
             prompt and tools) once per adapter version and reuse its keys/values (see
             ``_hf_batch.PromptHead``; BENCHMARKS.md, ``prompt_head``, has the gain).
-        executor: decode on this executor's thread, not on a thread of the engine's own: the
-            loop runs as a task that returns once the queue is empty, so the executor's other
-            work (a trainer's updates) runs on the same thread between batches (see
-            ``Trainer.run_torch`` for why one thread).
     """
 
     provides_token_ids = True
@@ -131,7 +126,6 @@ class HFEngine:
         share_weights: bool = False,
         merge_adapters: bool = True,
         share_prompt_head: bool = True,
-        executor: concurrent.futures.Executor | None = None,
     ) -> None:
         import torch
 
@@ -180,9 +174,6 @@ class HFEngine:
         self._pending: _Load | _Stop | None = None
         """An item taken from the queue that must wait for the running batch."""
         self._worker: threading.Thread | None = None
-        self._executor = executor
-        self._draining = False
-        self._drain_task: concurrent.futures.Future[None] | None = None
         self._lock = threading.Lock()
         self._closed = False
         self.stats: dict[str, float] = {"batches": 0, "requests": 0, "tokens": 0}
@@ -219,13 +210,7 @@ class HFEngine:
         with self._lock:
             self._closed = True
             worker = self._worker
-            drain = None
-            if self._executor is not None:
-                self._queue.put(_STOP)
-                drain = self._start_drain()
-        if drain is not None:
-            await asyncio.wrap_future(drain)
-        elif worker is not None:
+        if worker is not None:
             self._queue.put(_STOP)
             await asyncio.to_thread(worker.join)
 
@@ -235,76 +220,37 @@ class HFEngine:
         with self._lock:
             if self._closed:
                 raise EngineError("the HF engine is closed", status_code=503, code="engine_closed")
-            self._queue.put(item)
-            if self._executor is not None:
-                self._start_drain()
-            elif self._worker is None:
+            if self._worker is None:
                 self._worker = threading.Thread(
                     target=self._run, name="osmosis-hf-engine", daemon=True
                 )
                 self._worker.start()
-
-    def _start_drain(self) -> concurrent.futures.Future[None]:
-        """The running drain task, submitted now if none runs (called holding the lock)."""
-        assert self._executor is not None
-        if self._drain_task is None or not self._draining:
-            self._draining = True
-            self._drain_task = self._executor.submit(self._drain)
-        return self._drain_task
+        self._queue.put(item)
 
     def _run(self) -> None:
-        """The engine's own worker thread: serves the queue until ``close``."""
-        while self._handle(self._take_pending() or self._queue.get()):
-            pass
-
-    def _drain(self) -> None:
-        """A task on the shared executor: serves the queue until it is empty (or ``close``),
-        so the executor's other work runs on the same thread between batches."""
-        try:
-            while (item := self._take_pending() or self._next_queued()) is not None:
-                if not self._handle(item):
-                    return
-        except BaseException:
-            with self._lock:
-                self._draining = False
-            raise
-
-    def _take_pending(self) -> _Load | _Stop | None:
-        item, self._pending = self._pending, None
-        return item
-
-    def _next_queued(self) -> _Job | _Load | _Stop | None:
-        """The next queued item, or ``None`` (and the drain marked over) when there is none."""
-        with self._lock:  # against _submit: an item queued after this starts a new drain
-            try:
-                return self._queue.get_nowait()
-            except queue.Empty:
-                self._draining = False
-                return None
-
-    def _handle(self, item: _Job | _Load | _Stop) -> bool:
-        """Serve one item (a load, or a batch that starts with ``item``); false on stop."""
         import torch
 
-        if isinstance(item, _Stop):
-            return False
-        if isinstance(item, _Load):
-            self._do_load(item)
-            return True
-        batch = [item]
-        deadline = time.monotonic() + self.batch_wait_s
-        while len(batch) < self.max_batch_size:
-            try:
-                nxt = self._queue.get(timeout=max(0.0, deadline - time.monotonic()))
-            except queue.Empty:
-                break
-            if not isinstance(nxt, _Job):
-                self._pending = nxt  # an adapter load or shutdown: after this batch
-                break
-            batch.append(nxt)
-        with torch.inference_mode():
-            self._do_batch(batch)
-        return True
+        while True:
+            item = self._pending if self._pending is not None else self._queue.get()
+            self._pending = None
+            if isinstance(item, _Stop):
+                return
+            if isinstance(item, _Load):
+                self._do_load(item)
+                continue
+            batch = [item]
+            deadline = time.monotonic() + self.batch_wait_s
+            while len(batch) < self.max_batch_size:
+                try:
+                    nxt = self._queue.get(timeout=max(0.0, deadline - time.monotonic()))
+                except queue.Empty:
+                    break
+                if not isinstance(nxt, _Job):
+                    self._pending = nxt  # an adapter load or shutdown: after this batch
+                    break
+                batch.append(nxt)
+            with torch.inference_mode():
+                self._do_batch(batch)
 
     def _do_load(self, item: _Load) -> None:
         if not item.future.set_running_or_notify_cancel():

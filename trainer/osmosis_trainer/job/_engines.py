@@ -6,8 +6,6 @@ import os
 from typing import TYPE_CHECKING, TypedDict
 
 if TYPE_CHECKING:
-    from concurrent.futures import Executor
-
     from osmosis_ai.config import TrainingConfig
     from osmosis_ai.runs import RunDir
     from osmosis_ai.serving import InferenceEngine
@@ -29,14 +27,8 @@ class VLLMOptions(TypedDict):
 
 
 def local_engine(
-    config: TrainingConfig,
-    loaded: LoadedModel,
-    device: str,
-    run: RunDir,
-    max_new_tokens: int,
-    compute: Executor | None = None,
+    config: TrainingConfig, loaded: LoadedModel, device: str, run: RunDir, max_new_tokens: int
 ) -> InferenceEngine:
-    """The job's engine in this process; the HF engine decodes on ``compute`` when given."""
     t = config.training
     concurrency = t.step_concurrency
     if t.engine == "vllm":
@@ -47,7 +39,6 @@ def local_engine(
     return HFEngine(
         loaded, device=device, copy_model=True, share_weights=True,
         max_batch_size=concurrency, max_new_tokens=max_new_tokens, seed=t.seed,
-        executor=compute,
     )
 
 

@@ -9,11 +9,9 @@ the policy through the gateway and runs the :class:`~osmosis_trainer.loop.Traine
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 import os
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -39,7 +37,7 @@ if TYPE_CHECKING:
     from peft import PeftModel
 
     from osmosis_ai.config import TrainingConfig
-    from osmosis_ai.rollout.running import RolloutRunner
+    from osmosis_ai.rollout.running import Entrypoint, RolloutRunner
     from osmosis_ai.serving import InferenceEngine
     from osmosis_trainer.loop import RolloutSource
     from osmosis_trainer.models import LoadedModel
@@ -77,11 +75,8 @@ async def run_training(
         if on_phase is not None:
             on_phase(text)
 
-    # The job's torch work (model load, decoding, on-policy updates) runs on this one thread:
-    # see Trainer.run_torch.
-    compute = ThreadPoolExecutor(1, thread_name_prefix="osmosis-compute")
     try:
-        return await _run(config, run, plan, resume, on_report, phase, compute)
+        return await _run(config, run, plan, resume, on_report, phase)
     except BaseException as exc:
         status = read_status(run.path) or {}
         if status.get("status") not in ("failed", "stopped", "killed", "finished"):
@@ -92,8 +87,6 @@ async def run_training(
                 error=f"{type(exc).__name__}: {exc}",
             )
         raise
-    finally:
-        compute.shutdown(wait=False)
 
 
 
@@ -104,7 +97,6 @@ async def _run(
     resume: bool | Path,
     on_report: Callable[[StepReport], None] | None,
     phase: Callable[[str], None],
-    compute: ThreadPoolExecutor,
 ) -> TrainResult:
     from osmosis_ai.rollout.running import RolloutRunner, load_entrypoint, load_grader
     from osmosis_ai.serving import new_api_key
@@ -114,24 +106,24 @@ async def _run(
     plan = plan or plan_job(config)
     t = config.training
     os.environ.update(config.env)
-    entry = None if config.remote is not None else load_entrypoint(plan.entrypoint)
+    entry: Entrypoint | None = (
+        None if config.remote is not None else load_entrypoint(plan.entrypoint)
+    )
     # [remote] reward = "grader": the entrypoint's Grader, loaded before the model (fail fast).
     grader = load_grader(plan.entrypoint) if needs_entrypoint(config) and entry is None else None
     phase(f"loading {config.experiment.model_path} on {plan.device}")
     dtype = training_dtype(t.dtype, plan.device)
-    on_compute = functools.partial(asyncio.get_running_loop().run_in_executor, compute)
-    path = config.experiment.model_path
-    loaded = await on_compute(functools.partial(load_model, path, device=plan.device, dtype=dtype))
+    loaded = load_model(config.experiment.model_path, device=plan.device, dtype=dtype)
     pad_id = int(loaded.tokenizer.pad_token_id)
     settings = resolve_settings(
         config, n_rows=len(plan.rows), pad_id=pad_id, device=plan.device, dtype=dtype
     )
-    cluster, engine = await _start_engine(config, run, plan, loaded, settings, phase, compute)
-    lo = config.lora
-    model = await on_compute(functools.partial(
-        attach_lora, loaded.model, r=lo.r, alpha=lo.alpha, dropout=lo.dropout,
-        target_modules=lo.target_modules, seed=t.seed,
-    ))
+    cluster, engine = await _start_engine(config, run, plan, loaded, settings, phase)
+    lora = config.lora
+    model = attach_lora(
+        loaded.model, r=lora.r, alpha=lora.alpha, dropout=lora.dropout,
+        target_modules=lora.target_modules, seed=t.seed,
+    )
     # [sampling] with its length resolved: enforced by the gateway, the runner's chat defaults.
     sampling = config.sampling.model_copy(update={"max_tokens": settings.max_completion_length})
     concurrency = t.step_concurrency
@@ -166,9 +158,7 @@ async def _run(
                 make_runner(t.n_samples_per_prompt), gateway, make_runner=make_runner,
                 max_prompt_length=t.max_prompt_length,
             )
-            trainer = _make_trainer(
-                config, run, plan, model, source, settings, loaded, on_report, compute
-            )
+            trainer = _make_trainer(config, run, plan, model, source, settings, loaded, on_report)
             try:
                 return await _train(trainer, config, run, plan, resume, loaded, on_report, phase)
             finally:
@@ -187,7 +177,6 @@ async def _start_engine(
     loaded: LoadedModel,
     settings: LoopSettings,
     phase: Callable[[str], None],
-    compute: ThreadPoolExecutor,
 ) -> tuple[ClusterJob | None, InferenceEngine]:
     """Join the Ray cluster (``[cluster]``: this process is the driver; workflows, and engines
     when asked, run on actors) and start the inference engine."""
@@ -200,9 +189,7 @@ async def _start_engine(
     engine = (
         await cluster.engine_pool(settings.max_completion_length, loaded)
         if cluster is not None and config.cluster.engines
-        else local_engine(
-            config, loaded, plan.device, run, settings.max_completion_length, compute
-        )
+        else local_engine(config, loaded, plan.device, run, settings.max_completion_length)
     )
     return cluster, engine
 
@@ -216,14 +203,12 @@ def _make_trainer(
     settings: LoopSettings,
     loaded: LoadedModel,
     on_report: Callable[[StepReport], None] | None,
-    compute: ThreadPoolExecutor,
 ) -> Trainer:
     n_val = config.evaluation.limit or min(len(plan.rows), _MAX_VALIDATION_ROWS)
     return Trainer(
         model, source, plan.rows, settings, run, device=plan.device,
         eval_rows=plan.rows[:n_val] if config.checkpoints.eval_interval else None,
         on_report=on_report,
-        compute=compute,
         tensorboard="tensorboard" in config.logging.report_to,
         traces=TraceSampler(
             run.path, config.logging.trace_samples_per_step,

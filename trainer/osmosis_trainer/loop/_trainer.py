@@ -16,7 +16,7 @@ import statistics
 import time
 import warnings
 from collections.abc import Callable, Sequence
-from concurrent.futures import Executor, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
@@ -112,11 +112,8 @@ class Trainer:
         tensorboard: bool = True,
         traces: TraceSampler | None = None,
         trackers: Sequence[Tracker] = (),
-        compute: Executor | None = None,
     ) -> None:
         self.model = model
-        self.compute = compute
-        """The job's one thread for torch work (see :meth:`run_torch`), if it has one."""
         self.source = source
         self.rows = rows
         self.s = settings
@@ -309,26 +306,15 @@ class Trainer:
         self.traces.write(step, records)
 
     async def run_torch(self, work: Callable[[], _T]) -> _T:
-        """Run ``work`` (an update, a warm-start phase) off the event loop, which keeps
-        serving the gateway and the rollouts run ahead.
+        """Run ``work`` (an update, the warm start) on the trainer's one torch thread, off the
+        event loop, which keeps serving the gateway and the rollouts run ahead.
 
-        On-policy it runs on the job's compute thread, the thread the HF engine also decodes
-        on between batches: libgomp gives each thread that runs torch kernels an OpenMP team
-        of its own, and once a process holds more OpenMP threads than CPUs it cuts how long
-        idle threads spin before they sleep, so the many small kernels of a step pay for
-        waking them (one team: 12-15 % off the on-policy step, BENCHMARKS.md `trainer_real`).
-        With rollouts ahead the update must overlap decoding, so it gets a thread of its own;
-        every update on that one thread lets glibc serve its activations from one arena, so
-        resident memory stays at one update's peak.
+        Every update on that one thread lets glibc serve its activations from one arena, reused
+        step after step: resident memory stays at one update's peak.
         """
-        executor: Executor
-        if self.compute is not None and not self.s.algorithm.rollouts_ahead:
-            executor = self.compute
-        else:
-            if self._update_thread is None:
-                self._update_thread = ThreadPoolExecutor(1, thread_name_prefix="osmosis-update")
-            executor = self._update_thread
-        return await asyncio.get_running_loop().run_in_executor(executor, work)
+        if self._update_thread is None:
+            self._update_thread = ThreadPoolExecutor(1, thread_name_prefix="osmosis-update")
+        return await asyncio.get_running_loop().run_in_executor(self._update_thread, work)
 
     def _record(self, step: int, metrics: dict[str, float], kind: str) -> None:
         self.metrics.write(step, metrics, kind=kind)
