@@ -70,3 +70,15 @@ def test_zero_budget_picks_nothing(tmp_path: Path) -> None:
     ro = StepRollouts(samples=[GradedSample(0, "r", "main", 1.0, [])])
     assert TraceSampler(tmp_path, 0).pick(ro) == []
     assert len(TraceSampler(tmp_path, 5).pick(ro)) == 1
+
+
+def test_scoring_batches_stay_within_the_token_budget() -> None:
+    from osmosis_trainer.loop._traces import TraceSequence, _chunks
+
+    def entry(n: int) -> TraceSequence:
+        return {"token_ids": [0] * n}  # type: ignore[typeddict-item]
+
+    entries = [entry(n) for n in (10, 30, 20, 100, 5, 5)]
+    groups = _chunks(entries, 60)
+    assert [[len(e["token_ids"]) for e in g] for g in groups] == [[10, 30], [20], [100], [5, 5]]
+    assert [e for g in groups for e in g] == entries  # every entry once, in order

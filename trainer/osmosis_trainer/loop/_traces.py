@@ -4,8 +4,9 @@ Per step at most ``[logging] trace_samples_per_step`` samples are written to
 ``<run>/traces/step_NNNNNN.jsonl`` (one JSON object per sample): whole GRPO groups first, so
 rewards and advantages can be compared within a group. Each sample carries its conversation
 (the last policy call's messages and reply), and per training sequence the token ids, their
-text, the trained mask, the sampler's logprobs and the trainer's (one no-grad forward pass of
-the policy over the step's traced sequences, before the step's update, the same weights the sampler used when on-policy). More
+text, the trained mask, the sampler's logprobs and the trainer's (no-grad forward passes of the
+policy over the step's traced sequences, batched, before the step's update: the weights the
+sampler used when on-policy). More
 than one sequence means a prefix mismatch split the sample.
 """
 
@@ -138,12 +139,13 @@ class TraceSampler:
                 "tools": getattr(s.last_call, "tools", None),
                 "sequences": seqs,
             })
-        if model is not None and scored:
+        for chunk in _chunks(scored, _SCORE_TOKENS):
+            assert model is not None  # entries are scored only with a model
             found = trainer_logprobs(
-                model, [(e["token_ids"], e["mask"]) for e in scored], device=device,
+                model, [(e["token_ids"], e["mask"]) for e in chunk], device=device,
                 temperature=self.temperature,
             )
-            for entry, logprobs in zip(scored, found, strict=True):
+            for entry, logprobs in zip(chunk, found, strict=True):
                 entry["trainer_logprobs"] = logprobs
         return out
 
@@ -155,6 +157,26 @@ class TraceSampler:
         tmp.write_text("".join(json.dumps(r, default=str) + "\n" for r in records))
         tmp.replace(path)
         return path
+
+
+_SCORE_TOKENS = 4096
+"""Most padded tokens per scoring forward: a budget of 256 long traces stays bounded."""
+
+
+def _chunks(entries: list[TraceSequence], budget: int) -> list[list[TraceSequence]]:
+    """Consecutive groups whose padded size (rows x longest) stays within ``budget`` tokens
+    (a longer sequence gets a group of its own)."""
+    groups: list[list[TraceSequence]] = []
+    width = 0
+    for entry in entries:
+        n = len(entry["token_ids"])
+        if groups and (len(groups[-1]) + 1) * max(width, n) <= budget:
+            groups[-1].append(entry)
+            width = max(width, n)
+        else:
+            groups.append([entry])
+            width = n
+    return groups
 
 
 def _conversation(call: LLMCall | None) -> list[dict[str, Any]] | None:
