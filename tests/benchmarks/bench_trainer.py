@@ -154,6 +154,10 @@ def _switch_off(path: str) -> None:
 
         HFEngine.__init__ = own_weights  # type: ignore[method-assign]
         HFEngine._serve = _peft_merge_serve  # type: ignore[method-assign]
+    elif path == "attention_rule":  # transformers' SDPA on every forward (its default)
+        import osmosis_trainer._attention as attention
+
+        setattr(attention, "EAGER_MAX_SCORES", 0)  # noqa: B010
     elif path:
         raise ValueError(f"unknown speed path {path!r}")
 
@@ -692,6 +696,11 @@ _ABLATIONS = {
     "micro": Setup("micro-batches of 512 tokens (the fp32 CPU default: less memory)",
                    micro_batch_tokens=512),
     "fp32": Setup("base weights in float32 ([training] dtype = \"float32\")", dtype="float32"),
+    "attention": Setup(
+        "transformers' SDPA attention on every forward (its default; no eager below the size "
+        "rule)",
+        without="attention_rule",
+    ),
     "peft_merge": Setup(
         "adapters merged by peft (merge_adapter / unmerge_adapter, engine's own weights)",
         without="peft_merge",
@@ -701,7 +710,7 @@ _ABLATIONS = {
     "one_thread": Setup("one thread (torch.set_num_threads(1))", threads=1),
 }
 DEFAULT_ABLATIONS = (
-    "long", "prefix", "micro", "fp32", "peft_merge",
+    "long", "prefix", "micro", "fp32", "attention", "peft_merge",
 )
 """``OSMOSIS_BENCH_ABLATIONS`` unset runs these; ``merge`` (peft's unmerged layers) and
 ``one_thread`` (does a second thread add a core's worth? see the Zen 4 note) on request."""
@@ -726,6 +735,8 @@ def _checks(default: Row, ahead: Row, by_key: dict[str, Row]) -> list[PathCheck]
         checks.append(PathCheck("bf16 base weights ([training] dtype = \"auto\" here)", default,
                                 by_key["fp32"]))
     for key, name, library, kept_for in (
+        ("attention", "eager attention below a size rule (osmosis_trainer/_attention.py)",
+         "transformers' SDPA (its default)", ""),
         ("peft_merge", "our LoRA merge in the engine (engines/_hf_merge.py)",
          "peft's merge_adapter/unmerge_adapter",
          "the exact merge and untouched originals (section `merge`)"),

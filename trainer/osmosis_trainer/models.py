@@ -96,7 +96,8 @@ def load_model(model_path: str, *, device: str = "cpu", dtype: str = "auto") -> 
 
     ``dtype="auto"`` means fp32 on CPU and bf16 on CUDA (training resolves its own setting with
     :func:`training_dtype`). The tokenizer is set up for batched generation (left padding, a
-    pad token).
+    pad token). On CPU each forward picks transformers' eager or SDPA attention by size
+    (:mod:`osmosis_trainer._attention`).
     """
     _require_transformers()
     import torch
@@ -145,6 +146,10 @@ def load_model(model_path: str, *, device: str = "cpu", dtype: str = "auto") -> 
     untyped: Any = model
     untyped.to(device)
     untyped.eval()
+    if device == "cpu":
+        from osmosis_trainer._attention import install_attention_rule
+
+        install_attention_rule(model)
     return LoadedModel(model=model, tokenizer=tokenizer, name=name)
 
 
