@@ -111,6 +111,9 @@ class Setup:
     without: str = ""
     """Ours: a speed path with no setting of its own, replaced in this run's process by its
     library alternative (see :func:`_switch_off`)."""
+    gradient_checkpointing: bool = False
+    """TRL: ``gradient_checkpointing`` (TRL 1.16's default is True; its fastest setting on
+    both CPU and GPU runs without)."""
     trl_micro_rows: int = 0
     """TRL: completions per forward/backward (``per_device_train_batch_size``, with
     ``gradient_accumulation_steps`` making up the 32 of a step); 0: TRL's default, all 32 in
@@ -373,7 +376,7 @@ def run_trl(case: Case, model: str, root: Path, setup: Setup) -> Result:
         report_to="none",
         use_cpu=not gpu,
         bf16=gpu or setup.dtype == "bfloat16",
-        gradient_checkpointing=False,
+        gradient_checkpointing=setup.gradient_checkpointing,
         save_strategy="no",
         disable_tqdm=True,
         dataloader_num_workers=0,
