@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import re
 import secrets
+import unicodedata
 from typing import Any
 
 from osmosis_ai.grading._types import Scale
@@ -29,15 +30,18 @@ __all__ = [
     "rubric_messages",
 ]
 
-PROMPT_VERSION = "2"
+PROMPT_VERSION = "3"
 
 _TAG = "response"
 # Line-start labels the prompt itself uses, in any case and with look-alike spacing/numbering:
 # "RESPONSE 2:", "Response #2 =", "RUBRIC:", "TASK:", "REFERENCE ANSWER (...):", "Score(s):".
+# A line starts after every boundary str.splitlines() knows, not only after "\n".
+_LINE_START = r"(?:\A|(?<=[\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029]))"
 _LABEL = re.compile(
-    r"^(?P<lead>[ \t>*#_]*)(?P<label>response\s*#?\s*\d*|rubric|task|reference(?:\s+answer)?"
+    _LINE_START
+    + r"(?P<lead>[ \t>*#_]*)(?P<label>response\s*#?\s*\d*|rubric|task|reference(?:\s+answer)?"
     r"|scores?)(?P<rest>\s*(?:\([^)\n]*\))?\s*[:=])",
-    re.IGNORECASE | re.MULTILINE,
+    re.IGNORECASE,
 )
 # Anything that opens or closes a tag named like ours, whatever nonce it guesses.
 _TAG_LIKE = re.compile(r"<(\s*/?\s*)(response|rubric|task|reference)", re.IGNORECASE)
@@ -48,11 +52,23 @@ def new_nonce() -> str:
     return secrets.token_hex(4)
 
 
+def _visible(text: str) -> str:
+    """``text`` as the judge reads it: NFKC-normalised (a fullwidth ``：`` or ``＜`` is the
+    ASCII one) and without format characters (Unicode category Cf: zero-width spaces and
+    joiners, bidi marks, the BOM), which a model may read past but a pattern would not."""
+    folded = unicodedata.normalize("NFKC", text)
+    return "".join(ch for ch in folded if unicodedata.category(ch) != "Cf")
+
+
 def neutralise(text: str) -> str:
     """``text`` with the prompt's own markers defused, so a response cannot fake its end, a
     second response, a rubric or a score: tag openers lose their ``<`` (written ``‹``) and
-    label lines are quoted as ``[quoted label]``. Other text is left exactly as it is."""
-    text = _TAG_LIKE.sub(lambda m: "\u2039" + m.group(1) + m.group(2), text)
+    label lines are quoted as ``[quoted label]``.
+
+    The text is first NFKC-normalised and stripped of format characters, and every boundary
+    :meth:`str.splitlines` knows (``\\r``, VT, FF, U+0085, U+2028, ...) starts a line, so no
+    look-alike spelling or line break gets a label past. Other text is left as it is."""
+    text = _TAG_LIKE.sub(lambda m: "\u2039" + m.group(1) + m.group(2), _visible(text))
     return _LABEL.sub(
         lambda m: f"{m.group('lead')}[quoted {m.group('label').lower()}]{m.group('rest')}", text
     )
