@@ -107,19 +107,31 @@ def spread(values: Sequence[float], fmt: str = "{:.2f}") -> str:
 
 
 def write_section(
-    name: str, title: str, body: str, command: str, *, load_at_start: str | None = None
+    name: str,
+    title: str,
+    body: str,
+    command: str,
+    *,
+    load_at_start: str | None = None,
+    machine_text: str | None = None,
 ) -> None:
     """Replace (or append) the section ``name`` of BENCHMARKS.md.
 
     ``load_at_start``: :func:`load_average` taken when the measurement began (the header shows
-    it next to the load at the end).
+    it next to the load at the end). ``machine_text``: the machine the stored results came
+    from, when the section is rendered elsewhere (the GPU check); then no load is shown.
     """
     text = REPORT.read_text() if REPORT.exists() else _HEADER
     stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     load = f"at start {load_at_start}; at end {load_average()}" if load_at_start else load_average()
+    where = (
+        f"- Machine: {machine_text}\n"
+        if machine_text
+        else f"- Machine: {machine()}\n- Load average: {load}\n"
+    )
     section = (
         f"<!-- bench:{name} -->\n## {title}\n\n"
-        f"- Machine: {machine()}\n- Load average: {load}\n- Command: `{command}`\n"
+        f"{where}- Command: `{command}`\n"
         f"- Date: {stamp}\n\n"
         f"{body.strip()}\n<!-- /bench:{name} -->"
     )
