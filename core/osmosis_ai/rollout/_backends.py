@@ -188,14 +188,18 @@ class ProcessBackend:
                 self._slots.put_nowait(None)
         return self._slots
 
-    async def _spawn(self) -> _Worker:
+    async def _launch(self) -> _Worker:
+        """Start one worker process (``python -m osmosis_ai.rollout._worker``), not yet set up."""
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (_CORE_DIR, env.get("PYTHONPATH")) if p)
         proc = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "osmosis_ai.rollout._worker",
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, env=env,
         )
-        worker = _Worker(proc)
+        return _Worker(proc)
+
+    async def _spawn(self) -> _Worker:
+        worker = await self._launch()
         self._workers.add(worker)
         try:
             await worker.send({
