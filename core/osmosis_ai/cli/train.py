@@ -38,8 +38,8 @@ def _require_trainer() -> None:
 
 def _loads_entrypoint(config: Any) -> bool:
     """The run imports ``[experiment] entrypoint``: its workflow, or with ``[remote] reward =
-    "grader"`` only its Grader."""
-    return config.remote is None or config.remote.reward == "grader"
+    "grader"`` / ``"auto"`` only its Grader."""
+    return config.remote is None or config.remote.reward != "server"
 
 
 def _precheck(config: Any, pinned: bool) -> None:
@@ -50,7 +50,11 @@ def _precheck(config: Any, pinned: bool) -> None:
             f"{config.source_path}: [secrets].required names {', '.join(missing)}, which "
             "are not set in the environment; export them before 'osmosis train submit'"
         )
-    if _loads_entrypoint(config):
+    if config.remote is not None and not pinned:
+        from osmosis_ai.remote._reward import load_remote_grader
+
+        load_remote_grader(config)  # "auto" without a Grader: nothing is sure to score
+    elif _loads_entrypoint(config):
         config.entrypoint_path(must_exist=not pinned)
     config.dataset_path()
     from osmosis_ai.eval import plan_heldout

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
@@ -59,6 +60,10 @@ class ConfigFile(BaseModel):
     """``[remote]``: a remote rollout server to run rollouts on instead of the entrypoint."""
     gateway: GatewayConfig = Field(default_factory=GatewayConfig)
     """``[gateway]``: limits of the policy gateway the run starts (request body size)."""
+    advanced: dict[str, Any] = Field(default_factory=dict)
+    """``[advanced]``: the original osmosis-ai 0.3 configs' pass-through table of hosted-trainer
+    settings. Accepted and recorded with the run's config copy; none of its keys is used here
+    (:meth:`ignored_advanced` names them so the CLI can say so)."""
 
     _source_path: Path | None = PrivateAttr(default=None)
     _workspace_root: Path | None = PrivateAttr(default=None)
@@ -164,6 +169,10 @@ class ConfigFile(BaseModel):
             f"(tried {tried}). Give a path relative to the workspace root "
             f"{self.workspace_root}, or put <name>.jsonl under data/"
         )
+
+    def ignored_advanced(self) -> list[str]:
+        """The ``[advanced]`` keys, sorted: accepted for 0.3 configs, used by nothing here."""
+        return sorted(self.advanced)
 
     def missing_secrets(self, environ: Mapping[str, str] | None = None) -> list[str]:
         """The ``[secrets].required`` names not set in ``environ`` (default ``os.environ``)."""

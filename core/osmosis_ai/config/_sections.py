@@ -188,12 +188,14 @@ class RemoteConfig(Section):
     """Base URL of the rollout server (``http://host:port``)."""
     api_key: str | None = None
     """Bearer token the server expects (``None``: no auth)."""
-    reward: Literal["server", "grader"] = "server"
-    """Where each rollout's reward is computed. ``"server"``: in the remote rollout; the
-    server sends it with its result (``ctx.complete(messages, reward=...)``), and a result
-    without one fails its sample. ``"grader"``: here, by the ``Grader`` defined in
-    ``[experiment] entrypoint`` (only the grader is loaded from that file), from the final
-    messages the server sent and the row's label; a reward the server sends is ignored."""
+    reward: Literal["auto", "server", "grader"] = "auto"
+    """Where each rollout's reward comes from. ``"auto"`` (default): the server's, when it
+    sends one with its result (``ctx.complete(messages, reward=...)``), else the ``Grader``
+    defined in ``[experiment] entrypoint``; with no Grader there, the config fails at validate
+    time (``osmosis validate``, ``train submit``), since a server may leave rewards out.
+    ``"server"``: always the server's; a result without one fails its sample (no Grader is
+    loaded). ``"grader"``: always the Grader's, from the final messages the server sent and the
+    row's label; a reward the server sends is ignored."""
 
 
 class SecretsConfig(Section):

@@ -111,7 +111,7 @@ def test_unknown_section_suggests_the_closest(ws: Path) -> None:
     with pytest.raises(ConfigError) as info:
         load_training_config(path)
     assert str(info.value).startswith(f"{path}:6: unknown section [trainig]; did you mean [training]?")
-    assert "valid sections: [experiment], [env], [secrets], [remote], [gateway], [training]" in (
+    assert "valid sections: [experiment], [env], [secrets], [remote], [gateway], [advanced], [training]" in (
         str(info.value)
     )
 

@@ -48,8 +48,9 @@ class JobPlan:
 
 def needs_entrypoint(config: TrainingConfig) -> bool:
     """Whether the run loads ``[experiment] entrypoint``: its workflow runs here, or (with
-    ``[remote] reward = "grader"``) its Grader scores the remote server's rollouts."""
-    return config.remote is None or config.remote.reward == "grader"
+    ``[remote] reward = "grader"`` or ``"auto"``) its Grader scores the remote server's
+    rollouts (``"auto"``: those the server sent without a reward)."""
+    return config.remote is None or config.remote.reward != "server"
 
 
 

@@ -98,7 +98,7 @@ async def _run(
     on_report: Callable[[StepReport], None] | None,
     phase: Callable[[str], None],
 ) -> TrainResult:
-    from osmosis_ai.rollout.running import RolloutRunner, load_entrypoint, load_grader
+    from osmosis_ai.rollout.running import RolloutRunner, load_entrypoint
     from osmosis_ai.serving import new_api_key
     from osmosis_ai.serving.gateway import PolicyGateway
     from osmosis_trainer.models import load_model, training_dtype
@@ -109,8 +109,13 @@ async def _run(
     entry: Entrypoint | None = (
         None if config.remote is not None else load_entrypoint(plan.entrypoint)
     )
-    # [remote] reward = "grader": the entrypoint's Grader, loaded before the model (fail fast).
-    grader = load_grader(plan.entrypoint) if needs_entrypoint(config) and entry is None else None
+    # [remote] reward = "grader"/"auto": the entrypoint's Grader, loaded before the model (fail
+    # fast; "auto" without one is a ConfigError naming both fixes).
+    grader = None
+    if needs_entrypoint(config) and entry is None:
+        from osmosis_ai.remote._reward import load_remote_grader
+
+        grader = load_remote_grader(config)
     phase(f"loading {config.experiment.model_path} on {plan.device}")
     dtype = training_dtype(t.dtype, plan.device)
     loaded = load_model(config.experiment.model_path, device=plan.device, dtype=dtype)

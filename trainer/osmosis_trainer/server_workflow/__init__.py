@@ -60,16 +60,18 @@ def remote_entrypoint_for(
     ``$OSMOSIS_ROLLOUT_API_KEY``. The token budget per rollout is
     ``max_prompt_length + max_response_length`` when the config has a ``[training]`` section.
     With ``[remote] reward = "grader"`` the Grader of ``[experiment] entrypoint`` scores every
-    sample (``grader_cls`` overrides it); with ``"server"`` the server's reward is required.
+    sample (``grader_cls`` overrides it); with ``"server"`` the server's reward is required;
+    with ``"auto"`` (the default) the server's reward is kept and that Grader scores the
+    samples the server sent without one.
     """
     remote = getattr(config, "remote", None)
     if remote is None:
         raise ConfigError("the config has no [remote] section (server_url, api_key)")
-    reward: Literal["server", "grader"] = getattr(remote, "reward", "server")
-    if reward == "grader" and grader_cls is None:
-        from osmosis_ai.rollout.running import load_grader
+    from osmosis_ai.remote._reward import load_remote_grader, runner_reward_mode
 
-        grader_cls, grader_config = load_grader(config.entrypoint_path())
+    reward: Literal["server", "grader"] | None = runner_reward_mode(config)
+    if reward != "server" and grader_cls is None:
+        grader_cls, grader_config = load_remote_grader(config) or (None, None)
     training = getattr(config, "training", None)
     budget = (
         training.max_prompt_length + training.max_response_length if training is not None else 8192
