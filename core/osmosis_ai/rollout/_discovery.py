@@ -7,6 +7,8 @@ count: a workflow imported from elsewhere (a base class, a library) is never pic
 
 from __future__ import annotations
 
+import ast
+import dataclasses
 import hashlib
 import importlib.util
 import inspect
@@ -38,6 +40,8 @@ class Entrypoint:
         grader_config: likewise for the grader (``grader_config`` / a ``GraderConfig``).
         path: the entrypoint file (absolute).
         module_name: the synthetic module the file was imported as.
+        backend: the ``osmosis_ai.rollout.backend.ExecutionBackend`` the entrypoint serves (an
+            osmosis-ai 0.3 entrypoint), or ``None``; it decides where workflows run.
     """
 
     workflow_cls: type[AgentWorkflow[Any]]
@@ -46,6 +50,7 @@ class Entrypoint:
     grader_config: Any = None
     path: Path | None = None
     module_name: str = ""
+    backend: Any = None
 
     def new_workflow(self) -> AgentWorkflow[Any]:
         """A fresh workflow for one rollout, built from a deep copy of the config."""
@@ -79,9 +84,19 @@ def load_entrypoint(path: str | PathLike[str]) -> Entrypoint:
             f"{path}: entrypoint file not found. Check [experiment].rollout and "
             "[experiment].entrypoint in your config (the file is rollouts/<rollout>/<entrypoint>)"
         )
-    module = _import(file)
+    from osmosis_ai.rollout.backend import capture_backends
+
+    with capture_backends() as built:
+        module = _import(file)
+    served = _served_backend(file, module, built)
+    if served is not None:
+        return _from_backend(file, module, served)
     workflows = _defined(module, AgentWorkflow)
     graders = _defined(module, Grader)
+    if not workflows:
+        workflows, graders = _imported(module, AgentWorkflow), _imported(module, Grader)
+        if len(workflows) != 1:
+            workflows = []
     if len(workflows) != 1:
         raise DiscoveryError(_workflow_count_message(file, module, workflows))
     if len(graders) > 1:
@@ -189,6 +204,110 @@ def _where(file: Path, exc: BaseException) -> str:
     return f"{file}:{line}" if line else str(file)
 
 
+def _served_backend(file: Path, module: ModuleType, built: list[Any]) -> Any:
+    """The ``ExecutionBackend`` an osmosis-ai 0.3 entrypoint serves, or ``None``.
+
+    One built while the file was imported wins; otherwise a ``LocalBackend(...)`` (or other
+    backend) call written in the file, typically in ``main()`` under the ``__main__`` guard,
+    is built from its arguments evaluated at module level. ``main()`` itself never runs: it
+    would start a server.
+    """
+    from osmosis_ai.rollout.backend import ExecutionBackend
+
+    if len(built) > 1:
+        names = ", ".join(type(b).__name__ for b in built)
+        raise DiscoveryError(
+            f"{file}: importing the entrypoint built {len(built)} execution backends ({names}); "
+            "an entrypoint serves one. Build the others inside a function"
+        )
+    if built:
+        return built[0]
+    calls = _backend_calls(file, module, ExecutionBackend)
+    if not calls:
+        return None
+    if len(calls) > 1:
+        lines = ", ".join(str(call.lineno) for call, _ in calls)
+        raise DiscoveryError(
+            f"{file}: found {len(calls)} execution backend constructions (lines {lines}); an "
+            "entrypoint serves one backend. Keep one"
+        )
+    call, cls = calls[0]
+    try:
+        args = [_evaluate(file, module, arg) for arg in call.args]
+        kwargs = {kw.arg: _evaluate(file, module, kw.value) for kw in call.keywords if kw.arg}
+    except NameError as exc:
+        raise DiscoveryError(
+            f"{file}:{call.lineno}: {cls.__name__}(...) uses {exc.name!r}, which is not defined "
+            "at module level. osmosis builds the backend from module-level names without "
+            f"running main(): define {exc.name!r} at module level (or import it there)"
+        ) from exc
+    try:
+        return cls(*args, **kwargs)
+    except Exception as exc:
+        raise DiscoveryError(
+            f"{file}:{call.lineno}: {cls.__name__}(...) raised {type(exc).__name__}: {exc}"
+        ) from exc
+
+
+def _backend_calls(file: Path, module: ModuleType, base: type) -> list[tuple[ast.Call, type]]:
+    """Calls in the file whose callee names an ``ExecutionBackend`` subclass at module level."""
+    try:
+        tree = ast.parse(file.read_text(encoding="utf-8"), filename=str(file))
+    except (OSError, SyntaxError, ValueError):
+        return []
+    found: list[tuple[ast.Call, type]] = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Name | ast.Attribute):
+            continue
+        try:
+            callee = _evaluate(file, module, node.func)
+        except Exception:
+            continue
+        if inspect.isclass(callee) and issubclass(callee, base) and not inspect.isabstract(callee):
+            found.append((node, callee))
+    return sorted(found, key=lambda item: item[0].lineno)
+
+
+def _evaluate(file: Path, module: ModuleType, node: ast.expr) -> Any:
+    """Evaluate one expression of the file in its module namespace."""
+    code = compile(ast.Expression(body=node), str(file), "eval")
+    return eval(code, vars(module))  # noqa: S307 - the user's own entrypoint, already imported
+
+
+def _from_backend(file: Path, module: ModuleType, served: Any) -> Entrypoint:
+    """The entrypoint a served backend runs, checked like one discovered in the file."""
+    entry: Entrypoint = served.entrypoint()
+    for cls, method in ((entry.workflow_cls, "run"), (entry.grader_cls, "grade")):
+        if cls is not None and not inspect.iscoroutinefunction(getattr(cls, method)):
+            raise DiscoveryError(
+                f"{file}: {_describe(cls)}.{method} must be a coroutine: declare it with "
+                f"'async def {method}(self, ctx)'"
+            )
+    try:
+        served.validate()
+    except Exception as exc:
+        raise DiscoveryError(
+            f"{file}: the entrypoint serves a {type(served).__name__}, which cannot run here: "
+            f"{exc}"
+        ) from exc
+    return dataclasses.replace(entry, path=file, module_name=module.__name__, backend=served)
+
+
+def _imported(module: ModuleType, base: type) -> list[type[Any]]:
+    """Concrete subclasses of ``base`` imported into the module from the user's own code."""
+    found = []
+    for obj in vars(module).values():
+        if (
+            inspect.isclass(obj)
+            and issubclass(obj, base)
+            and not inspect.isabstract(obj)
+            and not obj.__module__.startswith(("osmosis_ai.", "osmosis_integrations."))
+            and obj not in found
+        ):
+            found.append(obj)
+    return found
+
+
 def _defined(module: ModuleType, base: type) -> list[type[Any]]:
     found = []
     for obj in vars(module).values():
@@ -232,9 +351,11 @@ def _workflow_count_message(file: Path, module: ModuleType, workflows: list[type
     ]
     seen = "; found only " + ", ".join(imported + abstract) if imported or abstract else ""
     return (
-        f"{file}: no AgentWorkflow subclass is defined in this file{seen}. Define one here: "
-        "'class MyWorkflow(AgentWorkflow): async def run(self, ctx): ...' (classes imported "
-        "from other modules are not discovered)"
+        f"{file}: no AgentWorkflow subclass is defined in this file{seen}. Define one here "
+        "('class MyWorkflow(AgentWorkflow): async def run(self, ctx): ...'), import exactly one, "
+        "or serve it as osmosis-ai 0.3 entrypoints do: "
+        "LocalBackend(workflow=MyWorkflow, workflow_config=..., grader=MyGrader) "
+        "passed to create_rollout_server(backend=...)"
     )
 
 

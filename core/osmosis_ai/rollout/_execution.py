@@ -8,6 +8,7 @@ worker process); ``join_samples`` joins its result with the policy calls the end
 from __future__ import annotations
 
 import asyncio
+import inspect
 from collections.abc import Mapping
 from contextlib import AbstractAsyncContextManager, nullcontext
 from dataclasses import dataclass, field
@@ -153,7 +154,7 @@ async def execute_workflow(
             )
         except Exception as exc:
             run.error = classify_exception(exc, "workflow")
-        run.samples = _source_samples(scope, run)
+        run.samples = await _source_samples(scope, run)
     return run
 
 
@@ -174,11 +175,12 @@ def _timeout_error(exc: TimeoutError, where: str, timeout_s: float | None) -> Sa
     return SampleError(category=ErrorCategory.TIMEOUT, message=message, where=where)
 
 
-def _source_samples(scope: RolloutScope, run: WorkflowRun) -> dict[str, RolloutSample]:
+async def _source_samples(scope: RolloutScope, run: WorkflowRun) -> dict[str, RolloutSample]:
     samples: dict[str, RolloutSample] = {}
     for sample_id, source in scope.sources.items():
         try:
-            sample = source.build_sample(sample_id)
+            built = source.build_sample(sample_id)
+            sample = await built if inspect.isawaitable(built) else built
             if not isinstance(sample, RolloutSample):
                 raise TypeError(
                     f"the sample source of {sample_id!r} returned a {type(sample).__name__}, "

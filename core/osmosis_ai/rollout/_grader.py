@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
@@ -16,7 +16,7 @@ __all__ = ["Grader", "GraderContext"]
 TConfig = TypeVar("TConfig")
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, init=False)
 class GraderContext(Generic[TConfig]):
     """What a grader gets for one rollout.
 
@@ -28,18 +28,95 @@ class GraderContext(Generic[TConfig]):
         rollout_id, row_index, sample_index, n_samples: which rollout of which row this is
             (a GRPO group is the ``n_samples`` rollouts of one row; group-relative graders
             such as ``osmosis_ai.grading.GroupJudge`` gather them by row).
+
+    A rollout with one sample (osmosis-ai 0.3's model) can be graded with :attr:`sample` and
+    :meth:`set_reward`, and the context built as ``GraderContext(label=..., sample=...)``.
     """
 
     samples: dict[str, RolloutSample]
     label: str | None
-    metadata: dict[str, Any] = field(default_factory=dict)
-    prompt: list[Message] = field(default_factory=list)
-    config: TConfig | None = None
-    artifacts_dir: Path | None = None
-    rollout_id: str = ""
-    row_index: int | None = None
-    sample_index: int = 0
-    n_samples: int = 1
+    metadata: dict[str, Any]
+    prompt: list[Message]
+    config: TConfig | None
+    artifacts_dir: Path | None
+    rollout_id: str
+    row_index: int | None
+    sample_index: int
+    n_samples: int
+    project_path: str | None
+
+    def __init__(
+        self,
+        samples: dict[str, RolloutSample] | None = None,
+        label: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        prompt: list[Message] | None = None,
+        config: TConfig | None = None,
+        artifacts_dir: Path | None = None,
+        rollout_id: str = "",
+        row_index: int | None = None,
+        sample_index: int = 0,
+        n_samples: int = 1,
+        *,
+        sample: RolloutSample | None = None,
+        project_path: str | None = None,
+    ) -> None:
+        if samples is not None and sample is not None:
+            raise TypeError("GraderContext takes samples={...} or sample=..., not both")
+        if sample is not None:
+            samples = {sample.id: sample}
+        self.samples = samples if samples is not None else {}
+        self.label = label
+        self.metadata = metadata if metadata is not None else {}
+        self.prompt = prompt if prompt is not None else []
+        self.config = config
+        self.artifacts_dir = artifacts_dir
+        self.rollout_id = rollout_id
+        self.row_index = row_index
+        self.sample_index = sample_index
+        self.n_samples = n_samples
+        self.project_path = project_path
+
+    @property
+    def sample(self) -> RolloutSample | None:
+        """The rollout's one sample (``None`` when it has none), as osmosis-ai 0.3 graders read it.
+
+        Raises:
+            RewardError: the rollout has several samples (several agents): read
+                ``ctx.samples`` and reward each with ``ctx.set_sample_reward(id, r)``.
+        """
+        if not self.samples:
+            return None
+        if len(self.samples) > 1:
+            raise RewardError(self._several("ctx.sample"))
+        return next(iter(self.samples.values()))
+
+    def set_reward(self, reward: float) -> None:
+        """Set the reward of the rollout's one sample (osmosis-ai 0.3's single-sample API).
+
+        Raises:
+            RewardError: no sample, several samples, or a reward that is not a finite number.
+        """
+        if not self.samples:
+            raise RewardError(
+                "ctx.set_reward: this rollout has no sample to reward (the workflow produced "
+                "none: return its messages, or build an OsmosisStrandsAgent / run an "
+                "OsmosisAgent inside run())"
+            )
+        if len(self.samples) > 1:
+            raise RewardError(self._several("ctx.set_reward"))
+        self.set_sample_reward(next(iter(self.samples)), reward)
+
+    def get_samples(self) -> dict[str, RolloutSample]:
+        """The samples keyed by id (the same dict as :attr:`samples`)."""
+        return self.samples
+
+    def _several(self, what: str) -> str:
+        ids = ", ".join(sorted(self.samples))
+        return (
+            f"{what} needs a rollout with one sample, but this one has {len(self.samples)} "
+            f"({ids}). Read ctx.samples and reward each with ctx.set_sample_reward(id, reward)"
+        )
 
     def set_sample_reward(self, sample_id: str, reward: float) -> None:
         """Set the reward of one sample. It must be a finite number."""

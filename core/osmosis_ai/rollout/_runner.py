@@ -114,8 +114,13 @@ class RolloutRunner:
         self.sampling = dict(sampling or {})
         self.artifacts_root = Path(artifacts_root) if artifacts_root is not None else None
         self.backend: Backend
+        served = self.entrypoint.backend
         if not isinstance(backend, str):
             self.backend = backend
+        elif served is not None and (backend == "local" or _places_workflows(served)):
+            # An osmosis-ai 0.3 entrypoint serving an ExecutionBackend: the backend says where
+            # its workflows run (in this process for LocalBackend, a container for Harbor).
+            self.backend = served.runner_backend(self.entrypoint, endpoint)
         elif backend == "process":
             self.backend = ProcessBackend(
                 self.entrypoint, endpoint, max_workers=min(concurrency, max_workers),
@@ -340,3 +345,11 @@ async def _cancel_all(tasks: set[asyncio.Task[Any]]) -> None:
         task.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
     tasks.clear()
+
+
+def _places_workflows(served: Any) -> bool:
+    """True when a served backend runs workflows somewhere of its own (not in-process)."""
+    from osmosis_ai.rollout.backend import ExecutionBackend
+
+    method = getattr(type(served), "runner_backend", None)
+    return method is not None and method is not ExecutionBackend.runner_backend

@@ -111,7 +111,11 @@ class RolloutSample(BaseModel):
 
     model_config = ConfigDict(validate_assignment=True, allow_inf_nan=False)
 
-    id: str
+    id: str = Field(
+        default="main",
+        description="The sample id within its rollout (an agent's name; 'main' by default, so "
+        "a single-sample rollout can build RolloutSample(messages=...) as in osmosis-ai 0.3).",
+    )
     messages: list[Message] = Field(default_factory=list)
     calls: list[LLMCall] = Field(default_factory=list)
     label: str | None = None

@@ -12,7 +12,13 @@ from pydantic import BaseModel, ConfigDict, Field
 from osmosis_ai.errors import MissingExtraError
 from osmosis_ai.rollout._chat import chat_completion
 from osmosis_ai.rollout._types import AgentWorkflowOutput, ChatResult, Message
-from osmosis_ai.rollout.scope import DEFAULT_SAMPLE_ID, PolicyRoute, RolloutScope
+from osmosis_ai.rollout.scope import (
+    DEFAULT_SAMPLE_ID,
+    PolicyRoute,
+    RolloutScope,
+    current_rollout,
+    get_rollout_scope,
+)
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
@@ -69,11 +75,15 @@ class AgentWorkflowContext(Generic[TConfig]):
         sample_index: which of the row's ``n_samples`` rollouts this is.
         n_samples: how many rollouts (samples) are wanted for this row (the GRPO group size).
         artifacts_dir: a private folder for files this rollout writes, if one could be made.
+
+    The runner builds it. Built by hand (a unit test, osmosis-ai 0.3's
+    ``AgentWorkflowContext(prompt=..., config=..., metadata=...)``), ``metadata`` may be left out
+    or ``None`` (read as ``{}``) and the scope is the current rollout's, if any.
     """
 
     prompt: list[Message]
-    metadata: dict[str, Any]
-    scope: RolloutScope = field(repr=False)
+    metadata: dict[str, Any] = field(default_factory=dict)
+    scope: RolloutScope | None = field(default=None, repr=False)
     config: TConfig | None = None
     rollout_id: str = ""
     row_index: int = 0
@@ -82,9 +92,18 @@ class AgentWorkflowContext(Generic[TConfig]):
     artifacts_dir: Path | None = None
     sampling: dict[str, Any] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.metadata, dict):
+            self.metadata = dict(self.metadata or {})
+        if self.scope is None:
+            self.scope = get_rollout_scope()
+
+    def _rollout(self) -> RolloutScope:
+        return self.scope if self.scope is not None else current_rollout("AgentWorkflowContext")
+
     def route(self, sample_id: str = DEFAULT_SAMPLE_ID) -> PolicyRoute:
         """The OpenAI-compatible route of the current policy for ``sample_id``."""
-        return self.scope.route(sample_id)
+        return self._rollout().route(sample_id)
 
     async def chat(
         self,
@@ -99,7 +118,7 @@ class AgentWorkflowContext(Generic[TConfig]):
         Extra keyword arguments (``temperature``, ``max_tokens``, ``stop`` ...) are sent as-is;
         in training, the gateway enforces the run's sampling settings over them.
         """
-        self.scope._claimed.add(sample_id)
+        self._rollout()._claimed.add(sample_id)
         return await chat_completion(
             self.route(sample_id), list(messages if messages is not None else self.prompt),
             tools=tools, **{**self.sampling, **params},
@@ -114,7 +133,7 @@ class AgentWorkflowContext(Generic[TConfig]):
             from openai import AsyncOpenAI
         except ImportError as exc:  # pragma: no cover - depends on the environment
             raise MissingExtraError("ctx.openai_client()", "openai-agents", "openai") from exc
-        self.scope._claimed.add(sample_id)
+        self._rollout()._claimed.add(sample_id)
         route = self.route(sample_id)
         return AsyncOpenAI(base_url=route.base_url, api_key=route.api_key, max_retries=3)
 

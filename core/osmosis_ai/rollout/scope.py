@@ -11,7 +11,7 @@ to register the samples they build.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Awaitable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -64,8 +64,9 @@ class PolicyEndpoint(Protocol):
 class SampleSource(Protocol):
     """Something that can produce a sample when the workflow finishes (an adapter's agent)."""
 
-    def build_sample(self, sample_id: str) -> RolloutSample:
-        """Return the sample's messages/metrics. ``calls`` are joined in by the runner."""
+    def build_sample(self, sample_id: str) -> RolloutSample | Awaitable[RolloutSample]:
+        """Return the sample's messages/metrics (or an awaitable of it). ``calls`` are joined in
+        by the runner."""
         ...
 
 

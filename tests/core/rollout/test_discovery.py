@@ -75,15 +75,24 @@ class Mine(Base):
     assert ep.grader_cls is None  # the imported grader does not count
 
 
-def test_zero_workflows_names_what_was_found_and_the_fix(tmp_path: Path) -> None:
+def test_a_workflow_imported_into_the_entrypoint_is_found(tmp_path: Path) -> None:
+    """osmosis-ai 0.3 workspaces keep the workflow in a package beside main.py."""
     (tmp_path / "base.py").write_text(HEADER + WORKFLOW)
-    path = entry(tmp_path, "from base import Solve\n" + GRADER)
+    ep = load_entrypoint(entry(tmp_path, "from base import Solve\n" + GRADER))
+    assert ep.workflow_cls.__name__ == "Solve" and ep.workflow_cls.__module__ == "base"
+    assert ep.grader_cls is not None and ep.grader_cls.__name__ == "Check"
+
+
+def test_two_imported_workflows_name_what_was_found_and_the_fix(tmp_path: Path) -> None:
+    (tmp_path / "two_flows.py").write_text(HEADER + WORKFLOW + WORKFLOW.replace("Solve", "Other"))
+    path = entry(tmp_path, "from two_flows import Solve, Other\n" + GRADER)
     with pytest.raises(DiscoveryError) as info:
         load_entrypoint(path)
     text = str(info.value)
     assert text.startswith(f"{path.resolve()}: no AgentWorkflow subclass is defined in this file")
-    assert "found only Solve (imported from base)" in text
-    assert "Define one here: 'class MyWorkflow(AgentWorkflow)" in text
+    assert "found only Solve (imported from two_flows), Other (imported from two_flows)" in text
+    assert "Define one here ('class MyWorkflow(AgentWorkflow)" in text
+    assert "LocalBackend(workflow=MyWorkflow" in text
 
 
 def test_zero_workflows_reports_abstract_ones(tmp_path: Path) -> None:
