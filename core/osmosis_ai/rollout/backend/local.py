@@ -25,7 +25,6 @@ from typing import Any
 from osmosis_ai.rollout._discovery import Entrypoint
 from osmosis_ai.rollout._execution import (
     WorkflowRequest,
-    execute_workflow,
     grade_samples,
     join_samples,
 )
@@ -212,7 +211,13 @@ class LocalBackend(ExecutionBackend):
             ambient.chat_completions_url if ambient else "", ambient.api_key if ambient else None
         )
         work = _work(request)
-        run = await execute_workflow(self.entrypoint(), work, endpoint)
+        # Where the workflow runs is runner_backend's choice (in-process here; a container per
+        # trial for HarborBackend): the same place osmosis's runner would run it.
+        placement = self.runner_backend(self.entrypoint(), endpoint)
+        try:
+            run = await placement.run_workflow(work)
+        finally:
+            await placement.aclose()
         samples = join_samples(run, {}, request.label)
         if not samples and ambient is not None and ambient.sample_source is not None:
             sample = await ambient.get_sample()
