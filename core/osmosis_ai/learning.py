@@ -178,16 +178,27 @@ def _pass_diff(label: str, comparison: Any) -> str | None:
 
 
 def heldout_lines(report: Mapping[str, Any] | None) -> list[str]:
-    """Plain lines for a run's ``heldout.json`` (as a dict): pass rate and tool use of the base
-    model, the warm start and the trained checkpoint, and the paired pass-rate differences.
-    A report without per-model results (an older run) gives no lines."""
+    """Plain lines for a run's ``heldout.json`` (as a dict): for each held-out file, pass rate
+    and tool use of the base model, the warm start and the trained checkpoint, and the paired
+    pass-rate differences. A report without per-model results (an older run) gives no lines."""
     if not isinstance(report, Mapping):
         return []
+    lines = _set_lines(report)
+    for other in report.get("sets") or []:
+        if isinstance(other, Mapping):
+            lines.extend(_set_lines(other))
+    return lines
+
+
+def _set_lines(report: Mapping[str, Any]) -> list[str]:
+    """One held-out file's block: a header naming it, a row per model, the paired differences."""
     models = [m for m in report.get("models") or [] if isinstance(m, Mapping)]
     if not models:
         return []
+    name, dataset = report.get("name"), report.get("dataset")
+    title = "held-out" if name is None else f"held-out {name}" + (f" ({dataset})" if dataset else "")
     lines = [
-        f"held-out, {report.get('rows')} rows:",
+        f"{title}, {report.get('rows')} rows:",
         f"  {'':<12}{'pass':>7}{'tool calls':>12}{'calls/rollout':>15}{'turns':>7}",
     ]
     for m in models:

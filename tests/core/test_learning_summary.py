@@ -81,3 +81,26 @@ def test_heldout_lines_show_each_model_and_the_paired_pass_differences() -> None
     assert lines[6].endswith("(no clear change)")
     # An older report (the reward comparison alone) and no report give no lines.
     assert heldout_lines({"rows": 5, "diff": 0.1}) == [] and heldout_lines(None) == []
+
+
+def test_heldout_lines_give_each_named_file_its_own_block() -> None:
+    def block(name: str, rows: int, trained: float) -> dict[str, object]:
+        return {
+            "name": name, "dataset": f"calc_heldout_{name}.jsonl", "rows": rows,
+            "models": [{"role": "warm", "pass_rate": 0.25}, {"role": "trained", "pass_rate": trained}],
+            "pass_vs_warm": {"diff": trained - 0.25, "ci_low": 0.05, "ci_high": 0.6},
+        }
+
+    report = {**block("seen", 24, 0.9), "sets": [block("phrasings", 16, 0.5), block("longer", 8, 0.25)]}
+    lines = heldout_lines(report)
+    headers = [line for line in lines if line.startswith("held-out")]
+    assert headers == [
+        "held-out seen (calc_heldout_seen.jsonl), 24 rows:",
+        "held-out phrasings (calc_heldout_phrasings.jsonl), 16 rows:",
+        "held-out longer (calc_heldout_longer.jsonl), 8 rows:",
+    ]
+    # Each block has its own models and its own paired difference, in order.
+    trained = [line.split()[1] for line in lines if line.split()[0] == "trained" and "vs" not in line]
+    assert trained == ["0.900", "0.500", "0.250"]
+    diffs = [line for line in lines if "trained vs warm start" in line]
+    assert [d.split()[6] for d in diffs] == ["+0.650,", "+0.250,", "+0.000,"]

@@ -25,11 +25,13 @@ from pathlib import Path
 from typing import Any
 
 from osmosis_ai.errors import OsmosisError
-from osmosis_ai.eval import HeldOutPlan, plan_heldout, run_heldout
+from osmosis_ai.eval import HeldOutPlan, HeldOutSet, plan_heldout, run_heldout
 from osmosis_ai.runs import (
+    SECRETS_FLAG,
     RunDir,
     apply_secrets,
     busy_runs,
+    confined_path_errors,
     load_run,
     pinned_path,
     read_status,
@@ -66,21 +68,32 @@ def _wait_for_device(run: RunDir, device: str | None) -> bool:
     return True
 
 
-def _load_config(run: RunDir, workspace: Path) -> Any:
+def _load_config(
+    run: RunDir, workspace: Path, secrets: dict[str, Any], *, resume: bool
+) -> Any:
     from osmosis_ai.config import load_training_config
+    from osmosis_ai.errors import ConfigError
 
     config = load_training_config(run.config_file)
     # The snapshot's secrets are redacted; the command that started us passed the real values.
-    config = apply_secrets(run.config_file, config, take_secrets())
+    config = apply_secrets(run.config_file, config, secrets)
     # The copy lives in the run folder; paths resolve against the workspace the command ran in
     # (given by the CLI), never against a root recorded in the folder: a run folder is data.
     config._workspace_root = workspace
+    # 'train resume' compared the snapshot with the user's own config; check its paths here
+    # again, so that no path of a folder, however this worker was started, reaches outside.
+    errors = confined_path_errors(config, workspace) if resume else []
+    if errors:
+        raise ConfigError(
+            f"{run.config_file}: a resumed run only uses paths inside its workspace: "
+            + "; ".join(errors)
+        )
     return config
 
 
-def _train(run: RunDir, resume: bool, workspace: Path) -> int:
+def _train(run: RunDir, resume: bool, workspace: Path, secrets: dict[str, Any]) -> int:
     status = read_status(run.path) or {}
-    config = _load_config(run, workspace)
+    config = _load_config(run, workspace, secrets, resume=resume)
     code = status.get("code")
     # A pinned run's code was exported into the run; before anything loads it, its files are
     # checked against that commit of the workspace's own repository.
@@ -144,16 +157,20 @@ def _heldout_eval(run: RunDir, plan: HeldOutPlan) -> None:
 
         return EvalEvents(on_phase=on_phase)
 
-    dataset = plan.dataset or plan.eval_config
-    state.console.print(
-        f"held-out eval: trained vs base{' vs warm start' if warm_checkpoint(run.path) else ''} "
-        f"on {dataset.name} ({plan.n} sample(s) per row)",
-        markup=False,
-    )
+    def on_set(held: HeldOutSet) -> None:
+        dataset = held.dataset or plan.eval_config
+        state.console.print(
+            f"held-out eval{f' {held.name}' if held.name else ''}: trained vs base"
+            f"{' vs warm start' if warm_checkpoint(run.path) else ''} on {dataset.name} "
+            f"({plan.n} sample(s) per row)",
+            markup=False,
+        )
+
     try:
         comparison = asyncio.run(
             run_heldout(plan, run.path, run.run_id, events=phase("trained"),
-                        baseline_events=phase("base"), warm_events=phase("warm start"))
+                        baseline_events=phase("base"), warm_events=phase("warm start"),
+                        on_set=on_set)
         )
     except Exception as exc:  # the training result stands; say why the comparison is missing
         message = str(exc) if isinstance(exc, OsmosisError) else f"{type(exc).__name__}: {exc}"
@@ -192,7 +209,21 @@ def main(argv: list[str] | None = None) -> int:
         "--workspace", type=Path, default=None,
         help="the workspace the rollout code and data come from (default: the current folder)",
     )
+    parser.add_argument(
+        SECRETS_FLAG, dest="secrets_stdin", action="store_true",
+        help="read the run's secrets (one JSON object) from stdin, a pipe from the command",
+    )
     args = parser.parse_args(argv)
+    # Read before anything else runs, then stdin is /dev/null: no child inherits the pipe.
+    try:
+        secrets = take_secrets(sys.stdin.buffer) if args.secrets_stdin else {}
+    except OsmosisError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if args.secrets_stdin:
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.close(null)
     workspace = (args.workspace or Path.cwd()).resolve()
     status = read_status(args.run_dir)
     if status is None:
@@ -223,7 +254,7 @@ def main(argv: list[str] | None = None) -> int:
     run.claim(status="pending", phase="provision")
     with run.heartbeat(), _prune_empty_artifacts(run):
         try:
-            return _train(run, args.resume, workspace)
+            return _train(run, args.resume, workspace, secrets)
         except (KeyboardInterrupt, asyncio.CancelledError) as exc:
             outcome = "killed" if killed else "stopped"
             run.update_status(

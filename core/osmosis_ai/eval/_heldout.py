@@ -7,11 +7,16 @@ worker after the last step; with a warm start, ``RUN:warm`` is evaluated on the 
 so the report separates what the demonstrations taught from what RL added. The eval runs land
 in the run folder's ``heldout/`` (the base model in ``baseline/``, the warm start in ``warm/``)
 and the report in ``heldout.json``, which the end screen, ``train info`` and the dashboard read.
+
+With several named held-out files (``[heldout.datasets]``), each file is evaluated the same way
+in ``heldout/<name>/``; ``heldout.json`` holds the first file's report at its top level (what a
+reader of one-file reports finds) and every further file's report, named, in ``sets``.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -28,6 +33,7 @@ __all__ = [
     "HeldOutModel",
     "HeldOutPlan",
     "HeldOutReport",
+    "HeldOutSet",
     "plan_heldout",
     "read_heldout",
     "run_heldout",
@@ -68,11 +74,38 @@ class HeldOutReport(Comparison):
     pass_vs_warm: Comparison | None = Field(
         default=None, description="Trained minus the warm start, paired on each row's pass rate."
     )
+    name: str | None = Field(
+        default=None, description="The held-out set's name ([heldout.datasets]); None for the "
+        "one-file form.",
+    )
+    dataset: str | None = Field(default=None, description="The held-out file's name.")
+    sets: list[HeldOutReport] = Field(
+        default_factory=list,
+        description="The reports of the further held-out files ([heldout.datasets] after the "
+        "first, whose report is this one's top level), in the config's order.",
+    )
 
     def result(self, role: str) -> HeldOutModel | None:
         """The result of ``role`` (base, warm or trained), if it ran."""
         return next((m for m in self.models if m.role == role), None)
 
+    def each_set(self) -> list[HeldOutReport]:
+        """Every held-out file's report in order: this one, then ``sets``."""
+        return [self, *self.sets]
+
+
+@dataclass(frozen=True)
+class HeldOutSet:
+    """One held-out file: its name (``None`` in the one-file form) and path (``None``: the eval
+    config's dataset)."""
+
+    name: str | None
+    dataset: Path | None
+
+    def output(self, run_path: Path) -> Path:
+        """Where its eval runs go: ``heldout/`` (one file) or ``heldout/<name>/``."""
+        out = run_path / "heldout"
+        return out if self.name is None else out / self.name
 
 
 @dataclass(frozen=True)
@@ -80,7 +113,7 @@ class HeldOutPlan:
     """What the ``[heldout]`` section of a training config resolves to."""
 
     eval_config: Path
-    dataset: Path | None
+    sets: tuple[HeldOutSet, ...]
     n: int
     concurrency: int
     """Rollouts in flight at once: the eval config's ``[evaluation] concurrency``, else as many
@@ -88,6 +121,11 @@ class HeldOutPlan:
     batch fits. ``eval run``'s default of 8 decodes in smaller batches: the quick start's
     trained adapter took 115 s on its 24 rows at 8, 88-99 s at 32 (fp32; 54 s at 32 in bf16,
     the precision it trained in; docs/heldout_concurrency.jsonl)."""
+
+    @property
+    def dataset(self) -> Path | None:
+        """The first held-out file (the only one in the one-file form)."""
+        return self.sets[0].dataset
 
 
 def plan_heldout(config: Any) -> HeldOutPlan | None:
@@ -108,17 +146,9 @@ def plan_heldout(config: Any) -> HeldOutPlan | None:
             "an eval config such as configs/eval/<name>.toml"
         )
     eval_config = load_eval_config(eval_path)
-    dataset = config.resolve_path(section.dataset) if section.dataset else None
-    if dataset is not None and not dataset.is_file():
-        raise ConfigError(
-            f"{where}.dataset = {section.dataset!r}: no such file ({dataset}); give the "
-            "held-out rows' file relative to the workspace root"
-        )
-    if dataset is not None and dataset.resolve() == config.dataset_path().resolve():
-        raise ConfigError(
-            f"{where}.dataset is the training dataset: a comparison on rows the run trained on "
-            "says nothing about new rows; give a file of rows left out of training"
-        )
+    sets = tuple(
+        _checked_set(config, where, name, path) for name, path in section.named_datasets()
+    )
     if runs_root_for(config).resolve() != runs_root_for(eval_config).resolve():
         raise ConfigError(
             f"{where}: the run's checkpoints go to {runs_root_for(config)} ([checkpoints] "
@@ -130,9 +160,24 @@ def plan_heldout(config: Any) -> HeldOutPlan | None:
         eval_config.evaluation.concurrency
         or t.step_concurrency
     )
-    return HeldOutPlan(
-        eval_config=eval_path, dataset=dataset, n=section.n, concurrency=concurrency
-    )
+    return HeldOutPlan(eval_config=eval_path, sets=sets, n=section.n, concurrency=concurrency)
+
+
+def _checked_set(config: Any, where: str, name: str | None, path: str | None) -> HeldOutSet:
+    """One held-out file, checked: it exists and is not the training dataset."""
+    field = "dataset" if name is None else f"datasets.{name}"
+    dataset = config.resolve_path(path) if path else None
+    if dataset is not None and not dataset.is_file():
+        raise ConfigError(
+            f"{where}.{field} = {path!r}: no such file ({dataset}); give the "
+            "held-out rows' file relative to the workspace root"
+        )
+    if dataset is not None and dataset.resolve() == config.dataset_path().resolve():
+        raise ConfigError(
+            f"{where}.{field} is the training dataset: a comparison on rows the run trained on "
+            "says nothing about new rows; give a file of rows left out of training"
+        )
+    return HeldOutSet(name=name, dataset=dataset)
 
 
 def warm_checkpoint(run_path: Path) -> Path | None:
@@ -158,13 +203,39 @@ async def run_heldout(
     events: EvalEvents | None = None,
     baseline_events: EvalEvents | None = None,
     warm_events: EvalEvents | None = None,
+    on_set: Callable[[HeldOutSet], None] | None = None,
 ) -> HeldOutReport:
     """Evaluate run ``run_id``'s latest checkpoint, its base model and (when the run had a warm
-    start) its warm checkpoint on the held-out rows; write ``heldout.json`` into ``run_path``
-    and return the report."""
-    out = run_path / "heldout"
+    start) its warm checkpoint on each held-out file; write ``heldout.json`` into ``run_path``
+    and return the report (the first file's, with the others in ``sets``). ``on_set`` is
+    called as each file starts."""
+    reports = []
+    for held in plan.sets:
+        if on_set is not None:
+            on_set(held)
+        reports.append(await _run_set(
+            plan, held, run_path, run_id, events=events, baseline_events=baseline_events,
+            warm_events=warm_events,
+        ))
+    report = reports[0].model_copy(update={"sets": reports[1:]})
+    (run_path / HELDOUT_FILE).write_text(report.model_dump_json(indent=2), encoding="utf-8")
+    return report
+
+
+async def _run_set(
+    plan: HeldOutPlan,
+    held: HeldOutSet,
+    run_path: Path,
+    run_id: str,
+    *,
+    events: EvalEvents | None,
+    baseline_events: EvalEvents | None,
+    warm_events: EvalEvents | None,
+) -> HeldOutReport:
+    """The three models on one held-out file, in ``held.output(run_path)``."""
+    out = held.output(run_path)
     options = EvalOptions(
-        model=run_id, n=plan.n, output=out, dataset_file=plan.dataset,
+        model=run_id, n=plan.n, output=out, dataset_file=held.dataset,
         concurrency=plan.concurrency,
     )
     baseline = baseline_for(plan.eval_config, options)
@@ -178,7 +249,7 @@ async def run_heldout(
             plan.eval_config,
             EvalOptions(
                 model=f"{run_id}:{WARM_CHECKPOINT}", n=plan.n, output=warm_dir,
-                dataset_file=plan.dataset, resume=(warm_dir / "run.json").is_file(),
+                dataset_file=held.dataset, resume=(warm_dir / "run.json").is_file(),
                 concurrency=plan.concurrency,
             ),
             events=warm_events,
@@ -195,14 +266,14 @@ async def run_heldout(
     if warm is not None:
         models.append(_model_result("warm", warm))
     models.append(_model_result("trained", result.candidate))
-    report = HeldOutReport(
+    return HeldOutReport(
         **result.comparison.model_dump(),
         models=models,
         pass_vs_base=by_pass(result.baseline),
         pass_vs_warm=by_pass(warm) if warm is not None else None,
+        name=held.name,
+        dataset=held.dataset.name if held.dataset is not None else None,
     )
-    (run_path / HELDOUT_FILE).write_text(report.model_dump_json(indent=2), encoding="utf-8")
-    return report
 
 
 def read_heldout(run_path: Path) -> HeldOutReport | None:

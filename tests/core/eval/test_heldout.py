@@ -71,6 +71,10 @@ def test_the_models_run_as_many_rollouts_at_once_as_a_training_step(ws: Path) ->
          r"\[heldout\]\.dataset is the training dataset"),
         ('eval_config = "configs/eval/calc.toml"\ndataset = "data/calc_heldout.jsonl"\n',
          '\n[checkpoints]\noutput_dir = "elsewhere"\n', r"drop output_dir"),
+        ('eval_config = "configs/eval/calc.toml"\n[heldout.datasets]\nnew = "data/missing.jsonl"\n',
+         "", r"\[heldout\]\.datasets\.new = 'data/missing.jsonl': no such file"),
+        ('eval_config = "configs/eval/calc.toml"\n[heldout.datasets]\ntrain = "data/calc.jsonl"\n',
+         "", r"\[heldout\]\.datasets\.train is the training dataset"),
     ],
 )
 def test_mistakes_name_the_field_and_the_fix(
@@ -89,3 +93,44 @@ def test_mistakes_name_the_field_and_the_fix(
 def test_unknown_keys_are_config_errors(ws: Path) -> None:
     with pytest.raises(ConfigError, match="heldout"):
         load_training_config(_config(ws, 'eval_config = "configs/eval/calc.toml"\nrows = 3\n'))
+
+
+def test_several_named_files_resolve_in_order(ws: Path) -> None:
+    (ws / "data" / "calc_heldout_more.jsonl").write_text((ws / "data/calc_heldout.jsonl").read_text())
+    cfg = load_training_config(_config(
+        ws, 'eval_config = "configs/eval/calc.toml"\n[heldout.datasets]\n'
+        'seen = "data/calc_heldout.jsonl"\nmore = "data/calc_heldout_more.jsonl"\n'
+    ))
+    plan = plan_heldout(cfg)
+    assert plan is not None
+    assert [(s.name, s.dataset) for s in plan.sets] == [
+        ("seen", ws / "data/calc_heldout.jsonl"), ("more", ws / "data/calc_heldout_more.jsonl")
+    ]
+    assert plan.dataset == ws / "data/calc_heldout.jsonl"  # the first file
+    run = ws / "runs" / "r"
+    assert [s.output(run) for s in plan.sets] == [run / "heldout/seen", run / "heldout/more"]
+
+
+def test_the_one_file_form_is_one_unnamed_set_in_heldout(ws: Path) -> None:
+    plan = plan_heldout(load_training_config(_config(
+        ws, 'eval_config = "configs/eval/calc.toml"\ndataset = "data/calc_heldout.jsonl"\n'
+    )))
+    assert plan is not None and [s.name for s in plan.sets] == [None]
+    assert plan.sets[0].output(ws / "r") == ws / "r" / "heldout"
+
+
+@pytest.mark.parametrize(
+    ("heldout", "message"),
+    [
+        ('dataset = "data/calc_heldout.jsonl"\n[heldout.datasets]\na = "data/calc_heldout.jsonl"\n',
+         "either dataset .* or \\[heldout.datasets\\]"),
+        ('[heldout.datasets]\nWarm = "data/calc_heldout.jsonl"\n', "'Warm' is not a held-out set name"),
+        ('[heldout.datasets]\nbaseline = "data/calc_heldout.jsonl"\n', "name of an eval folder"),
+        ("[heldout.datasets]\n", "at least one held-out file"),
+    ],
+)
+def test_named_files_are_checked_when_the_config_is_read(
+    ws: Path, heldout: str, message: str
+) -> None:
+    with pytest.raises(ConfigError, match=message):
+        load_training_config(_config(ws, 'eval_config = "configs/eval/calc.toml"\n' + heldout))

@@ -121,3 +121,48 @@ def _info(run_id: str, capsys: pytest.CaptureFixture[str]) -> str:
     capsys.readouterr()
     assert main(["train", "info", run_id]) == 0
     return capsys.readouterr().out
+
+
+def test_each_named_heldout_file_is_its_own_block_and_report(
+    tiny_model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    eos = _eos(tiny_model_dir)
+    ws = tmp_path / "ws"
+    config = make_workspace(ws, str(tiny_model_dir), eos_id=eos, rows=4)
+    for name, count in (("times", 3), ("plus", 2)):
+        with open(ws / "data" / f"even_{name}.jsonl", "w") as fh:
+            for i in range(count):
+                question = f"What is {i} * 3?" if name == "times" else f"What is {i} + 3?"
+                fh.write(json.dumps({"user_prompt": question, "ground_truth": str(3 * i),
+                                     "eos_id": eos}) + "\n")
+    (ws / "configs" / "eval").mkdir()
+    (ws / "configs" / "eval" / "even.toml").write_text(
+        f'[experiment]\nrollout = "even"\nentrypoint = "main.py"\nmodel_path = "{tiny_model_dir}"\n'
+        'dataset = "data/even.jsonl"\n\n[sampling]\nmax_tokens = 8\n'
+    )
+    text = re.sub(r"max_steps = \d+", "max_steps = 1", config.read_text())
+    if "max_steps" not in text:
+        text = text.replace("[training]\n", "[training]\nmax_steps = 1\n", 1)
+    config.write_text(
+        text + '\n[heldout]\neval_config = "configs/eval/even.toml"\nn = 1\n'
+        '[heldout.datasets]\ntimes = "data/even_times.jsonl"\nplus = "data/even_plus.jsonl"\n'
+    )
+    monkeypatch.chdir(ws)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["train", "submit", str(config)]) == 0
+    run = find_run(ws / "runs", "even")
+    saved = json.loads((run.path / "heldout.json").read_text())
+    # The first file's report is the top level (what one-file readers find), the next in sets.
+    assert (saved["name"], saved["dataset"], saved["rows"]) == ("times", "even_times.jsonl", 3)
+    assert [(s["name"], s["rows"]) for s in saved["sets"]] == [("plus", 2)]
+    assert [m["role"] for m in saved["sets"][0]["models"]] == ["base", "trained"]
+    for name, rows in (("times", 3), ("plus", 2)):
+        folder = run.path / "heldout" / name
+        for half in (folder, folder / "baseline"):
+            assert len((half / "results.jsonl").read_text().splitlines()) == rows
+    for shown in (out.getvalue(), _info(run.run_id, capsys)):
+        assert "held-out times (even_times.jsonl), 3 rows:" in shown, shown
+        assert "held-out plus (even_plus.jsonl), 2 rows:" in shown, shown
+        assert shown.index("held-out times (") < shown.index("held-out plus (")
