@@ -5,6 +5,8 @@
     OsmosisError
     ├── ConfigError (ValueError)          a TOML config is wrong: names file, key path, fix
     ├── DatasetError (ValueError)         a dataset row or file is wrong: names file, line, column
+    ├── UnreadableFileError (ValueError)  one file cannot be read safely: a link, a FIFO, too
+    │                                     big or deep, not UTF-8; carries path, reason
     ├── DiscoveryError                    an entrypoint has zero/two workflows, bad import, ...
     ├── MissingExtraError (ImportError)   an optional framework is not installed
     ├── NotInRolloutError (RuntimeError)  rollout-only API used outside a rollout
@@ -29,6 +31,7 @@ __all__ = [
     "RewardError",
     "TemplateError",
     "TrainingError",
+    "UnreadableFileError",
     "require_extra",
 ]
 
@@ -43,6 +46,17 @@ class ConfigError(OsmosisError, ValueError):
 
 class DatasetError(OsmosisError, ValueError):
     """A dataset is invalid. The message names the file, the line or row, the column."""
+
+
+class UnreadableFileError(OsmosisError, ValueError):
+    """One file cannot be read safely (see ``osmosis_ai._safe_io``): "this file is unreadable:
+    PATH: REASON". ``missing`` is set when there is no such file."""
+
+    def __init__(self, path: object, reason: str, *, missing: bool = False) -> None:
+        super().__init__(f"this file is unreadable: {path}: {reason}")
+        self.path = str(path)
+        self.reason = reason
+        self.missing = missing
 
 
 class DiscoveryError(OsmosisError):

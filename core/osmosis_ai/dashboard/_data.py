@@ -4,14 +4,15 @@ User input (a run id, an eval run name, a step, an output's path) never becomes 
 itself: names are checked against a strict pattern and then looked up among the folders the
 store lists, a step is an integer formatted into a fixed file name, and an output's path must
 name a plain file the listing of ``<run>/artifacts`` holds. No symbolic link is followed
-(the store does not list a linked run folder; a linked ``traces/``, ``metrics.jsonl`` or
-artifact is skipped), so nothing outside the workspace's ``runs/`` and ``.osmosis/evals/``
-can be read through the dashboard.
+(the store does not list a linked run or eval folder; a linked ``traces/``, ``metrics.jsonl``,
+``summary.json`` or artifact is named as unreadable), so nothing outside the workspace's
+``runs/`` and ``.osmosis/evals/`` can be read through the dashboard. Every file is read through
+:mod:`osmosis_ai._safe_io` (regular files, size, depth and integer caps): one bad file is a
+``problems`` entry of its run, never a 500.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import re
@@ -19,9 +20,11 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from osmosis_ai._safe_io import read_jsonl as read_lines
 from osmosis_ai.dashboard._traces import sample_view
-from osmosis_ai.runs import RunRecord, describe_run, list_runs
-from osmosis_ai.runs._schema import inside
+from osmosis_ai.errors import UnreadableFileError
+from osmosis_ai.runs import RunRecord, describe_run, list_runs, read_trace_step, trace_files
+from osmosis_ai.runs._schema import inside, run_file_root
 
 __all__ = [
     "BadNameError",
@@ -41,8 +44,6 @@ __all__ = [
 ]
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,199}")
-TRACES_DIR = "traces"
-"""``<run>/traces/step_NNNNNN.jsonl``: the trainer's bounded sample of each step's trajectories."""
 
 
 class BadNameError(ValueError):
@@ -68,30 +69,16 @@ def _finite(value: Any) -> float | None:
     return None
 
 
-def read_jsonl(path: Path | None) -> tuple[list[dict[str, Any]], list[int]]:
-    """The records of a JSONL file and the 1-based numbers of lines that were not JSON objects
-    (a torn or corrupt line is reported, never fatal). ``None``: no such file."""
-    if path is None:
-        return [], []
+def read_jsonl(path: Path, *, under: Path) -> tuple[list[dict[str, Any]], list[int], list[str]]:
+    """The records of a JSONL file, the 1-based numbers of lines that were not JSON objects (a
+    torn or corrupt line is reported, never fatal) and, located, every problem: the file itself
+    (a link, a FIFO, too big) or its lines. No such file: nothing."""
     try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return [], []
-    records: list[dict[str, Any]] = []
-    bad: list[int] = []
-    for number, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except ValueError:
-            bad.append(number)
-            continue
-        if isinstance(record, dict):
-            records.append(record)
-        else:
-            bad.append(number)
-    return records, bad
+        found = read_lines(path, under=under)
+    except UnreadableFileError as exc:
+        return [], [], ([] if exc.missing else [str(exc)])
+    bad = sorted([n for n, _ in found.bad] + [n for n, v in found.records if not isinstance(v, dict)])
+    return found.objects(), bad, found.problems
 
 
 # -- training runs ----------------------------------------------------------------------------
@@ -119,14 +106,16 @@ def run_detail(runs_root: Path, run_id: str) -> dict[str, Any]:
     """``osmosis train info``'s view of one run, plus whether it has traces."""
     record = find_record(runs_root, run_id)
     out = describe_run(record)
-    out["traces"] = bool(_trace_files(record.path))
+    out["traces"] = bool(trace_files(record.path))
     return out
 
 
 def run_metrics(runs_root: Path, run_id: str) -> dict[str, Any]:
     """The run's metric records, split into training and validation, with corrupt lines."""
     record = find_record(runs_root, run_id)
-    records, bad = read_jsonl(inside(record.path, "metrics.jsonl"))
+    records, bad, problems = read_jsonl(
+        record.path / "metrics.jsonl", under=run_file_root(record.path)
+    )
     train = [r for r in records if r.get("kind", "train") == "train"]
     evals = [r for r in records if r.get("kind") == "eval"]
     warm = [r for r in records if r.get("kind") == "warm_start"]
@@ -141,13 +130,16 @@ def run_metrics(runs_root: Path, run_id: str) -> dict[str, Any]:
         "eval": evals,
         "warm_start": warm,
         "corrupt_lines": bad,
+        "problems": problems,
     }
 
 
 def run_failures(runs_root: Path, run_id: str) -> dict[str, Any]:
     """Failed rollouts by reason, summed over the run, and per step."""
     record = find_record(runs_root, run_id)
-    records, bad = read_jsonl(inside(record.path, "failures.jsonl"))
+    records, bad, problems = read_jsonl(
+        record.path / "failures.jsonl", under=run_file_root(record.path)
+    )
     total: Counter[str] = Counter()
     for r in records:
         reasons = r.get("reasons")
@@ -155,39 +147,35 @@ def run_failures(runs_root: Path, run_id: str) -> dict[str, Any]:
             for reason, count in reasons.items():
                 if isinstance(count, int):
                     total[str(reason)] += count
-    return {"by_reason": dict(total.most_common()), "steps": records, "corrupt_lines": bad}
-
-
-def _trace_files(run_path: Path) -> dict[int, Path]:
-    folder = inside(run_path, TRACES_DIR)  # a linked traces/ folder is not followed
-    out: dict[int, Path] = {}
-    if folder is None or not folder.is_dir():
-        return out
-    for p in folder.glob("step_*.jsonl"):
-        digits = p.stem.removeprefix("step_")
-        if digits.isdigit() and inside(folder, p.name) is not None and p.is_file():
-            out[int(digits)] = p
-    return out
+    return {
+        "by_reason": dict(total.most_common()), "steps": records, "corrupt_lines": bad,
+        "problems": problems,
+    }
 
 
 def trace_steps(runs_root: Path, run_id: str) -> list[int]:
     """The steps of the run that have sampled trajectories."""
-    return sorted(_trace_files(find_record(runs_root, run_id).path))
+    return list(trace_files(find_record(runs_root, run_id).path))
 
 
 def trace_step(runs_root: Path, run_id: str, step: int) -> dict[str, Any]:
     """One step's sampled trajectories, grouped by GRPO group."""
-    files = _trace_files(find_record(runs_root, run_id).path)
-    if step not in files:
+    record = find_record(runs_root, run_id)
+    if step not in trace_files(record.path):
         raise NotFoundError(f"run {run_id!r} has no traces for step {step}")
-    records, bad = read_jsonl(files[step])
+    try:
+        found = read_trace_step(record.path, step)
+    except UnreadableFileError as exc:
+        return {"step": step, "groups": [], "corrupt_lines": [], "problems": [str(exc)]}
     groups: dict[str, list[dict[str, Any]]] = {}
-    for r in records:
+    for r in found.objects():
         groups.setdefault(str(r.get("group_id", "?")), []).append(sample_view(r))
+    bad = sorted([n for n, _ in found.bad] + [n for n, v in found.records if not isinstance(v, dict)])
     return {
         "step": step,
         "groups": [{"group_id": g, "samples": s} for g, s in groups.items()],
         "corrupt_lines": bad,
+        "problems": found.problems,
     }
 
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import math
 import os
-import tomllib
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,7 +30,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from osmosis_ai.errors import OsmosisError
+from osmosis_ai._safe_io import read_json_object, read_jsonl, read_toml
+from osmosis_ai.errors import OsmosisError, UnreadableFileError
 from osmosis_ai.eval._records import EvalRecord
 
 __all__ = [
@@ -362,31 +363,40 @@ def _validate(output: Path, report: DemoReport) -> None:
 def _eval_records(path: Path, report: DemoReport) -> list[EvalRecord]:
     """The readable records of ``results.jsonl``; each bad line is a located problem."""
     try:
-        data = path.read_text(encoding="utf-8", errors="replace")
-    except OSError as exc:
-        raise OsmosisError(f"{path}: cannot read the eval results ({exc})") from exc
+        found = read_jsonl(path, under=path.parent.parent)
+    except UnreadableFileError as exc:
+        raise OsmosisError(f"{exc}; the eval results cannot be read") from None
+    for problem in found.problems:
+        report.problem(f"{problem}; line skipped")
     records = []
-    for lineno, line in enumerate(data.splitlines(), start=1):
-        if not line.strip():
-            continue
+    for lineno, value in found.records:
+        if not isinstance(value, dict):
+            continue  # named in found.problems
         try:
-            records.append(EvalRecord.model_validate(json.loads(line)))
-        except (ValueError, ValidationError) as exc:
+            records.append(EvalRecord.model_validate(value))
+        except ValidationError as exc:
             first = str(exc).splitlines()[0][:160]
             report.problem(f"{path}:{lineno}: not a result record ({first}); line skipped")
     return sorted(records, key=lambda r: (r.row_index, r.run_index, r.sample_id or ""))
 
 
-def _read_trace(path: Path) -> dict[str, Any]:
+_TRACE = re.compile(r"traces/[A-Za-z0-9_-][A-Za-z0-9_.-]{0,250}\.json")
+"""What a result's ``trace`` may name: one file of the eval run's own ``traces/`` folder."""
+
+
+def _read_trace(run_dir: Path, name: str) -> dict[str, Any]:
+    """The trace ``name`` of the eval run in ``run_dir``: a ``traces/<name>.json`` regular file
+    inside it (no link followed). A path outside and a missing file give the same error, so
+    a crafted ``results.jsonl`` cannot probe which files exist elsewhere."""
+    path = run_dir / name
+    if not _TRACE.fullmatch(name) or ".." in name:
+        raise ValueError(f"trace {name!r}: no such trace file in {run_dir / 'traces'}")
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ValueError(f"cannot read the trace ({exc.strerror or exc})") from exc
-    except ValueError as exc:
-        raise ValueError(f"not JSON ({exc})") from exc
-    if not isinstance(data, dict):
-        raise ValueError("not a trace object")
-    return data
+        return read_json_object(path, under=run_dir.parent)
+    except UnreadableFileError as exc:
+        if exc.missing:
+            raise ValueError(f"trace {name!r}: no such trace file in {run_dir / 'traces'}") from None
+        raise ValueError(str(exc)) from None
 
 
 def demos_from_eval(
@@ -413,16 +423,16 @@ def demos_from_eval(
 
     view = find_eval_run(root or evals_root(), str(run))
     results = view.path / "results.jsonl"
-    if not results.is_file():
+    if not results.exists() and not results.is_symlink():
         raise OsmosisError(
             f"{view.path}: no results.jsonl (status {view.status}); the eval run has not "
             "written any result yet"
         )
     if min_reward is None:
         if view.info is None:
+            why = "; ".join(view.problems) or f"{view.path / 'run.json'}: missing"
             raise OsmosisError(
-                f"{view.path / 'run.json'}: missing or unreadable, so the run's pass threshold is "
-                "unknown; pass --min-reward R"
+                f"{why}: so the run's pass threshold is unknown; pass --min-reward R"
             )
         min_reward = view.info.pass_threshold
     threshold = min_reward
@@ -451,11 +461,16 @@ def _eval_sample(run_dir: Path, record: EvalRecord, threshold: float, writer: _W
     if record.trace is None:
         report.problem(f"{run_dir / 'results.jsonl'}: {where} has no trace file")
         return
+    results = run_dir / "results.jsonl"
+    try:
+        trace = _read_trace(run_dir, record.trace)
+    except ValueError as exc:
+        report.problem(f"{results}: {where}: {exc}")
+        return
     path = run_dir / record.trace
     try:
-        trace = _read_trace(path)
         convs = conversations_from_calls(list(trace.get("calls") or []))
-    except ValueError as exc:
+    except (TypeError, ValueError) as exc:
         report.problem(f"{path}: {exc}")
         return
     if not convs:
@@ -481,29 +496,35 @@ def _split_ref(spec: str) -> tuple[str, int | None]:
     return spec, None
 
 
-def _run_threshold(run_dir: Path) -> float:
-    """``[evaluation] pass_threshold`` of the run's config snapshot (1.0 when unset)."""
+def _run_threshold(run_dir: Path, report: DemoReport | None = None) -> float:
+    """``[evaluation] pass_threshold`` of the run's config snapshot (1.0 when unset or when
+    the snapshot cannot be read: that is then a reported problem)."""
+    from osmosis_ai.runs._schema import run_file_root
+
     try:
-        data = tomllib.loads((run_dir / "config.toml").read_text(encoding="utf-8"))
-        value = data.get("evaluation", {}).get("pass_threshold", 1.0)
-        return float(value)
-    except (OSError, ValueError, TypeError, AttributeError):
+        _text, data = read_toml(run_dir / "config.toml", under=run_file_root(run_dir))
+    except UnreadableFileError as exc:
+        if report is not None and not exc.missing:
+            report.problem(f"{exc}; the pass threshold 1.0 is used")
+        return 1.0
+    try:
+        return float(data.get("evaluation", {}).get("pass_threshold", 1.0))
+    except (ValueError, TypeError, AttributeError):
         return 1.0
 
 
 def _trace_files(run_dir: Path, step: int | None, spec: str) -> list[Path]:
-    folder = run_dir / "traces"
-    files = sorted(folder.glob("step_*.jsonl")) if folder.is_dir() else []
+    from osmosis_ai.runs import TRACES_DIR, trace_files
+
+    folder = run_dir / TRACES_DIR
+    found = trace_files(run_dir)  # a linked traces/ folder or step file is never followed
+    files = list(found.values())
     if step is not None:
-        files = [f for f in files if f.name == f"step_{step:06d}.jsonl"]
+        files = [found[step]] if step in found else []
         if not files:
             raise OsmosisError(
                 f"{folder}: no trajectories recorded for step {step} of {spec}; steps with "
-                "trajectories: "
-                + (
-                    ", ".join(str(int(f.stem[5:])) for f in sorted(folder.glob("step_*.jsonl")))
-                    or "none"
-                )
+                "trajectories: " + (", ".join(str(s) for s in found) or "none")
             )
     if not files:
         raise OsmosisError(
@@ -513,24 +534,22 @@ def _trace_files(run_dir: Path, step: int | None, spec: str) -> list[Path]:
     return files
 
 
-def _trace_lines(files: list[Path], report: DemoReport) -> Iterator[tuple[str, dict[str, Any]]]:
+def _trace_lines(
+    run_dir: Path, files: list[Path], report: DemoReport
+) -> Iterator[tuple[str, dict[str, Any]]]:
+    from osmosis_ai.runs._schema import run_file_root
+
     for path in files:
         try:
-            text = path.read_text(encoding="utf-8", errors="replace")
-        except OSError as exc:
-            report.problem(f"{path}: cannot read ({exc.strerror or exc})")
+            found = read_jsonl(path, under=run_file_root(run_dir))
+        except UnreadableFileError as exc:
+            report.problem(str(exc))
             continue
-        for lineno, line in enumerate(text.splitlines(), start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-                if not isinstance(record, dict):
-                    raise ValueError("not an object")
-            except ValueError as exc:
-                report.problem(f"{path}:{lineno}: not a trajectory record ({exc}); line skipped")
-                continue
-            yield f"{path}:{lineno}", record
+        for problem in found.problems:
+            report.problem(f"{problem}; not a trajectory record, line skipped")
+        for lineno, record in found.records:
+            if isinstance(record, dict):
+                yield f"{path}:{lineno}", record
 
 
 def demos_from_run(
@@ -554,10 +573,11 @@ def demos_from_run(
 
     query, step = _split_ref(spec.strip())
     run = find_run(root or workspace_runs_root(), query)
-    threshold = _run_threshold(run.path) if min_reward is None else min_reward
-    report = DemoReport(source=f"run {run.path}", output=output, min_reward=threshold)
+    report = DemoReport(source=f"run {run.path}", output=output, min_reward=1.0)
+    threshold = _run_threshold(run.path, report) if min_reward is None else min_reward
+    report.min_reward = threshold
     files = _trace_files(run.path, step, spec)
-    lines = list(_trace_lines(files, report))
+    lines = list(_trace_lines(run.path, files, report))
 
     def fill(writer: _Writer) -> None:
         for done, (where, record) in enumerate(lines, start=1):

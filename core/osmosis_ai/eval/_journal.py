@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 from pathlib import Path
 from typing import IO
 
 from pydantic import ValidationError
 
-from osmosis_ai.errors import OsmosisError
+from osmosis_ai._safe_io import JSONL_MAX_BYTES, loads_json, read_bytes
+from osmosis_ai.errors import OsmosisError, UnreadableFileError
 from osmosis_ai.eval._records import EvalRecord
 
 __all__ = ["Journal", "hash_file", "hash_rollout_dir", "read_journal"]
@@ -67,11 +67,20 @@ def read_journal(path: Path, *, repair: bool = False) -> list[EvalRecord]:
     """Read every complete record of a journal.
 
     A last line without its newline (a write cut short) is ignored, and removed from the file
-    when ``repair`` is set. Any other bad line is an error naming the line.
+    when ``repair`` is set. Any other bad line is an error naming the line. The file is read
+    through :mod:`osmosis_ai._safe_io` (a regular file, no link, at most
+    :data:`~osmosis_ai._safe_io.JSONL_MAX_BYTES`, JSON depth and integers bounded).
+
+    Raises:
+        UnreadableFileError: the file itself cannot be read safely.
+        OsmosisError: a line that is not a result record.
     """
-    if not path.exists():
-        return []
-    data = path.read_bytes()
+    try:
+        data = read_bytes(path, under=path.parent, max_bytes=JSONL_MAX_BYTES)
+    except UnreadableFileError as exc:
+        if exc.missing:
+            return []
+        raise
     complete_end = data.rfind(b"\n") + 1
     if repair and complete_end < len(data):
         with path.open("r+b") as fh:
@@ -79,17 +88,17 @@ def read_journal(path: Path, *, repair: bool = False) -> list[EvalRecord]:
             fh.flush()
             os.fsync(fh.fileno())
     records: list[EvalRecord] = []
-    for lineno, line in enumerate(data[:complete_end].decode("utf-8").splitlines(), start=1):
-        if not line.strip():
+    for lineno, raw in enumerate(data[:complete_end].split(b"\n"), start=1):
+        if not raw.strip():
             continue
         try:
-            records.append(EvalRecord.model_validate(json.loads(line)))
-        except (json.JSONDecodeError, ValidationError) as exc:
+            records.append(EvalRecord.model_validate(loads_json(raw.decode("utf-8"))))
+        except (ValueError, ValidationError) as exc:  # UnicodeDecodeError is a ValueError
             first = str(exc).splitlines()[0]
             raise OsmosisError(
                 f"{path}:{lineno}: not a valid result record ({first}). The results file is "
                 "damaged; start a fresh run instead of --resume"
-            ) from exc
+            ) from None
     return records
 
 

@@ -5,18 +5,23 @@ Each run is a folder under ``<workspace>/.osmosis/evals/`` (``<config>-<time>`` 
 ``comparison.json`` and ``baseline/``. A detached run (``eval submit``) also has
 ``eval.log`` and ``submit.json`` (the worker's pid), written before the worker starts. A run
 that says ``running`` but whose process is gone is shown as ``crashed``.
+
+Every file is read through :mod:`osmosis_ai._safe_io` with the eval folder as a component that
+is never followed: a linked eval folder is not listed, a linked, FIFO, huge or too deeply nested
+file is named in the run's ``problems`` and the rest of the listing still shows.
 """
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass
+import os
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
-from osmosis_ai.errors import OsmosisError
+from osmosis_ai._safe_io import open_regular, read_json_object
+from osmosis_ai.errors import OsmosisError, UnreadableFileError
 from osmosis_ai.eval._journal import read_journal
 from osmosis_ai.eval._records import EvalRecord, EvalRunInfo
 
@@ -33,12 +38,19 @@ def evals_root(start: Path | None = None) -> Path:
     return here / ".osmosis" / "evals"
 
 
-def _read_json(path: Path) -> dict[str, Any] | None:
+LOG_TAIL_BYTES = 64 * 1024
+"""The end of ``eval.log`` read for ``eval info``."""
+
+
+def _read_json(path: Path, problems: list[str] | None = None) -> dict[str, Any] | None:
+    """A JSON object file of an eval folder (opened under the folder's parent, no link
+    followed); ``None`` when missing or unreadable, the reason added to ``problems``."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        return read_json_object(path, under=path.parent.parent)
+    except UnreadableFileError as exc:
+        if problems is not None and not exc.missing:
+            problems.append(str(exc))
         return None
-    return data if isinstance(data, dict) else None
 
 
 def _alive(worker: dict[str, Any] | None) -> bool | None:
@@ -57,6 +69,8 @@ class EvalRunView:
     status: str
     """``pending``, ``running``, ``completed``, ``interrupted``, ``failed`` or ``crashed``."""
     submit: dict[str, Any] | None = None
+    problems: list[str] = field(default_factory=list)
+    """``this file is unreadable: PATH: REASON`` for each file of the run left out."""
 
     @property
     def name(self) -> str:
@@ -68,7 +82,7 @@ class EvalRunView:
         results written so far."""
         if self.info is not None and self.info.summary:
             return self.info.summary
-        saved = _read_json(self.path / "summary.json")
+        saved = _read_json(self.path / "summary.json", self.problems)
         if saved:
             return saved
         if self.info is None or not (self.path / "results.jsonl").is_file():
@@ -81,10 +95,21 @@ class EvalRunView:
 
     @property
     def comparison(self) -> dict[str, Any] | None:
-        return _read_json(self.path / "comparison.json")
+        return _read_json(self.path / "comparison.json", self.problems)
 
     def records(self) -> list[EvalRecord]:
-        return read_journal(self.path / "results.jsonl")
+        """``results.jsonl``'s records; none (and the reason in :attr:`problems`) when the
+        file cannot be read whole."""
+        return self._journal(self.path / "results.jsonl")
+
+    def _journal(self, path: Path) -> list[EvalRecord]:
+        try:
+            return read_journal(path)
+        except OsmosisError as exc:
+            message = str(exc)
+            if message not in self.problems:
+                self.problems.append(message)
+            return []
 
     def done(self) -> int:
         path = self.path / "results.jsonl"
@@ -93,10 +118,15 @@ class EvalRunView:
         return len({(r.row_index, r.run_index) for r in self.records()})
 
     def log_tail(self, lines: int = 5) -> str:
+        """The last ``lines`` of ``eval.log`` (its last 64 KiB read; a link or FIFO: none)."""
         try:
-            text = (self.path / "eval.log").read_text(encoding="utf-8", errors="replace")
-        except OSError:
+            fd, size = open_regular(self.path / "eval.log", under=self.path.parent,
+                                    max_bytes=1 << 50)
+        except UnreadableFileError:
             return ""
+        with os.fdopen(fd, "rb") as fh:
+            fh.seek(max(0, size - LOG_TAIL_BYTES))
+            text = fh.read(LOG_TAIL_BYTES).decode("utf-8", errors="replace")
         return "\n".join(text.strip().splitlines()[-lines:])
 
     def as_dict(self, *, records: bool = False) -> dict[str, Any]:
@@ -121,21 +151,28 @@ class EvalRunView:
             out["results"] = [r.model_dump(mode="json") for r in self.records()]
             base = self.path / "baseline" / "results.jsonl"
             if base.is_file():
-                out["baseline_results"] = [r.model_dump(mode="json") for r in read_journal(base)]
+                out["baseline_results"] = [r.model_dump(mode="json") for r in self._journal(base)]
+        out["problems"] = list(self.problems)
         return out
 
 
 def load_eval_run(path: Path) -> EvalRunView | None:
     """The eval run in ``path``, or ``None`` when the folder holds none."""
-    submit = _read_json(path / "submit.json")
+    problems: list[str] = []
+    submit = _read_json(path / "submit.json", problems)
     raw = path / "run.json"
     info: EvalRunInfo | None = None
-    if raw.is_file():
+    data = _read_json(raw, problems)
+    if data is not None:
         try:
-            info = EvalRunInfo.model_validate_json(raw.read_text(encoding="utf-8"))
-        except (OSError, ValidationError):
-            return EvalRunView(path=path, info=None, status="unknown", submit=submit)
-    elif submit is None:
+            info = EvalRunInfo.model_validate(data)
+        except ValidationError as exc:
+            first = str(exc).splitlines()[0]
+            problems.append(f"this file is unreadable: {raw}: not an eval run record ({first})")
+    if info is None and (problems or raw.exists() or raw.is_symlink()):
+        return EvalRunView(path=path, info=None, status="unknown", submit=submit,
+                           problems=problems)
+    if info is None and submit is None:
         return None
     worker = (info.worker if info else None) or (submit or {}).get("worker")
     if info is None:
@@ -152,21 +189,25 @@ def load_eval_run(path: Path) -> EvalRunView | None:
                 status = base.status
             elif base is None:
                 status = "crashed" if _alive(worker) is False else "running"
-    return EvalRunView(path=path, info=info, status=status, submit=submit)
+    return EvalRunView(path=path, info=info, status=status, submit=submit, problems=problems)
 
 
 def list_eval_runs(root: Path) -> list[EvalRunView]:
-    """Every eval run under ``root``, oldest first."""
+    """Every eval run under ``root``, oldest first (a linked folder is not listed)."""
     if not root.is_dir():
         return []
-    views = [v for p in sorted(root.iterdir()) if p.is_dir() and (v := load_eval_run(p))]
+    views = [
+        v for p in sorted(root.iterdir())
+        if not p.is_symlink() and p.is_dir() and (v := load_eval_run(p))
+    ]
     return sorted(views, key=lambda v: (v.info.started_at if v.info else "", v.name))
 
 
 def find_eval_run(root: Path, name: str) -> EvalRunView:
     """The eval run called ``name`` (its folder name, a unique prefix of one, or a path)."""
     direct = Path(name)
-    if direct.is_dir() and (view := load_eval_run(direct)) is not None:
+    # A path the user typed: its links are theirs, resolved once; below it none is followed.
+    if direct.is_dir() and (view := load_eval_run(direct.resolve())) is not None:
         return view
     runs = list_eval_runs(root)
     exact = [v for v in runs if v.name == name]

@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-import json
 import math
 import statistics
 import time
-import tomllib
 from typing import Any
 
+from osmosis_ai._safe_io import read_json_object, read_toml
 from osmosis_ai.config import redact_config
+from osmosis_ai.errors import UnreadableFileError
 from osmosis_ai.learning import summarize_learning
 from osmosis_ai.runs._published import publish_status
 from osmosis_ai.runs._read import RunRecord
-from osmosis_ai.runs._schema import inside
+from osmosis_ai.runs._schema import run_file_root
 
 __all__ = ["describe_run"]
 
@@ -34,13 +34,13 @@ HELDOUT_FILE = "heldout.json"
 """The ``[heldout]`` comparison a run wrote at its end (an eval ``Comparison`` as JSON)."""
 
 
-def _heldout(record: RunRecord) -> dict[str, Any] | None:
-    path = inside(record.path, HELDOUT_FILE)
+def _heldout(record: RunRecord, problems: list[str]) -> dict[str, Any] | None:
     try:
-        data = json.loads(path.read_text(encoding="utf-8")) if path is not None else None
-    except (OSError, ValueError):
+        return read_json_object(record.path / HELDOUT_FILE, under=run_file_root(record.path))
+    except UnreadableFileError as exc:
+        if not exc.missing:
+            problems.append(str(exc))
         return None
-    return data if isinstance(data, dict) else None
 
 
 def _step(record: dict[str, Any]) -> int | None:
@@ -81,22 +81,34 @@ def _warm_start(records: list[dict[str, Any]]) -> dict[str, Any] | None:
     return out
 
 
-def _config(record: RunRecord) -> dict[str, Any] | None:
+def _config(record: RunRecord, problems: list[str]) -> dict[str, Any] | None:
     """The run's config snapshot, its secrets redacted (again: folders written before
     snapshots were redacted hold them in clear)."""
-    path = inside(record.path, "config.toml")
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8")) if path is not None else None
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        _text, data = read_toml(record.path / "config.toml", under=run_file_root(record.path))
+    except UnreadableFileError as exc:
+        if not exc.missing:
+            problems.append(str(exc))
         return None
-    return redact_config(data) if data is not None else None
+    return redact_config(data)
 
 
 def describe_run(record: RunRecord) -> dict[str, Any]:
-    """Config, progress, latest and best reward, a metrics summary, checkpoints, the error."""
+    """Config, progress, latest and best reward, a metrics summary, checkpoints, the error.
+
+    A file of the run that cannot be read (see :mod:`osmosis_ai._safe_io`) is left out and
+    named in ``problems`` (``this file is unreadable: PATH: REASON``, or ``PATH:LINE: REASON``);
+    the rest is still shown.
+    """
     raw = record.raw
-    config = _config(record)
-    records = record.metrics()
+    problems: list[str] = []
+    config = _config(record, problems)
+    records, metric_problems = record.metrics_checked()
+    problems += metric_problems
+    checkpoints = record.checkpoints()
+    problems += [c.unreadable for c in checkpoints if c.unreadable]
+    published = [publish_status(c.path) for c in checkpoints]
+    problems += [p["published_unreadable"] for p in published if "published_unreadable" in p]
     train = _per_step([r for r in records if r.get("kind", "train") == "train"])
     evals = [r for r in records if r.get("kind") == "eval"]
     summary: dict[str, dict[str, float]] = {}
@@ -136,14 +148,14 @@ def describe_run(record: RunRecord) -> dict[str, Any]:
         "samples": _samples(train),
         "warm_start": _warm_start(records),
         "checkpoints": [
-            {**c.as_dict(), **publish_status(c.path)} for c in record.checkpoints()
+            {**c.as_dict(), **pub} for c, pub in zip(checkpoints, published, strict=True)
         ],
         "created_at": created,
         "finished_at": finished,
         "duration_s": round(end - created, 1) if isinstance(created, int | float) else None,
         "pid": raw.get("pid"),
         "cluster": raw.get("cluster"),
-        "heldout": _heldout(record),
+        "heldout": _heldout(record, problems),
         "heldout_error": raw.get("heldout_error"),
         "heartbeat_age_s": round(record.heartbeat_age_s, 1)
         if record.heartbeat_age_s is not None else None,
@@ -151,4 +163,5 @@ def describe_run(record: RunRecord) -> dict[str, Any]:
         "metrics_file": str(record.path / "metrics.jsonl"),
         "config": config,
         "unreadable": record.unreadable,
+        "problems": problems,
     }

@@ -15,8 +15,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from osmosis_ai._safe_io import read_json_object
+from osmosis_ai.errors import UnreadableFileError
 from osmosis_ai.runs._process import describe_process, process_alive
-from osmosis_ai.runs._schema import inside
 from osmosis_ai.runs._store import _locked, _write_atomic
 
 __all__ = [
@@ -32,13 +33,17 @@ _KEEP = 20
 """Entries kept per kind (the newest)."""
 
 
-def _read(checkpoint: Path) -> dict[str, Any]:
-    path = inside(checkpoint, PUBLISHED_FILE)
+def _read_checked(checkpoint: Path) -> tuple[dict[str, Any], str | None]:
+    """``published.json`` (``{}`` when missing) and why it could not be read."""
+    path = Path(checkpoint)
     try:
-        data = json.loads(path.read_text(encoding="utf-8")) if path is not None else {}
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
+        return read_json_object(path / PUBLISHED_FILE, under=path.parent), None
+    except UnreadableFileError as exc:
+        return {}, (None if exc.missing else str(exc))
+
+
+def _read(checkpoint: Path) -> dict[str, Any]:
+    return _read_checked(checkpoint)[0]
 
 
 def _entries(data: dict[str, Any], kind: str) -> list[dict[str, Any]]:
@@ -126,9 +131,10 @@ def publish_status(checkpoint: Path) -> dict[str, Any]:
          "hub": {"state": "uploaded"|"failed", "repo", "url", "private", "at", "error"} | None}
 
     ``serving`` only while the recorded server process is alive; a server that died without
-    recording its end reads ``ended``.
+    recording its end reads ``ended``. ``published_unreadable`` says why ``published.json`` could not
+    be read (a link, a FIFO, too big or deep: see :mod:`osmosis_ai._safe_io`), else ``None``.
     """
-    data = _read(checkpoint)
+    data, problem = _read_checked(checkpoint)
     deployment: dict[str, Any] | None = None
     deployments = _entries(data, "deployments")
     live = [
@@ -163,4 +169,7 @@ def publish_status(checkpoint: Path) -> dict[str, Any]:
             "at": pick.get("at"),
             "error": pick.get("error"),
         }
-    return {"deployment": deployment, "hub": hub}
+    out: dict[str, Any] = {"deployment": deployment, "hub": hub}
+    if problem is not None:
+        out["published_unreadable"] = problem
+    return out

@@ -7,7 +7,6 @@ the OOM killer, a reboot) is detected here and recorded as ``crashed``.
 
 from __future__ import annotations
 
-import json
 import math
 import time
 from collections.abc import Callable, Iterable
@@ -15,9 +14,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from osmosis_ai.errors import OsmosisError
+from osmosis_ai._safe_io import read_json_object, read_jsonl
+from osmosis_ai.errors import OsmosisError, UnreadableFileError
 from osmosis_ai.runs._process import process_alive
-from osmosis_ai.runs._schema import inside, load_status
+from osmosis_ai.runs._schema import inside, load_status, run_file_root
 from osmosis_ai.runs._store import STATUSES, TERMINAL_STATUSES, RunDir
 
 __all__ = [
@@ -48,6 +48,8 @@ class CheckpointInfo:
     path: Path
     reward: float | None
     saved_at: float | None
+    unreadable: str | None = None
+    """Why ``checkpoint.json`` could not be used (the checkpoint is still listed)."""
 
     @property
     def adapter(self) -> Path:
@@ -68,6 +70,7 @@ class CheckpointInfo:
         return {
             "step": self.step, "reward": self.reward, "path": str(self.path),
             "adapter": str(self.adapter), "saved_at": self.saved_at, "name": self.label,
+            "unreadable": self.unreadable,
         }
 
 
@@ -150,8 +153,16 @@ class RunRecord:
         return self.status in ("pending", "running")
 
     def metrics(self) -> list[dict[str, Any]]:
-        path = inside(self.path, "metrics.jsonl")
-        return read_metrics(path) if path is not None else []
+        return self.metrics_checked()[0]
+
+    def metrics_checked(self) -> tuple[list[dict[str, Any]], list[str]]:
+        """``metrics.jsonl``'s records and, located, what could not be read: the whole file
+        (a link, a FIFO, too big) or single lines (too deep, huge numbers, cut short)."""
+        try:
+            found = read_jsonl(self.path / "metrics.jsonl", under=run_file_root(self.path))
+        except UnreadableFileError as exc:
+            return [], ([] if exc.missing else [str(exc)])
+        return found.objects(), found.problems
 
     def checkpoints(self) -> list[CheckpointInfo]:
         folder = inside(self.path, "checkpoints")
@@ -263,7 +274,9 @@ def find_run(runs_root: Path, query: str) -> RunRecord:
     """
     direct = Path(query)
     if (direct / "status.json").is_file():
-        found = load_run(direct)
+        # A path the user typed: its links are theirs, resolved once here; below it, the
+        # readers follow none.
+        found = load_run(direct.resolve())
         if found is not None:
             return found
     runs = list_runs(runs_root)
@@ -289,21 +302,26 @@ def find_run(runs_root: Path, query: str) -> RunRecord:
 
 
 def read_metrics(path: Path) -> list[dict[str, Any]]:
-    """All records of a ``metrics.jsonl`` file (a torn last line is skipped)."""
+    """All records of a ``metrics.jsonl`` file (a torn or bad line is skipped; no file: none).
+
+    Raises:
+        UnreadableFileError: the file is a link, not a regular file, too big or not UTF-8.
+    """
     p = Path(path)
-    if not p.exists():
-        return []
-    out: list[dict[str, Any]] = []
-    for line in p.read_text().splitlines():
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(record, dict):
-            out.append(record)
-    return out
+    try:
+        return read_jsonl(p, under=p.parent).objects()
+    except UnreadableFileError as exc:
+        if exc.missing:
+            return []
+        raise
+
+
+def _checkpoint_meta(root: Path, folder: Path) -> tuple[dict[str, Any], str | None]:
+    """``checkpoint.json`` of a checkpoint folder (``{}`` and why, when it cannot be read)."""
+    try:
+        return read_json_object(folder / "checkpoint.json", under=root), None
+    except UnreadableFileError as exc:
+        return {}, (None if exc.missing else str(exc))
 
 
 def list_checkpoints(checkpoints_dir: Path) -> list[CheckpointInfo]:
@@ -317,12 +335,7 @@ def list_checkpoints(checkpoints_dir: Path) -> list[CheckpointInfo]:
         if not (p.name.startswith("step_") and digits.isdigit() and inside(root, p.name)
                 and p.is_dir() and inside(p, "trainer_state.pt")):
             continue
-        meta_file = inside(p, "checkpoint.json")
-        try:
-            meta = json.loads(meta_file.read_text()) if meta_file is not None else {}
-        except (OSError, ValueError):
-            meta = {}
-        meta = meta if isinstance(meta, dict) else {}
+        meta, problem = _checkpoint_meta(root, p)
         metrics = meta.get("metrics")
         metrics = metrics if isinstance(metrics, dict) else {}
         step = meta.get("step")
@@ -333,6 +346,7 @@ def list_checkpoints(checkpoints_dir: Path) -> list[CheckpointInfo]:
                 path=p,
                 reward=_number(metrics.get("reward_mean")),
                 saved_at=_number(meta.get("saved_at")),
+                unreadable=problem,
             )
         )
     return [*_warm_checkpoint(root), *out]
@@ -343,12 +357,9 @@ def _warm_checkpoint(root: Path) -> list[CheckpointInfo]:
     p = root / "warm"
     if p.is_symlink() or not (p / "trainer_state.pt").is_file():
         return []
-    try:
-        meta = json.loads((p / "checkpoint.json").read_text())
-    except (OSError, ValueError):
-        meta = {}
-    saved = meta.get("saved_at") if isinstance(meta, dict) else None
-    return [CheckpointInfo(step=0, path=p, reward=None, saved_at=_number(saved))]
+    meta, problem = _checkpoint_meta(root, p)
+    return [CheckpointInfo(step=0, path=p, reward=None, saved_at=_number(meta.get("saved_at")),
+                           unreadable=problem)]
 
 
 def wait_for_status(

@@ -9,13 +9,22 @@ symbolic link to somewhere else.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-__all__ = ["StatusFile", "WorkerInfo", "check_status", "inside", "load_status"]
+from osmosis_ai._safe_io import read_json
+from osmosis_ai.errors import UnreadableFileError
+
+__all__ = [
+    "StatusFile",
+    "WorkerInfo",
+    "check_status",
+    "inside",
+    "load_status",
+    "run_file_root",
+]
 
 STATUS_FILE = "status.json"
 
@@ -112,24 +121,24 @@ def check_status(data: Any) -> str | None:
 
 def load_status(run_path: Path) -> tuple[dict[str, Any] | None, str | None]:
     """``(status, None)`` for a valid ``status.json``, ``(None, problem)`` for one that cannot
-    be used (a link, not JSON, wrong field types) and ``(None, None)`` when there is none."""
+    be used (a link, a FIFO, too big or deep, not JSON, wrong field types) and ``(None, None)``
+    when there is none. Read through :mod:`osmosis_ai._safe_io`: never hangs, never recurses."""
     path = Path(run_path) / STATUS_FILE
-    if path.is_symlink():
-        return None, f"{path} is a symbolic link; a run folder holds plain files"
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return None, None
-    except (OSError, UnicodeDecodeError) as exc:
-        return None, f"{path} cannot be read ({exc})"
-    try:
-        data = json.loads(text)
-    except ValueError as exc:
-        return None, f"{path} is not JSON ({exc})"
+        data = read_json(path, under=run_file_root(run_path))
+    except UnreadableFileError as exc:
+        return None, (None if exc.missing else str(exc))
     problem = check_status(data)
     if problem is not None:
-        return None, f"{path}: {problem}"
+        return None, f"this file is unreadable: {path}: {problem}"
     return data, None
+
+
+def run_file_root(run_path: Path) -> Path:
+    """The folder a run folder's files are opened under: its parent, so the run folder itself
+    is a component that is never followed when it is a link."""
+    path = Path(run_path)
+    return path.parent if path.name not in ("", ".", "..") else path
 
 
 def inside(root: Path, *parts: str) -> Path | None:

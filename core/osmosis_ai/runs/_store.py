@@ -33,7 +33,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal, get_args
 
+from osmosis_ai._safe_io import read_json
+from osmosis_ai.errors import UnreadableFileError
 from osmosis_ai.runs._process import describe_process
+from osmosis_ai.runs._schema import run_file_root
 from osmosis_ai.runs._secrets import write_config_snapshot
 
 _RUN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
@@ -164,8 +167,8 @@ class RunDir:
 def read_status(run_path: Path) -> dict[str, Any] | None:
     """The run's ``status.json`` as written, or ``None`` when missing or unreadable."""
     try:
-        data = json.loads((Path(run_path) / "status.json").read_text())
-    except (OSError, json.JSONDecodeError):
+        data = read_json(Path(run_path) / "status.json", under=run_file_root(run_path))
+    except UnreadableFileError:
         return None
     return data if isinstance(data, dict) else None
 
@@ -212,7 +215,7 @@ def create_run_dir(
         created_at=time.time(),
         pid=os.getpid(),
         worker=describe_process(),
-        config_path=str(config_file) if config_file else None,
+        config_path=str(Path(config_file).resolve()) if config_file else None,
         **fields,
     )
     return run

@@ -169,14 +169,22 @@ def test_path_traversal_never_reads_outside(
         assert "42" not in reply.text and "root:" not in reply.text
 
 
-def test_trace_file_that_is_a_symlink_out_is_ignored(client: TestClient, ws: Any,
-                                                     tmp_path: Path) -> None:
+def test_trace_file_that_is_a_symlink_out_is_named_not_followed(
+    client: TestClient, ws: Any, tmp_path: Path
+) -> None:
     outside = tmp_path / "outside.jsonl"
     outside.write_text(json.dumps({"group_id": 0, "secret": "leak"}) + "\n")
-    (ws[2]["done"].path / "traces" / "step_000009.jsonl").symlink_to(outside)
+    link = ws[2]["done"].path / "traces" / "step_000009.jsonl"
+    link.symlink_to(outside)
     run_id = ws[2]["done"].run_id
-    assert client.get(f"/api/runs/{run_id}/traces").json() == {"steps": [1]}
-    assert client.get(f"/api/runs/{run_id}/traces/9").status_code == 404
+    assert client.get(f"/api/runs/{run_id}/traces").json() == {"steps": [1, 9]}
+    reply = client.get(f"/api/runs/{run_id}/traces/9")
+    assert reply.status_code == 200 and "leak" not in reply.text
+    assert reply.json()["groups"] == []
+    assert reply.json()["problems"] == [
+        f"this file is unreadable: {link}: a symbolic link: links are not followed here; keep "
+        "plain files and folders in this folder"
+    ]
 
 
 def test_stop_is_what_train_stop_does_and_needs_the_header(client: TestClient, ws: Any) -> None:

@@ -1,7 +1,9 @@
 """A bounded sample of each step's trajectories for ``osmosis dashboard``.
 
 Per step at most ``[logging] trace_samples_per_step`` samples are written to
-``<run>/traces/step_NNNNNN.jsonl`` (one JSON object per sample): whole GRPO groups first, so
+``<run>/traces/step_NNNNNN.jsonl`` (one JSON object per sample; the schema, :class:`TraceRecord`,
+and the path, :func:`~osmosis_ai.runs.trace_file`, live in ``osmosis_ai.runs``, which the
+readers use too): whole GRPO groups first, so
 rewards and advantages can be compared within a group. Each sample carries its conversation
 (the last policy call's messages and reply), and per training sequence the token ids, their
 text, the trained mask, the sampler's logprobs and the trainer's (no-grad forward passes of the
@@ -16,10 +18,11 @@ import json
 import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
+from typing import TYPE_CHECKING, Any
 
 import torch
 
+from osmosis_ai.runs import TraceRecord, TraceSequence, trace_file
 from osmosis_trainer._protocols import decode_text
 from osmosis_trainer.loop._rollouts import GradedSample, StepRollouts, TrainBatch
 
@@ -30,34 +33,6 @@ if TYPE_CHECKING:
 __all__ = ["TraceRecord", "TraceSampler", "TraceSequence", "token_texts"]
 
 Decode = Callable[[list[int]], list[str]]
-
-
-class TraceSequence(TypedDict):
-    """One training sequence of a traced sample (a JSON object in the trace file)."""
-
-    token_ids: list[int]
-    mask: list[int]
-    sampler_logprobs: list[float | None]
-    trainer_logprobs: list[float | None] | None
-    cut: bool
-    """The sequence was longer than ``[logging] trace_max_tokens`` and is cut there."""
-    tokens: NotRequired[list[str]]
-    """Each id's own text, when the sampler has a ``decode``."""
-
-
-class TraceRecord(TypedDict):
-    """One traced sample: a line of ``traces/step_NNNNNN.jsonl``."""
-
-    step: int
-    group_id: int
-    rollout_id: str
-    sample_id: str
-    reward: float
-    advantage: float | None
-    truncated: bool
-    messages: list[dict[str, Any]] | None  # chat messages as JSON objects
-    tools: list[dict[str, Any]] | None  # the agent's JSON tool schemas
-    sequences: list[TraceSequence]
 
 
 def _num(value: float) -> float | None:
@@ -76,7 +51,7 @@ class TraceSampler:
         max_tokens: int = 4096,
         temperature: float = 1.0,
     ) -> None:
-        self.folder = Path(run_path) / "traces"
+        self.run_path = Path(run_path)
         self.per_step = per_step
         self.decode = decode
         self.max_tokens = max_tokens
@@ -151,8 +126,8 @@ class TraceSampler:
 
     def write(self, step: int, records: list[TraceRecord]) -> Path:
         """``traces/step_NNNNNN.jsonl`` (replaced whole: a resumed step writes it again)."""
-        self.folder.mkdir(parents=True, exist_ok=True)
-        path = self.folder / f"step_{step:06d}.jsonl"
+        path = trace_file(self.run_path, step)
+        path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(".tmp")
         tmp.write_text("".join(json.dumps(r, default=str) + "\n" for r in records))
         tmp.replace(path)
