@@ -26,6 +26,7 @@ _RESERVED = {
     "base_url": "the policy URL comes from the rollout (the osmosis gateway)",
     "api_base": "the policy URL comes from the rollout (the osmosis gateway)",
     "api_key": "the policy credentials come from the rollout (the osmosis gateway)",
+    "client_args": "the policy connection comes from the rollout (the osmosis gateway)",
 }
 
 

@@ -38,7 +38,12 @@ from osmosis_integrations._conversation import final_answer
 from osmosis_integrations._http import policy_client
 from osmosis_integrations._placeholder import POLICY_MODEL_NAME, OsmosisRolloutModel
 
-__all__ = ["OsmosisStrandsAgent", "OsmosisStrandsModel", "strands_messages_to_chat"]
+__all__ = [
+    "OsmosisStrandsAgent",
+    "OsmosisStrandsModel",
+    "chat_to_strands_messages",
+    "strands_messages_to_chat",
+]
 
 logger = logging.getLogger("osmosis")
 T = TypeVar("T", bound=BaseModel)
@@ -131,6 +136,10 @@ class OsmosisStrandsAgent(Agent):
 
     def __init__(self, model: OsmosisRolloutModel | None = None, *args: Any, **kwargs: Any) -> None:
         placeholder = _placeholder_from(model)
+        if kwargs.get("messages"):
+            kwargs["messages"], system = chat_to_strands_messages(kwargs["messages"])
+            if system is not None and kwargs.get("system_prompt") is None:
+                kwargs["system_prompt"] = system
         if "retry_strategy" not in kwargs:
             kwargs["retry_strategy"] = _gateway_retry_strategy()
         name = kwargs.get("name")
@@ -213,6 +222,34 @@ class _StrandsSampleSource:
             sample.remove_sample = True
             sample.extra_fields["skipped_reason"] = f"agent {agent.name!r} was never invoked"
         return sample
+
+
+def chat_to_strands_messages(messages: Any) -> tuple[Messages, str | None]:
+    """Initial messages in OpenAI chat shape as Strands messages, and the system prompt.
+
+    ``{"role": "user", "content": "Hi"}`` becomes ``{"role": "user", "content": [{"text":
+    "Hi"}]}`` (``ctx.prompt`` handed to ``OsmosisStrandsAgent(messages=...)``); messages whose
+    content is already a list of Strands content blocks pass through. System messages are
+    joined into the returned system prompt (Strands keeps it apart from the messages).
+    """
+    converted: Messages = []
+    system: list[str] = []
+    for message in messages:
+        role, content = message.get("role"), message.get("content")
+        if role == "system":
+            system.append(content if isinstance(content, str) else _blocks_text(content))
+        elif isinstance(content, str):
+            converted.append({"role": role, "content": [{"text": content}]})
+        elif content is None:
+            converted.append({"role": role, "content": []})
+        else:
+            converted.append(message)
+    return converted, ("\n\n".join(system) if system else None)
+
+
+def _blocks_text(content: Any) -> str:
+    parts = content if isinstance(content, list) else []
+    return "".join(str(p.get("text", "")) for p in parts if isinstance(p, dict))
 
 
 def strands_messages_to_chat(

@@ -161,8 +161,16 @@ def _module_graph(*, lazy: bool = False) -> dict[str, set[str]]:
     return graph
 
 
+# osmosis-ai 0.3's framework paths are faces over osmosis_integrations (which builds on
+# osmosis_ai.rollout): a room of their own, which nothing else in osmosis_ai.rollout imports.
+FACE_ROOMS = ("osmosis_ai.rollout.integrations",)
+
+
 def _room(module: str) -> str:
     """A module's room: its subpackage (``osmosis_ai.rollout``, ``osmosis_trainer.loop``)."""
+    for face in FACE_ROOMS:
+        if module == face or module.startswith(face + "."):
+            return face
     return ".".join(module.split(".")[:2])
 
 

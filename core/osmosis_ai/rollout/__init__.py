@@ -77,9 +77,28 @@ __all__ = [
 ]
 
 
+# osmosis-ai 0.3 exported these from osmosis_ai.rollout too (its ambient RolloutContext and its
+# SampleSource are at osmosis_ai.rollout.context: here those names keep the seeds' meaning).
+_ORIGINAL = {
+    "BaseConfig": "osmosis_ai.rollout.types",
+    "ConcurrencyConfig": "osmosis_ai.rollout.types",
+    "ExecutionBackend": "osmosis_ai.rollout.backend",
+    "ExecutionRequest": "osmosis_ai.rollout.types",
+    "ExecutionResult": "osmosis_ai.rollout.types",
+    "LocalBackend": "osmosis_ai.rollout.backend.local",
+    "MessageDict": "osmosis_ai.rollout.types",
+    "RolloutErrorCategory": "osmosis_ai.rollout.types",
+    "RolloutStatus": "osmosis_ai.rollout.types",
+    "get_rollout_context": "osmosis_ai.rollout.context",
+}
+
+
 def __getattr__(name: str) -> Any:
-    if name in _REMOTE:
-        value = getattr(importlib.import_module("osmosis_ai.remote"), name)
+    if name in _REMOTE or name in _ORIGINAL:
+        module = "osmosis_ai.remote" if name in _REMOTE else _ORIGINAL[name]
+        value = getattr(importlib.import_module(module), name)
         globals()[name] = value  # later lookups skip this hook
         return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from osmosis_ai.rollout._moved import WIRE, missing
+
+    raise missing(__name__, name, WIRE)

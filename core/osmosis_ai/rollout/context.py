@@ -117,6 +117,20 @@ class RolloutContext:
             sample_id = self._scope.claim_sample_id(DEFAULT_SAMPLE_ID)
             self._scope.register_sample_source(sample_id, _ScopeSource(source))
 
+    def note_sample_source(self, source: SampleSource) -> None:
+        """Hold ``source`` as this rollout's sample source without adding it as a sample.
+
+        For a source whose conversation an osmosis agent already records as its sample (an
+        ``OsmosisMemorySession``): :meth:`get_sample` answers from it, and a second one raises
+        ``ValueError`` as in 0.3.
+        """
+        if self.sample_source is not None:
+            raise ValueError(
+                "this RolloutContext already has a sample source: a rollout produces one "
+                "sample here. Build one session per rollout"
+            )
+        self.sample_source = source
+
     async def get_sample(self) -> RolloutSample | None:
         """The rollout's sample, or ``None`` when no source was registered."""
         if self.sample_source is None:

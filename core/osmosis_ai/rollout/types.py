@@ -121,3 +121,9 @@ class ExecutionResult(BaseModel):
     err_message: str | None = None
     err_category: RolloutErrorCategory | None = None
     extra_fields: dict[str, Any] | None = None
+
+
+def __getattr__(name: str) -> object:
+    from osmosis_ai.rollout._moved import WIRE, missing
+
+    raise missing(__name__, name, WIRE)
