@@ -80,6 +80,7 @@ def create_app(
     log_dir: str | Path | None = None,
     on_startup: Hook | None = None,
     on_shutdown: Hook | None = None,
+    debug_dir: str | Path | None = None,
 ) -> FastAPI:
     """Build the FastAPI app that serves ``agent_loop`` over the remote-rollout protocol.
 
@@ -96,6 +97,7 @@ def create_app(
         log_dir: write one JSONL trace per rollout under ``log_dir/<timestamp>/``.
         on_startup: called (and awaited if async) when the server starts.
         on_shutdown: called after in-flight rollouts finished or were reported.
+        debug_dir: osmosis-ai 0.2's name for ``log_dir`` (give one of the two).
 
     Raises:
         MissingExtraError: FastAPI is not installed (``pip install "osmosis-ai[server]"``).
@@ -106,6 +108,10 @@ def create_app(
         raise MissingExtraError("create_app", "server", "fastapi") from exc
     from osmosis_ai.remote._loader import coerce_agent_loop
 
+    if debug_dir is not None:
+        if log_dir is not None:
+            raise TypeError("create_app: give log_dir or debug_dir (its 0.2 name), not both")
+        log_dir = debug_dir
     loop = coerce_agent_loop(agent_loop)
     server_settings = _with_shortcuts(settings, max_concurrent, record_ttl_seconds)
     key, generated = _api_key(api_key) if auth else (None, False)
