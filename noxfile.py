@@ -13,7 +13,10 @@ nox.options.reuse_existing_virtualenvs = True
 nox.options.default_venv_backend = "venv"
 
 PYTHON = "3.11"
-FAST = "not slow and not vllm and not ray and not gpu and not templates and not browser"
+FAST = (
+    "not slow and not vllm and not ray and not gpu and not templates and not browser"
+    " and not harbor"
+)
 
 
 def _install_dev(session: nox.Session) -> None:
@@ -123,6 +126,22 @@ def browser(session: nox.Session) -> None:
     _install_dev(session)
     session.install("playwright>=1.45")
     session.run("pytest", "-m", "browser", "-p", "no:cacheprovider", *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def harbor(session: nox.Session) -> None:
+    """HarborBackend trials in real Docker containers (marker harbor; ~1 min of tests).
+
+    Needs a running Docker daemon (apt-get install -y docker.io; dockerd &). The trial image's
+    base is made with debootstrap + docker import when missing (no registry; ~2 min once).
+    """
+    session.install("-e", ".[strands,server]", "pytest>=8", "pytest-asyncio>=0.24",
+                    "pytest-timeout>=2.3")
+    session.run(
+        "pytest", "-m", "harbor", "-p", "no:cacheprovider",
+        *(session.posargs or ["tests/core/rollout/backend"]),
+        env={"OSMOSIS_HARBOR_REQUIRED": "1"},  # no daemon fails the session (elsewhere: skip)
+    )
 
 
 @nox.session(python=PYTHON)
