@@ -169,16 +169,14 @@ def _start(
     run: Any, *, json_out: bool, detach: bool, resume: bool, workspace: Path,
     secrets: dict[str, Any], from_step: int = 0,
 ) -> None:
-    import json
-
-    from osmosis_ai.runs import SECRETS_ENV, spawn_worker
+    from osmosis_ai.runs import SECRETS_FLAG, encode_secrets, spawn_worker
 
     env = {"OSMOSIS_DEBUG": "1"} if state.debug else {}
-    if secrets:  # the real values of the redacted snapshot: through the environment only
-        env[SECRETS_ENV] = json.dumps(secrets)
+    # The real values of the redacted snapshot: on the worker's stdin, never its environment.
     proc = spawn_worker(
         run, _WORKER, *(["--resume"] if resume else []), "--workspace", str(workspace),
-        env=env or None,
+        *([SECRETS_FLAG] if secrets else []), env=env or None,
+        stdin=encode_secrets(secrets) if secrets else None,
     )
     if detach:
         if json_out:
@@ -360,7 +358,9 @@ def resume(
 ) -> None:
     """Continue a stopped, crashed, killed or failed run from its last checkpoint.
 
-    It starts at the checkpoint's step and data position, with the run's own config copy.
+    It starts at the checkpoint's step and data position. Every setting, path and secret comes
+    from the config the run was submitted with (inside this workspace), read again; the run
+    folder's copy must match it, or the resume is refused naming the field that differs.
     """
     from osmosis_ai.runs import (
         check_capacity,
@@ -398,8 +398,8 @@ def resume(
     if not record.run_dir.config_file.is_file():
         raise ConfigError(f"run {record.run_id}: its config copy {record.run_dir.config_file} "
                           "is missing; submit the config again")
-    workspace = _resume_workspace(record, workspace_root_here())
-    secrets = resume_secrets(record.run_dir.config_file, record.raw.get("config_path"))
+    workspace = workspace_root_here()
+    secrets = resume_secrets(record.run_dir, record.raw, workspace)
     run = record.run_dir
     with launch_lock(record.path.parent):
         if not queue:
@@ -418,24 +418,6 @@ def resume(
         run, json_out=json_out, detach=detach, resume=True, workspace=workspace,
         secrets=secrets, from_step=checkpoints[-1].step,
     )
-
-
-def _resume_workspace(record: Any, here: Path) -> Path:
-    """The workspace a resumed run's code and data come from: the one the command runs in.
-
-    A run folder is data: the root it records is only compared, never used. A folder from
-    another workspace (copied, or crafted) is refused, naming both.
-    """
-    recorded = record.raw.get("workspace_root")
-    if recorded is not None and (
-        not isinstance(recorded, str) or Path(recorded).resolve() != here.resolve()
-    ):
-        raise ConfigError(
-            f"run {record.run_id} was submitted from the workspace {recorded}, but this command "
-            f"runs in {here}; a resumed run only runs the code of the workspace it came from: "
-            f"cd {recorded} and resume there (or submit its config again here)"
-        )
-    return here
 
 
 def register(app: typer.Typer) -> None:

@@ -36,11 +36,12 @@ from osmosis_ai.runs._read import (
     read_metrics,
     wait_for_status,
 )
+from osmosis_ai.runs._resume import confined_path_errors, resume_secrets
 from osmosis_ai.runs._root import runs_root_for, workspace_root_here, workspace_runs_root
 from osmosis_ai.runs._secrets import (
-    SECRETS_ENV,
+    SECRETS_FLAG,
     apply_secrets,
-    resume_secrets,
+    encode_secrets,
     snapshot_secrets,
     take_secrets,
 )
@@ -79,12 +80,14 @@ __all__ = [
     "RunStatus",
     "TraceRecord",
     "TraceSequence",
-    "SECRETS_ENV",
+    "SECRETS_FLAG",
     "apply_secrets",
     "busy_runs",
     "check_capacity",
+    "confined_path_errors",
     "create_run_dir",
     "describe_run",
+    "encode_secrets",
     "export_revision",
     "find_run",
     "hf_cache_dir",

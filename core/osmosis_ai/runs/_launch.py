@@ -83,19 +83,33 @@ def launch_lock(runs_root: Path) -> Iterator[None]:
 
 
 def spawn_worker(
-    run: RunDir, module: str, *args: str, env: dict[str, str] | None = None
+    run: RunDir,
+    module: str,
+    *args: str,
+    env: dict[str, str] | None = None,
+    stdin: bytes | None = None,
 ) -> subprocess.Popen[bytes]:
     """Start ``python -m <module> <run dir> <args>`` detached from this terminal; it survives
-    this process. Its pid is recorded as the run's worker at once."""
+    this process. Its pid is recorded as the run's worker at once.
+
+    ``stdin`` (the run's secrets, :func:`encode_secrets`) is written to the worker's stdin, a
+    pipe closed right after: unlike the environment, it is not readable by other processes in
+    ``/proc/<pid>/environ`` while the worker lives. Without it, stdin is ``/dev/null``.
+    """
     run.path.mkdir(parents=True, exist_ok=True)
     with open(run.log_file, "ab") as log:
         proc = subprocess.Popen(
             [sys.executable, "-m", module, str(run.path), *args],
-            stdin=subprocess.DEVNULL,
+            stdin=subprocess.DEVNULL if stdin is None else subprocess.PIPE,
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
             env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
         )
+    if proc.stdin is not None:
+        # A pipe holds 64 KiB; larger input blocks until the worker reads it at start. A worker
+        # that died first leaves a broken pipe: its own error is in the run's log and status.
+        with contextlib.suppress(BrokenPipeError), proc.stdin:
+            proc.stdin.write(stdin or b"")
     run.update_status(worker=describe_process(proc.pid), pid=proc.pid)
     return proc

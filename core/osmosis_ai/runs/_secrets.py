@@ -3,8 +3,10 @@
 ``config.toml`` in a run is the submitted config with its secrets redacted
 (:func:`osmosis_ai.config.redact_config`; a config without any stays a byte-for-byte copy).
 ``osmosis train submit`` reads the real values from the user's config file, ``resume`` from that
-file again (when it still matches the snapshot) or from the environment, and both hand them to
-the worker in one environment variable that the worker removes before any rollout runs.
+file again (:func:`osmosis_ai.runs.resume_secrets`: only when the snapshot matches it), and both
+write them to the worker's stdin, a pipe read once at start (:data:`SECRETS_FLAG`). Never the
+environment: ``/proc/<pid>/environ`` shows a process's starting environment to every process of
+the same user, the rollout's tool subprocesses included, for as long as the worker lives.
 """
 
 from __future__ import annotations
@@ -14,10 +16,9 @@ import os
 import shutil
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from osmosis_ai.config import (
-    REDACTED,
     dumps_toml,
     redact_config,
     restore_secrets,
@@ -26,16 +27,18 @@ from osmosis_ai.config import (
 from osmosis_ai.errors import ConfigError
 
 __all__ = [
-    "SECRETS_ENV",
+    "SECRETS_FLAG",
     "apply_secrets",
-    "resume_secrets",
+    "encode_secrets",
     "snapshot_secrets",
     "take_secrets",
     "write_config_snapshot",
 ]
 
-SECRETS_ENV = "_OSMOSIS_RUN_SECRETS"
-"""The worker's environment variable carrying the redacted values (JSON, by dotted path)."""
+SECRETS_FLAG = "--secrets-stdin"
+"""The worker's flag: read the redacted values (one JSON object by dotted path) from stdin."""
+
+_MAX_SECRETS_BYTES = 1 << 20
 
 _HEADER = (
     "The training config as submitted, its secrets redacted (values under [env] and keys\n"
@@ -69,55 +72,28 @@ def snapshot_secrets(config_file: Path) -> dict[str, Any]:
     return secret_values(data) if data is not None else {}
 
 
-def _redacted_paths(data: Any, prefix: str = "") -> list[str]:
-    if isinstance(data, dict):
-        return [p for k, v in data.items() for p in _redacted_paths(v, f"{prefix}{k}.")]
-    return [prefix[:-1]] if isinstance(data, str) and REDACTED in data else []
+def encode_secrets(values: dict[str, Any]) -> bytes:
+    """What the command writes to the worker's stdin (see :func:`take_secrets`)."""
+    return json.dumps(values).encode("utf-8")
 
 
-def resume_secrets(snapshot: Path, original: object) -> dict[str, Any]:
-    """The real values for a resumed run's redacted snapshot.
-
-    From the config file the run was submitted with (``original``, recorded in the run) when
-    it still redacts to the same snapshot (so a changed or foreign file can neither change the
-    run's settings nor send its secrets elsewhere); else ``[env]`` values from the environment.
+def take_secrets(stream: IO[bytes]) -> dict[str, Any]:
+    """In the worker: the values its command wrote to ``stream`` (its stdin), read to the end.
 
     Raises:
-        ConfigError: a redacted value is found in neither, naming each and how to supply it.
+        ConfigError: what arrived is not one JSON object of at most 1 MiB.
     """
-    data = _table(snapshot)
-    needed = _redacted_paths(data) if data is not None else []
-    if data is None or not needed:
-        return {}
-    source = _table(Path(original)) if isinstance(original, str) and original else None
-    if source is not None and redact_config(source) == data:
-        return secret_values(source)
-    found: dict[str, Any] = {}
-    for dotted in needed:
-        section, _, name = dotted.partition(".")
-        if section == "env" and os.environ.get(name):
-            found[dotted] = os.environ[name]
-    missing = [p for p in needed if p not in found]
-    if missing:
-        names = ", ".join(f"[{p.rpartition('.')[0]}].{p.rpartition('.')[2]}" for p in missing)
-        raise ConfigError(
-            f"{snapshot}: the run's config snapshot has secrets redacted ({names}) and the "
-            f"config it was submitted with ({original}) is gone or changed since; export the "
-            "[env] names in the environment (and keep other secrets out of the file: "
-            "[secrets].required), then resume again"
-        )
-    return found
-
-
-def take_secrets() -> dict[str, Any]:
-    """In the worker: the values its command handed over, removed from the environment so that
-    no rollout or child process inherits them."""
-    raw = os.environ.pop(SECRETS_ENV, "")
+    raw = stream.read(_MAX_SECRETS_BYTES + 1)
     try:
-        values = json.loads(raw) if raw else {}
-    except json.JSONDecodeError:
-        return {}
-    return values if isinstance(values, dict) else {}
+        values = json.loads(raw.decode("utf-8")) if raw else {}
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+        values = None
+    if len(raw) > _MAX_SECRETS_BYTES or not isinstance(values, dict):
+        raise ConfigError(
+            f"the worker's stdin ({SECRETS_FLAG}) did not hold the run's secrets as one JSON "
+            "object; start runs with 'osmosis train submit' or 'osmosis train resume'"
+        )
+    return values
 
 
 def apply_secrets(snapshot: Path, config: Any, values: dict[str, Any]) -> Any:

@@ -135,24 +135,27 @@ def test_literal_secrets_are_named_for_the_warning() -> None:
     assert literal_secrets(redact_config(data)) == []
 
 
-def test_resume_takes_the_secrets_from_the_original_or_the_environment(
+def test_resume_takes_the_secrets_from_the_users_config_only(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     source = _config(tmp_path)
-    run = create_run_dir(tmp_path / "runs", "t", config_file=source)
-    assert resume_secrets(run.config_file, str(source)) == snapshot_secrets(source)
-    # The original now points the run elsewhere: its secrets are not used for this snapshot.
+    ws = source.parents[2]
+    (ws / "data").mkdir()
+    (ws / "data" / "d.jsonl").write_text("{}\n")
+    monkeypatch.setenv("HF_TOKEN", "hf-set")
+    run = create_run_dir(ws / "runs", "t", config_file=source, workspace_root=str(ws))
+    status = find_run(ws / "runs", run.run_id).raw
+    assert resume_secrets(run, status, ws) == snapshot_secrets(source)
+    # The original now points the run elsewhere: refused, naming the field, no value shown.
     source.write_text(CONFIG.replace("127.0.0.1:9000", "attacker.example:9000"))
-    with pytest.raises(ConfigError, match=r"\[remote\]\.api_key.*gone or changed"):
-        resume_secrets(run.config_file, str(source))
-    without_remote = CONFIG.split("[remote]")[0]
-    run = create_run_dir(tmp_path / "runs", "u", config_file=_config(tmp_path / "b",
-                                                                    without_remote))
+    with pytest.raises(ConfigError, match=r"\[remote\]\.server_url") as exc:
+        resume_secrets(run, status, ws)
+    assert _leaks(str(exc.value)) == []
+    # Gone: the environment is not asked for what the snapshot names.
+    source.unlink()
     monkeypatch.setenv("OPENAI_API_KEY", "from-env")
-    monkeypatch.setenv("LOG_LEVEL", "info")
-    assert resume_secrets(run.config_file, None) == {
-        "env.OPENAI_API_KEY": "from-env", "env.LOG_LEVEL": "info"
-    }
+    with pytest.raises(ConfigError, match="which is gone"):
+        resume_secrets(run, status, ws)
 
 
 def test_trackers_get_the_config_redacted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
