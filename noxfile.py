@@ -144,6 +144,15 @@ def harbor(session: nox.Session) -> None:
     )
 
 
+@nox.session
+def gpu(session: nox.Session) -> None:
+    """The GPU check on a machine with one CUDA GPU (and PyPI): the `gpu`-marked tests, then our
+    GRPO step against TRL's on Qwen3-shaped models, into BENCHMARKS.md `gpu`. Offline GPU
+    machines: `bash tests/benchmarks/gpu_device.sh prepare` here, `... run` there."""
+    _install_dev(session)
+    session.run("python", "-m", "tests.benchmarks", "gpu", *session.posargs)
+
+
 @nox.session(python=PYTHON)
 def bench(session: nox.Session) -> None:
     """Benchmarks; each writes its section of BENCHMARKS.md."""
