@@ -6,8 +6,50 @@ framework. Users import the rollout API from :mod:`osmosis_ai.rollout`.
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from osmosis_ai.errors import OsmosisError
+
+if TYPE_CHECKING:
+    from osmosis_ai.rewards import osmosis_reward, osmosis_rubric
+    from osmosis_ai.rubric import (
+        MissingAPIKeyError,
+        ModelNotFoundError,
+        ProviderRequestError,
+        RubricResult,
+        evaluate_rubric,
+    )
 
 __version__ = "0.4.0.dev0"
 
-__all__ = ["OsmosisError", "__version__"]
+__all__ = [
+    "MissingAPIKeyError",
+    "ModelNotFoundError",
+    "OsmosisError",
+    "ProviderRequestError",
+    "RubricResult",
+    "__version__",
+    "evaluate_rubric",
+    "osmosis_reward",
+    "osmosis_rubric",
+]
+
+# osmosis-ai 0.2/0.3 top-level names, loaded on first use (``import osmosis_ai`` stays light).
+_LAZY = {
+    "MissingAPIKeyError": "osmosis_ai.rubric",
+    "ModelNotFoundError": "osmosis_ai.rubric",
+    "ProviderRequestError": "osmosis_ai.rubric",
+    "RubricResult": "osmosis_ai.rubric",
+    "evaluate_rubric": "osmosis_ai.rubric",
+    "osmosis_reward": "osmosis_ai.rewards",
+    "osmosis_rubric": "osmosis_ai.rewards",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'osmosis_ai' has no attribute {name!r}")
