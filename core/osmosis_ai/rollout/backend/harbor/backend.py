@@ -23,6 +23,8 @@ registry; the ``orchestrator`` and ``environment_config`` it builds are read for
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import inspect
 import logging
 import os
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -310,6 +312,10 @@ class HarborBackend(LocalBackend):
 
     def runner_backend(self, entrypoint: Entrypoint, endpoint: PolicyEndpoint) -> Backend:
         """A container per trial (dataset mode: per row's task)."""
+        if entrypoint.path is None:
+            # Served by the user's own server (not found by osmosis's discovery): the worker in
+            # the container loads the file that defines the workflow.
+            entrypoint = dataclasses.replace(entrypoint, path=_defining_file(entrypoint))
         if self.task_mode is TaskMode.DATASET:
             return _DatasetTrials(self, entrypoint, endpoint)
         return ContainerTrials(
@@ -387,6 +393,19 @@ class _DatasetTrials:
     async def aclose(self) -> None:
         for trials in self._trials.values():
             await trials.aclose()
+
+
+def _defining_file(entrypoint: Entrypoint) -> Path:
+    try:
+        source = inspect.getsourcefile(entrypoint.workflow_cls)
+    except TypeError:
+        source = None
+    if source is None:
+        raise ValueError(
+            f"HarborBackend cannot find the file that defines {entrypoint.workflow_cls.__name__} "
+            "(the trial's worker loads the workflow from it): define the workflow in a .py file"
+        )
+    return Path(source).resolve()
 
 
 def _core_dir() -> str:
