@@ -13,7 +13,14 @@ from osmosis_ai.console import state
 if TYPE_CHECKING:
     from rich.progress import Progress, TaskID
 
-    from osmosis_ai.eval import EvalEvents, EvalRecord, EvalResult, EvalSummary, PairedResult
+    from osmosis_ai.eval import (
+        EvalEvents,
+        EvalPlan,
+        EvalRecord,
+        EvalResult,
+        EvalSummary,
+        PairedResult,
+    )
 
 __all__ = [
     "Head",
@@ -287,8 +294,14 @@ def progress_events(progress: Progress, label: str, holder: dict[str, Any]) -> E
     from osmosis_ai.eval import EvalEvents
 
     view = ProgressView(progress, label)
+
+    def on_plan(plan: EvalPlan) -> None:
+        holder["plan"] = plan
+        for note in plan.notes:
+            state.warn(note)
+
     return EvalEvents(
-        on_plan=lambda plan: holder.__setitem__("plan", plan),
+        on_plan=on_plan,
         on_start=view.on_start,
         on_record=view.on_record,
         on_phase=view.on_phase,

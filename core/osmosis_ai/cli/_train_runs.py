@@ -50,6 +50,10 @@ def list_runs(
     ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
     runs_dir: _RunsDir = None,
+    limit: Annotated[
+        int, typer.Option("--limit", min=1, help="Show the newest N runs (default 50).")
+    ] = 50,
+    show_all: Annotated[bool, typer.Option("--all", help="Show every run (no --limit).")] = False,
 ) -> None:
     """List runs: name, status, phase, rollout, model, dataset, step/total, last reward, age."""
     from osmosis_ai.runs import STATUSES
@@ -58,7 +62,11 @@ def list_runs(
     if status is not None and status not in STATUSES:
         raise ConfigError(f"--status {status!r}: not a run status; use one of {', '.join(STATUSES)}")
     root = _root(runs_dir)
-    runs = read_runs(root, status=[status] if status else None)
+    runs = read_runs(root, status=[status] if status else None)  # oldest first
+    hidden = 0 if show_all else max(0, len(runs) - limit)
+    runs = runs[hidden:]
+    if hidden and not json_out:
+        state.warn(f"showing the newest {len(runs)} of {len(runs) + hidden} runs; --all shows all")
     if json_out:
         state.emit_json([r.summary() for r in runs])
         return
@@ -273,6 +281,10 @@ def stop(
         bool, typer.Option("--wait", help="Wait until the run has stopped.")
     ] = False,
     runs_dir: _RunsDir = None,
+    yes: Annotated[
+        bool, typer.Option("--yes", "-y", help="Do not ask for confirmation on a terminal.")
+    ] = False,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
     """Stop a run: it finishes its current step, saves a checkpoint and ends as stopped."""
     from osmosis_ai.runs import find_run, wait_for_status
@@ -283,15 +295,29 @@ def stop(
                           "of it can be told to stop. Fix status.json or delete the folder")
     if not record.live:
         raise ConfigError(f"run {record.run_id} is already {record.status}; nothing to stop")
+    if not (yes or json_out) and _interactive():
+        typer.confirm(f"stop run {record.run_id} (step {record.step})?", abort=True)
     record.run_dir.request_stop()
+    final = wait_for_status(record.path, lambda r: not r.live) if wait else None
+    if json_out:
+        state.emit_json({
+            "run": record.run_id, "stop_requested": True,
+            "status": final.status if final else record.status,
+            "step": final.step if final else record.step,
+        })
+        return
     state.console.print(
         f"stop requested for {record.run_id}: it finishes its current step, saves a "
         "checkpoint and ends as stopped", highlight=False,
     )
-    if wait:
-        final = wait_for_status(record.path, lambda r: not r.live)
+    if final is not None:
         state.console.print(f"{final.run_id}: {final.status} at step {final.step}",
                             highlight=False)
+
+
+def _interactive() -> bool:
+    """A person at a terminal, who can answer a question (never in pipes, CI or tests)."""
+    return sys.stdin.isatty() and state.console.is_terminal
 
 
 def register(train_app: typer.Typer) -> None:

@@ -153,4 +153,7 @@ def _print_report(report: Any, json_out: bool) -> None:
 
 def register(app: typer.Typer) -> None:
     """Add the ``dataset`` command group to the root app."""
+    from osmosis_ai.cli.platform import add_dataset_upload
+
+    add_dataset_upload(dataset_app)
     app.add_typer(dataset_app, name="dataset")

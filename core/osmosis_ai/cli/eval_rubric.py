@@ -18,7 +18,7 @@ from osmosis_ai.cli._eval_view import Head, print_summary
 from osmosis_ai.console import state
 
 if TYPE_CHECKING:
-    from osmosis_ai.grading import JudgeUsage, RubricJudge
+    from osmosis_ai.grading import JudgeModel, JudgeUsage, RubricJudge
     from osmosis_ai.grading._answers import AnswersResult
 
 __all__ = ["add_rubric_command"]
@@ -57,7 +57,9 @@ def rubric_command(
             help="Judge model: 'embedded', a model folder, an http(s) URL or a LiteLLM id.",
         ),
     ],
-    n: Annotated[int, typer.Option("-n", "--n", min=1, help="Judgements per answer.")] = 1,
+    n: Annotated[
+        int, typer.Option("-n", "--n", "--number", min=1, help="Judgements per answer.")
+    ] = 1,
     score_min: Annotated[float, typer.Option("--score-min", help="Lowest score.")] = 0.0,
     score_max: Annotated[float, typer.Option("--score-max", help="Highest score.")] = 1.0,
     column: Annotated[
@@ -83,16 +85,37 @@ def rubric_command(
     ] = None,
     output: Annotated[
         Path | None,
-        typer.Option("--output", "-o", help="Run folder (default .osmosis/evals/rubric-<time>/)."),
+        typer.Option(
+            "--output",
+            "-o",
+            help="Run folder (default .osmosis/evals/rubric-<time>/); a path ending in .json "
+            "also gets the results as one JSON file (as osmosis-ai 0.3 wrote them).",
+        ),
     ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
+    api_key: Annotated[
+        str | None,
+        typer.Option(
+            "--api-key",
+            help="Key for the judge model (default: the provider's environment variable, "
+            "which is safer: a flag shows in the process list and shell history).",
+        ),
+    ] = None,
+    timeout: Annotated[
+        float | None,
+        typer.Option("--timeout", min=0.001, help="Seconds one judge call may take (default 120)."),
+    ] = None,
 ) -> None:
     """Score a dataset's existing answers against a rubric with an LLM judge."""
+    from osmosis_ai.grading import JudgeModel
     from osmosis_ai.grading._answers import judge_answers
 
-    judge = _judge(rubric, model, mode, score_min, score_max, n, concurrency, cache_file)
+    judge_model = JudgeModel(model, api_key=api_key, timeout_s=timeout or 120.0)
+    judge = _judge(rubric, judge_model, mode, score_min, score_max, n, concurrency, cache_file)
     stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
-    run_dir = output or Path(".osmosis") / "evals" / f"rubric-{stamp}"
+    json_file = output if output is not None and output.suffix.lower() == ".json" else None
+    default_dir = Path(".osmosis") / "evals" / f"rubric-{stamp}"
+    run_dir = default_dir if output is None or json_file is not None else output
 
     async def go() -> AnswersResult:
         try:
@@ -110,22 +133,42 @@ def rubric_command(
 
     result = asyncio.run(go())
     hit_rate = judge.cache.hit_rate if judge.cache is not None else None
+    payload = {
+        "run_dir": str(run_dir),
+        "column": result.column,
+        "model": model,
+        "summary": result.summary.model_dump(mode="json"),
+        "judge": {**result.usage.model_dump(), "cache_hit_rate": hit_rate},
+    }
+    if json_file is not None:
+        _write_results(json_file, payload, run_dir)
     if json_out:
-        state.emit_json(
-            {
-                "run_dir": str(run_dir),
-                "column": result.column,
-                "model": model,
-                "summary": result.summary.model_dump(mode="json"),
-                "judge": {**result.usage.model_dump(), "cache_hit_rate": hit_rate},
-            }
-        )
+        state.emit_json(payload)
         return
     _print(result, data, model, n, hit_rate)
+    if json_file is not None:
+        state.console.print(f"results written to {json_file}", highlight=False, markup=False)
+
+
+def _write_results(path: Path, payload: dict[str, Any], run_dir: Path) -> None:
+    """``-o FILE.json``: the summary and every judged row (the run folder's results.jsonl)."""
+    import json
+
+    from osmosis_ai.errors import ConfigError
+
+    rows: list[Any] = []
+    results = run_dir / "results.jsonl"
+    if results.is_file():
+        rows = [json.loads(line) for line in results.read_text("utf-8").splitlines() if line]
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({**payload, "results": rows}, indent=2), encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"--output {path}: cannot write it ({exc.strerror or exc})") from None
 
 
 def _judge(
-    rubric: str, model: str, mode: str, score_min: float, score_max: float, n: int,
+    rubric: str, model: JudgeModel, mode: str, score_min: float, score_max: float, n: int,
     concurrency: int, cache_file: Path | None,
 ) -> RubricJudge:
     """The judge the options describe; a bad option is a ConfigError naming it."""
@@ -136,7 +179,8 @@ def _judge(
         raise ConfigError(f"--mode must be 'json' or 'levels', got {mode!r}")
     if not score_max > score_min:
         raise ConfigError(f"--score-max ({score_max:g}) must be above --score-min ({score_min:g})")
-    rubric_path = Path(rubric)
+    # "@file.txt" is how osmosis-ai 0.3 named a rubric file; a bare path works too.
+    rubric_path = Path(rubric.removeprefix("@"))
     rubric_text: str | Path = rubric_path if rubric_path.is_file() else rubric
     cache: JudgeCache | bool = JudgeCache(cache_file) if cache_file is not None else True
     try:

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from osmosis_ai.console import state
 
-__all__ = ["register"]
+if TYPE_CHECKING:
+    from osmosis_ai.templates import CreatedScaffold
+
+__all__ = ["print_created", "register"]
 
 DEFAULT_TEMPLATE = "single-call"
 
@@ -76,7 +79,12 @@ def create_command(
     """Write rollouts/NAME/, configs/eval/NAME.toml, configs/training/NAME.toml and data/NAME.jsonl."""
     from osmosis_ai.templates import create_from_template
 
-    result = create_from_template(template, name, workspace, force=force)
+    print_created(create_from_template(template, name, workspace, force=force), json_out)
+
+
+def print_created(result: CreatedScaffold, json_out: bool) -> None:
+    """What a scaffold wrote and what to do next (``template create``, ``rollout init``,
+    ``template apply``)."""
     if json_out:
         state.emit_json(
             {

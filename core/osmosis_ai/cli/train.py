@@ -99,8 +99,24 @@ def submit(
     json_out: Annotated[
         bool, typer.Option("--json", help="Print the result as JSON (no live display).")
     ] = False,
+    secrets_file: Annotated[
+        str | None,
+        typer.Option(
+            "--secrets-file",
+            help="KEY=VALUE lines (a dotenv file; '-' reads stdin) put into the run's "
+            "environment, e.g. the [secrets] it requires. Never written to the run folder.",
+        ),
+    ] = None,
+    yes: Annotated[
+        bool,
+        typer.Option(
+            "--yes", "-y",
+            help="Do not ask before running the committed code without uncommitted changes.",
+        ),
+    ] = False,
 ) -> None:
     """Train the config's rollout with GRPO + LoRA as a run you can list, stop and resume."""
+    from osmosis_ai.cli._secrets_file import apply_secrets_file
     from osmosis_ai.config import load_training_config
     from osmosis_ai.runs import (
         check_capacity,
@@ -114,8 +130,15 @@ def submit(
         snapshot_secrets,
     )
 
+    apply_secrets_file(secrets_file)
     config = load_training_config(config_path)
     _require_trainer()
+    ignored = config.ignored_advanced()
+    if ignored:
+        state.warn(
+            f"{config_path}: [advanced] {', '.join(ignored)}: settings of the hosted trainer "
+            "of osmosis-ai 0.3, not used by this trainer (ignored)"
+        )
     pin = pin_revision(config)
     _precheck(config, pin.pinned)
     _warn_literal_secrets(config_path)

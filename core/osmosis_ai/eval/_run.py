@@ -100,6 +100,9 @@ class EvalPlan:
     baseline: str | None = None
     max_body_bytes: int | None = None
     """The config's ``[gateway] max_body_bytes`` (the limit of the gateway the run starts)."""
+    notes: list[str] = field(default_factory=list)
+    """Warnings about the plan the CLI prints before the run (e.g. ``[secrets]`` not set for
+    a local model)."""
 
     def __post_init__(self) -> None:
         if not self.engine_model:
@@ -146,13 +149,6 @@ def plan_eval(config_path: str | Path, options: EvalOptions) -> EvalPlan:
     path = Path(config_path)
     cfg = load_eval_config(path)
     ev = cfg.evaluation
-    missing = cfg.missing_secrets()
-    if missing:
-        raise ConfigError(
-            f"{path}: [secrets] requires {', '.join(missing)}, which "
-            f"{'is' if len(missing) == 1 else 'are'} not set in the environment; export "
-            "them before running the eval"
-        )
     workspace = Path(cfg.workspace_root)
     run_dir, resume = _run_dir(workspace, path.stem, options)
     previous = _previous_info(run_dir) if resume else None
@@ -164,6 +160,7 @@ def plan_eval(config_path: str | Path, options: EvalOptions) -> EvalPlan:
     from osmosis_ai.runs import runs_root_for
 
     model, engine_model, adapter, checkpoint = resolve_model(spec, runs_root_for(cfg))
+    notes = _check_secrets(cfg, path, engine_model)
     rows = parse_rows(options.rows) if options.rows is not None else None
     if rows is None and previous is not None and options.rows is None:
         rows = previous.rows
@@ -211,7 +208,37 @@ def plan_eval(config_path: str | Path, options: EvalOptions) -> EvalPlan:
         run_dir=run_dir,
         resume=resume,
         max_body_bytes=cfg.gateway.max_body_bytes,
+        notes=notes,
     )
+
+
+def _check_secrets(cfg: Any, path: Path, engine_model: str) -> list[str]:
+    """``[secrets] required`` names keys the hosted model needs: missing with a hosted model,
+    the eval cannot run; with a local model (embedded, a folder, a local server) it can, and
+    the missing names are only a warning (returned as plan notes)."""
+    missing = cfg.missing_secrets()
+    if not missing:
+        return []
+    names = ", ".join(missing)
+    verb = "is" if len(missing) == 1 else "are"
+    spec = engine_model.strip()
+    local = spec.startswith(("http://", "https://")) or _is_local_model(spec)
+    if not local:
+        raise ConfigError(
+            f"{path}: [secrets] requires {names}, which {verb} not set in the environment; "
+            "export them (or pass --secrets-file FILE) before running the eval, or evaluate a "
+            "local model (--model embedded)"
+        )
+    return [
+        f"{path}: [secrets] requires {names}, which {verb} not set; the model {spec} is local, "
+        "so the eval runs without them (a rollout that reads them may fail)"
+    ]
+
+
+def _is_local_model(spec: str) -> bool:
+    from osmosis_ai.serving.preflight import _is_local
+
+    return _is_local(spec)
 
 
 _RUN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
