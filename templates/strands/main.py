@@ -172,7 +172,7 @@ class CalculatorGrader(NumericAnswerGrader):
     async def grade(self, ctx: GraderContext[Any]) -> None:
         if ctx.label is None:
             raise ValueError("this grader needs a ground_truth column in the dataset")
-        steps = _question_steps(ctx.prompt, _follow_ups(ctx.metadata))
+        steps = _row_steps(ctx.metadata) or _question_steps(ctx.prompt, _follow_ups(ctx.metadata))
         for sample_id, sample in ctx.samples.items():
             reward = self.score(final_text(sample.messages), ctx.label)
             if reward < 0.5 and steps:
@@ -213,10 +213,22 @@ def chain_credit(steps: list[float], messages: list[dict[str, Any]]) -> float:
     return credit if calls >= len(steps) else credit / 2
 
 
+def _row_steps(metadata: dict[str, Any]) -> list[float]:
+    """The row's ``steps`` column: the value after each operation, as ``make_data.py`` writes
+    it (so a follow-up may be worded any way). Empty when the row has none."""
+    value = metadata.get("steps") or []
+    if not isinstance(value, list) or not all(
+        isinstance(v, int | float) and not isinstance(v, bool) for v in value
+    ):
+        raise ValueError("the dataset's steps column must be a list of numbers")
+    return [float(v) for v in value]
+
+
 def _question_steps(prompt: list[dict[str, Any]], follow_ups: list[str]) -> list[float]:
-    """The value after each operation, left to right: of "What is 347 * 29 - 1500?", then of
-    each follow-up ("What is the result - 1500?", the previous result's next operation). Empty when a question
-    is not of these forms (the grader then scores the final answer alone)."""
+    """For rows without a ``steps`` column (your own): the value after each operation, left to
+    right, of "What is 347 * 29 - 1500?", then of each follow-up worded "What is the result -
+    1500?". Empty when a question is not of these forms (the grader then scores the final
+    answer alone)."""
     text = next((str(m.get("content")) for m in reversed(prompt) if m.get("role") == "user"), "")
     match = _QUESTION.search(text)
     if match is None:

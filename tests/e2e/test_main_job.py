@@ -3,7 +3,8 @@
 ``osmosis template create calc --template strands`` then ``osmosis train submit
 configs/training/calc.toml``: a warm start on the template's demonstrations, RL, and the
 held-out eval of base / warm start / trained. Here cut down to keep the test to a few minutes
-(one warm-start epoch on 16 demonstrations, 2 RL steps, 4 held-out rows); the shipped config's
+(one warm-start epoch on 16 demonstrations, 2 RL steps, 4 rows of the first held-out file and
+1 of each other); the shipped config's
 full run is measured by the ``learning`` benchmark.
 """
 
@@ -36,7 +37,10 @@ def test_scaffold_and_train_calc_on_smollm2(
     text = re.sub(r"max_steps = \d+", "max_steps = 2", text)
     text = re.sub(r"epochs = \d+", "epochs = 1", text).replace("\nn = 2\n", "\nn = 1\n")
     config.write_text(text)
-    for name, keep in (("calc_demos.jsonl", 16), ("calc_heldout.jsonl", 4)):
+    held_out = ("calc_heldout_phrasings.jsonl", "calc_heldout_orders.jsonl",
+                "calc_heldout_longer.jsonl")
+    for name, keep in (("calc_demos.jsonl", 16), ("calc_heldout.jsonl", 4),
+                       *((h, 1) for h in held_out)):
         data = tmp_path / "data" / name
         data.write_text("".join(data.read_text().splitlines(keepends=True)[:keep]))
     capsys.readouterr()
@@ -59,6 +63,13 @@ def test_scaffold_and_train_calc_on_smollm2(
     assert [m["role"] for m in report["models"]] == ["base", "warm", "trained"]
     assert report["rows"] == 4 and report["pass_vs_warm"]["rows"] == 4
     assert all(m["tool_call_rate"] is not None for m in report["models"])
+    # Each held-out file on its own: the first at the top level, the others in order.
+    assert report["name"] == "like-training"
+    assert [(s["name"], s["dataset"], s["rows"]) for s in report["sets"]] == [
+        (name, f"calc_heldout_{name}.jsonl", 1) for name in ("phrasings", "orders", "longer")
+    ]
+    assert all([m["role"] for m in s["models"]] == ["base", "warm", "trained"]
+               for s in report["sets"])
     # One step's rollouts: rollout_batch_size x n_samples_per_prompt, as the template sets them.
     training = tomllib.loads(text)["training"]
     per_step = training["rollout_batch_size"] * training["n_samples_per_prompt"]

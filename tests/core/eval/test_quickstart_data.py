@@ -2,8 +2,9 @@
 
 Demonstrations are one-operation conversations shaped as Strands sends them (system prompt,
 question, one tool call, the tool's result, the final number); the RL and held-out rows are
-calculations of two or three operations over as many turns ("What is 113 * 24?", then "What is
-the result - 523?"), which the demonstrations never show.
+calculations of two to five operations over as many turns ("What is 113 * 24?", then "Subtract
+523 from that."), which the demonstrations never show. Each held-out file holds out one thing
+the training rows never show: a wording, an order of operations, a longer chain.
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ _GIVEN = re.compile(
     r"^(?:The result is (?P<a1>\d{2,4})\. )?What is the result (?P<op>[-+*/]) (?P<b>\d{2,4})\?"
     r"(?: The result is (?P<a2>\d{2,4})\.)?$"
 )
-_FOLLOW_UP = re.compile(r"^What is the result ([-+*/]) (\d+)\?$")
+HELD_OUT = ("heldout", "heldout_phrasings", "heldout_orders", "heldout_longer")
+_OPS = {"+": "add", "-": "subtract", "*": "multiply", "/": "divide"}
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +60,8 @@ def test_the_shipped_files_are_what_the_script_makes(
     #   cp /tmp/d/x_demos.jsonl templates/strands/demos.jsonl && ... (data, heldout)
     assert _jsonl(ws / "data/calc_demos.jsonl") == made["demos"]
     assert _jsonl(ws / "data/calc.jsonl") == made["train"]
-    assert _jsonl(ws / "data/calc_heldout.jsonl") == made["heldout"]
+    for name in HELD_OUT:
+        assert _jsonl(ws / f"data/calc_{name}.jsonl") == made[name.removeprefix("heldout_")]
 
 
 def test_the_script_writes_the_workspace_files(ws: Path, tmp_path: Path) -> None:
@@ -70,7 +73,7 @@ def test_the_script_writes_the_workspace_files(ws: Path, tmp_path: Path) -> None
         [sys.executable, str(ws / "rollouts/calc/make_data.py"), "--out", str(out)],
         check=True, capture_output=True,
     )
-    for name in ("calc_demos.jsonl", "calc.jsonl", "calc_heldout.jsonl"):
+    for name in ("calc_demos.jsonl", "calc.jsonl", *(f"calc_{h}.jsonl" for h in HELD_OUT)):
         assert (out / name).read_bytes() == (ws / "data" / name).read_bytes()
 
 
@@ -103,25 +106,81 @@ def test_demonstrations_are_right_one_call_conversations_as_strands_sends_them(
         assert names == ["add", "subtract", "multiply", "divide"]
 
 
-def test_rl_and_heldout_rows_are_multi_step_and_disjoint(ws: Path) -> None:
+def _module(ws: Path) -> Any:
+    spec = importlib.util.spec_from_file_location("make_data_q", ws / "rollouts/calc/make_data.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _parse(follow_up: str, phrases: dict[str, list[str]]) -> tuple[str, int] | None:
+    """(operation, number) of a follow-up worded as one of ``phrases``, else None."""
+    for op, wordings in phrases.items():
+        for wording in wordings:
+            m = re.fullmatch(re.escape(wording).replace(r"\{\}", r"(\d+)"), follow_up)
+            if m is not None:
+                return op, int(m.group(1))
+    return None
+
+
+def _ops(row: dict[str, Any], phrases: dict[str, list[str]]) -> list[tuple[str, int]]:
+    m = _ONE_OP.match(row["user_prompt"])
+    assert m is not None, row
+    ops = [(_OPS[m.group(2)], int(m.group(3)))]
+    for follow_up in row["follow_ups"]:
+        parsed = _parse(follow_up, phrases)
+        assert parsed is not None, follow_up
+        ops.append(parsed)
+    return ops
+
+
+def test_rows_are_right_and_their_steps_are_each_operations_value(ws: Path) -> None:
+    md = _module(ws)
+    apply = {"add": float.__add__, "subtract": float.__sub__, "multiply": float.__mul__,
+             "divide": float.__truediv__}
     demos = {json.dumps(d["messages"][1]["content"]) for d in _jsonl(ws / "data/calc_demos.jsonl")}
+    for name in ("calc", *(f"calc_{h}" for h in HELD_OUT)):
+        phrases = md.NEW_FOLLOW_UPS if name.endswith("phrasings") else md.FOLLOW_UPS
+        for row in _jsonl(ws / f"data/{name}.jsonl"):
+            m = _ONE_OP.match(row["user_prompt"])
+            assert m is not None and row["user_prompt"] not in demos, row
+            value, steps = float(m.group(1)), []
+            for op, b in _ops(row, phrases):
+                value = apply[op](value, float(b))
+                assert value.is_integer(), row  # every intermediate result is whole
+                steps.append(value)
+            assert row["steps"] == steps and float(row["ground_truth"]) == value, row
+
+
+def test_each_heldout_file_holds_out_what_training_never_shows(ws: Path) -> None:
+    md = _module(ws)
+    rows = {name: _jsonl(ws / f"data/calc_{name}.jsonl") for name in HELD_OUT}
     train = _jsonl(ws / "data/calc.jsonl")
-    heldout = _jsonl(ws / "data/calc_heldout.jsonl")
-    assert len(heldout) >= 24
-    apply = {"+": float.__add__, "-": float.__sub__, "*": float.__mul__, "/": float.__truediv__}
-    for row in train + heldout:
-        m = _ONE_OP.match(row["user_prompt"])
-        assert m is not None, row
-        assert 1 <= len(row["follow_ups"]) <= 2, row  # two or three operations
-        value = apply[m.group(2)](float(m.group(1)), float(m.group(3)))
-        for follow_up in row["follow_ups"]:
-            f = _FOLLOW_UP.match(follow_up)
-            assert f is not None, follow_up
-            value = apply[f.group(1)](value, float(f.group(2)))
-            assert value.is_integer(), row  # every intermediate result is whole
-        assert float(row["ground_truth"]) == value
-        assert row["user_prompt"] not in demos
-    assert not {_key(r) for r in train} & {_key(r) for r in heldout}
+    assert len(train) == 64 and len(rows["heldout"]) >= 24 and len(rows["heldout_phrasings"]) >= 24
+    keys = [{_key(r) for r in part} for part in (train, *rows.values())]
+    assert sum(map(len, keys)) == len(set().union(*keys))  # no question in two files
+
+    def pairs(row: dict[str, Any], phrases: dict[str, list[str]]) -> set[tuple[str, str]]:
+        ops = [op for op, _ in _ops(row, phrases)]
+        return set(zip(ops, ops[1:], strict=False))
+
+    # Training varies what should not matter: every wording, one to three follow-ups.
+    used = {f for r in train for f in r["follow_ups"]}
+    for op, wordings in md.FOLLOW_UPS.items():
+        for wording in wordings:
+            pattern = re.escape(wording).replace(r"\{\}", r"\d+")
+            assert any(re.fullmatch(pattern, f) for f in used), (op, wording)
+    assert {len(r["follow_ups"]) for r in train} == {1, 2, 3}
+    seen_pairs = set().union(*(pairs(r, md.FOLLOW_UPS) for r in train))
+    assert not seen_pairs & md.NEW_ORDERS
+    # New wordings: none of them in training, each row worded only the new ways.
+    assert all(_parse(f, md.FOLLOW_UPS) is None for r in rows["heldout_phrasings"]
+               for f in r["follow_ups"])
+    # New orders: each row has a pair of operations no training row has.
+    assert all(pairs(r, md.FOLLOW_UPS) - seen_pairs for r in rows["heldout_orders"])
+    # Longer: one follow-up more than any training row.
+    assert {len(r["follow_ups"]) for r in rows["heldout_longer"]} == {4}
 
 
 def _key(row: dict[str, Any]) -> tuple[str, ...]:
