@@ -703,6 +703,9 @@ def render() -> None:
             "gradient).\n\n" + findings_table(probes) + "\n" + _reading(probes, runs)
             + "".join(f"- {p['name']}: {p['note']}\n" for p in probes if p.get("note"))
         )
+    from tests.benchmarks.bench_learning_search import search_table
+
+    body += search_table()  # the search template's runs (bench_learning_search)
     print(body, flush=True)
     write_section(
         "learning",

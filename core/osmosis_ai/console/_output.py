@@ -28,8 +28,12 @@ class CliConsole(Console):
     still wins when set.
     """
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self._fixed_width = kwargs.get("width") is not None
+        super().__init__(*args, **kwargs)
+
     def _is_pipe(self) -> bool:
-        return not self.is_terminal and self._width is None and not os.environ.get("COLUMNS")
+        return not self.is_terminal and not self._fixed_width and not os.environ.get("COLUMNS")
 
     @property
     def size(self) -> ConsoleDimensions:
@@ -40,6 +44,7 @@ class CliConsole(Console):
     def size(self, new_size: tuple[int, int]) -> None:
         Console.size.fset(self, new_size)  # type: ignore[attr-defined]
 
+    # rich has no public hook on the rendered text; this override only trims line ends.
     def _render_buffer(self, buffer: Iterable[Segment]) -> str:
         text = super()._render_buffer(buffer)
         if not self._is_pipe():

@@ -212,12 +212,21 @@ def policy_update(
     return _finish_stats(acc, batches, grad_norm, len(seqs), settings)
 
 
+_DROPOUTS = (
+    torch.nn.Dropout,
+    torch.nn.Dropout1d,
+    torch.nn.Dropout2d,
+    torch.nn.Dropout3d,
+    torch.nn.AlphaDropout,
+    torch.nn.FeatureAlphaDropout,
+)
+"""torch's public dropout layers (their private common base is ``_DropoutNd``)."""
+
+
 def _has_dropout(model: torch.nn.Module) -> bool:
     """Whether train/eval mode changes what ``model`` computes (an active dropout layer); a
     model without one stays in eval mode (some attention kernels differ between the modes)."""
-    return any(
-        isinstance(m, torch.nn.modules.dropout._DropoutNd) and m.p > 0 for m in model.modules()
-    )
+    return any(isinstance(m, _DROPOUTS) and m.p > 0 for m in model.modules())
 
 
 def _clip_and_check(params: list[torch.nn.Parameter], max_norm: float | None, where: str) -> float:
