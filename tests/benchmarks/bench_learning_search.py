@@ -1,0 +1,350 @@
+"""Learning on the ``search`` template: does RL teach the embedded SmolLM2-135M to read the right
+document, an OpenAI Agents SDK agent over a SQLite/FTS5 knowledge base?
+
+``python -m tests.benchmarks learning_search`` runs the template as a user does
+(``osmosis template create kb --template search`` then ``osmosis train submit
+configs/training/kb.toml``, subprocesses, in a scratch workspace) once per seed with the shipped
+config (only the seed and the number of traced samples per step set): a warm start on the
+template's demonstrations, RL, then the run's own ``[heldout]`` eval of the base model, the warm
+start (``RUN:warm``) and the trained adapter on the 32 held-out questions (documents no training
+row reads). ``... learning_search add RUN_DIR SEED WALL_S CPU_S LOAD0,LOAD1`` stores a run made by
+hand; ``... learning_search render`` rewrites the table from the stored runs.
+
+Stored in ``docs/learning_search_runs.json``: each run's metrics records, its held-out report,
+and the tool-use counts measured from its traces (what RL changed): reads per rollout, the share
+of rollouts that read the right document, the share whose first read was the first search result
+(the habit near-duplicates punish), for the held-out models and for the traced training samples
+of the first and last steps. The table is part of BENCHMARKS.md's ``learning`` section
+(``bench_learning.render`` includes :func:`search_table`).
+
+Targets (issue 40), every seed: held-out pass trained - warm >= +0.20 with the paired 95% CI
+above 0, trained pass >= 0.5, the whole run under 20 minutes on 2 cores.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import re
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tests.benchmarks._report import ROOT
+
+SEEDS = (0, 1, 2)
+TEMPLATE = "search"
+NAME = "kb"
+RUNS = ROOT / "docs" / "learning_search_runs.json"
+TARGET_OVER_WARM = 0.20
+TARGET_PASS = 0.50
+TARGET_WALL_S = 20 * 60
+TRACED_PER_STEP = 32
+"""Traced samples per step ([logging] trace_samples_per_step): every rollout of a step, so the
+reading counts of the training steps are not a sample of 4."""
+
+
+# --- reading counts from conversations ----------------------------------------------------------
+
+
+def _calls(messages: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
+    out = []
+    for m in messages:
+        for call in m.get("tool_calls") or []:
+            function = call.get("function") or {}
+            try:
+                args = json.loads(function.get("arguments") or "{}")
+            except json.JSONDecodeError:
+                args = {}
+            out.append((str(function.get("name")), args if isinstance(args, dict) else {}))
+    return out
+
+
+def _first_result(messages: list[dict[str, Any]]) -> str | None:
+    """The id of the first result of the conversation's first search (None: no results)."""
+    for m in messages:
+        if m.get("role") == "tool":
+            content = m.get("content")
+            text = content if isinstance(content, str) else json.dumps(content)
+            found = re.match(r"\s*(D\d+):", text)
+            return found[1] if found else None
+    return None
+
+
+def reading(samples: list[tuple[list[dict[str, Any]], str]]) -> dict[str, float]:
+    """Reads per rollout, right-document rate (read the row's ``doc_id``), and the share of
+    rollouts whose first read was the first search result, over (messages, doc_id) pairs."""
+    n = len(samples)
+    if not n:
+        return {}
+    reads = right = first = 0
+    for messages, doc_id in samples:
+        ids = [
+            str(a.get("doc_id", "")).strip().upper()
+            for name, a in _calls(messages)
+            if name == "read"
+        ]
+        reads += len(ids)
+        right += doc_id.upper() in ids
+        top = _first_result(messages)
+        first += bool(ids) and top is not None and ids[0] == top
+    return {
+        "rollouts": float(n),
+        "reads_per_rollout": reads / n,
+        "right_doc_rate": right / n,
+        "first_result_rate": first / n,
+    }
+
+
+def heldout_reading(run_dir: Path) -> dict[str, dict[str, float]]:
+    """Per held-out model (base / warm / trained): reading counts from its eval traces."""
+    out = {}
+    for role, folder in (
+        ("base", "heldout/baseline"),
+        ("warm", "heldout/warm"),
+        ("trained", "heldout"),
+    ):
+        pairs = []
+        for path in sorted((run_dir / folder / "traces").glob("*.json")):
+            trace = json.loads(path.read_text())
+            doc_id = str((trace.get("metadata") or {}).get("doc_id") or "")
+            if trace.get("messages") is not None and doc_id:
+                pairs.append((trace["messages"], doc_id))
+        out[role] = reading(pairs)
+    return out
+
+
+def training_reading(run_dir: Path, rows: Path) -> dict[str, dict[str, float]]:
+    """Reading counts of the traced training samples of the first and the last two steps
+    (each row's ``doc_id`` found by its question in the RL dataset ``rows``)."""
+    by_question = {}
+    for line in rows.read_text().splitlines():
+        if line.strip():
+            row = json.loads(line)
+            by_question[row["user_prompt"]] = row["doc_id"]
+    steps: dict[int, list[tuple[list[dict[str, Any]], str]]] = {}
+    for path in sorted((run_dir / "traces").glob("step_*.jsonl")):
+        for line in path.read_text().splitlines():
+            record = json.loads(line)
+            messages = record.get("messages") or []
+            question = next((m.get("content") for m in messages if m.get("role") == "user"), None)
+            if isinstance(question, str) and question in by_question:
+                steps.setdefault(int(record["step"]), []).append((messages, by_question[question]))
+    if not steps:
+        return {}
+    order = sorted(steps)
+    return {
+        "first_step": reading(steps[order[0]]),
+        "last_2_steps": reading([p for s in order[-2:] for p in steps[s]]),
+    }
+
+
+# --- running and storing ---------------------------------------------------------------------------
+
+
+@dataclass
+class Measured:
+    seed: int
+    run: str
+    wall_s: float
+    cpu_s: float
+    load: tuple[float, float]
+
+
+def template_fingerprint() -> str:
+    """A hash of the template's files and the trainer's and eval package's source (a stored run
+    of other code is shown as stale)."""
+    digest = hashlib.sha256()
+    files = sorted((ROOT / "templates" / TEMPLATE).iterdir())
+    files += sorted((ROOT / "trainer" / "osmosis_trainer").rglob("*.py"))
+    files += sorted((ROOT / "core" / "osmosis_ai" / "eval").rglob("*.py"))
+    for path in files:
+        digest.update(path.relative_to(ROOT).as_posix().encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def entry(m: Measured, workspace: Path) -> dict[str, Any]:
+    """What is stored of one run: its records and report, measured from its folder."""
+    run_dir = Path(m.run)
+    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    status = json.loads((run_dir / "status.json").read_text()).get("status", "unknown")
+    heldout = run_dir / "heldout.json"
+    return {
+        "seed": m.seed,
+        "run": m.run,
+        "status": status,
+        "wall_s": m.wall_s,
+        "cpu_s": m.cpu_s,
+        "load": list(m.load),
+        "template": template_fingerprint(),
+        "workspace": str(workspace),
+        "records": [r for r in records if r.get("kind", "train") == "train"],
+        "warm_records": [r for r in records if r.get("kind") == "warm_start"],
+        "heldout": json.loads(heldout.read_text()) if heldout.is_file() else None,
+        "heldout_reading": heldout_reading(run_dir),
+        "training_reading": training_reading(run_dir, workspace / "data" / f"{NAME}.jsonl"),
+    }
+
+
+def _store(new: dict[str, Any]) -> None:
+    stored = json.loads(RUNS.read_text()) if RUNS.exists() else []
+    stored = [s for s in stored if s["seed"] != new["seed"]]
+    RUNS.parent.mkdir(parents=True, exist_ok=True)
+    RUNS.write_text(json.dumps([*stored, new], indent=1) + "\n")
+
+
+def train(seed: int) -> None:
+    """One run of the template as a user runs it, stored."""
+    from tests.benchmarks.bench_learning import _children_cpu_s, _osmosis, set_toml
+
+    ws = Path(tempfile.mkdtemp(prefix=f"search-{seed}-"))
+    _osmosis(["template", "create", NAME, "--template", TEMPLATE], ws)
+    config = ws / "configs" / "training" / f"{NAME}.toml"
+    set_toml(config, "training.seed", str(seed))
+    set_toml(config, "logging.trace_samples_per_step", str(TRACED_PER_STEP))
+    cpu0, load0, started = _children_cpu_s(), os.getloadavg()[0], time.perf_counter()
+    done = _osmosis(["train", "submit", f"configs/training/{NAME}.toml", "--json"], ws)
+    wall, cpu = time.perf_counter() - started, _children_cpu_s() - cpu0
+    run = json.loads(done.stdout)["run"]
+    _store(entry(Measured(seed, run, wall, cpu, (load0, os.getloadavg()[0])), ws))
+
+
+def add_run(run_dir: str, seed: str, wall_s: str, cpu_s: str, load: str) -> None:
+    """Store a run made by hand (``osmosis train submit ... --json`` under ``time``, in a
+    scratch workspace made by ``osmosis template create kb --template search``)."""
+    low, high = (float(x) for x in load.split(","))
+    path = Path(run_dir).resolve()
+    _store(
+        entry(
+            Measured(int(seed), str(path), float(wall_s), float(cpu_s), (low, high)),
+            path.parent.parent,
+        )
+    )
+
+
+# --- rendering ---------------------------------------------------------------------------------
+
+
+def _pass(report: dict[str, Any] | None, role: str) -> float | None:
+    for m in (report or {}).get("models", []):
+        if m.get("role") == role:
+            value = m.get("pass_rate")
+            return float(value) if isinstance(value, int | float) else None
+    return None
+
+
+def _f(value: Any, fmt: str = ".2f") -> str:
+    return format(value, fmt) if isinstance(value, int | float) and math.isfinite(value) else "–"
+
+
+def targets(run: dict[str, Any]) -> dict[str, bool]:
+    report = run.get("heldout") or {}
+    diff = report.get("pass_vs_warm") or {}
+    trained = _pass(report, "trained")
+    return {
+        "over_warm": (diff.get("diff") or -1) >= TARGET_OVER_WARM
+        and (diff.get("ci_low") or -1) > 0,
+        "pass": trained is not None and trained >= TARGET_PASS,
+        "wall": run["wall_s"] < TARGET_WALL_S,
+    }
+
+
+def _reading_cell(r: dict[str, float] | None) -> str:
+    if not r:
+        return "–"
+    return (
+        f"{_f(r.get('reads_per_rollout'))} / {_f(r.get('right_doc_rate'), '.0%')} / "
+        f"{_f(r.get('first_result_rate'), '.0%')}"
+    )
+
+
+def search_table() -> str:
+    """The ``search`` part of the learning section, from the stored runs (no training)."""
+    stored = sorted(json.loads(RUNS.read_text()) if RUNS.exists() else [], key=lambda r: r["seed"])
+    if not stored:
+        return ""
+    stamp = template_fingerprint()
+    rows, met = [], []
+    for run in stored:
+        report = run.get("heldout") or {}
+        diff = report.get("pass_vs_warm") or {}
+        records = run.get("records") or []
+        rewards = [float(r["reward_mean"]) for r in records]
+        held = run.get("heldout_reading") or {}
+        train_r = run.get("training_reading") or {}
+        load = run.get("load") or [math.nan, math.nan]
+        rows.append(
+            f"| {run['seed']} | {run['status']} | {len(run.get('warm_records') or [])} | "
+            f"{len(records)} | {_f(sum(rewards[:3]) / max(1, len(rewards[:3])), '.3f')} → "
+            f"{_f(sum(rewards[-3:]) / max(1, len(rewards[-3:])), '.3f')} | "
+            f"{_reading_cell(train_r.get('first_step'))} → "
+            f"{_reading_cell(train_r.get('last_2_steps'))} | "
+            f"{_f(_pass(report, 'base'))} / {_f(_pass(report, 'warm'))} / "
+            f"{_f(_pass(report, 'trained'))} | "
+            f"{_f(diff.get('diff'), '+.3f')} [{_f(diff.get('ci_low'), '+.3f')}, "
+            f"{_f(diff.get('ci_high'), '+.3f')}] | "
+            f"{_reading_cell(held.get('warm'))} → {_reading_cell(held.get('trained'))} | "
+            f"{run['wall_s'] / 60:.1f} min | {_f(load[0], '.1f')} → {_f(load[1], '.1f')} |"
+            + ("" if run.get("template") == stamp else " stale |")
+        )
+        met.append(targets(run))
+
+    def verdict(key: str) -> str:
+        hits = sum(m[key] for m in met)
+        if len(stored) < len(SEEDS):
+            return f"{hits} of {len(stored)} measured seeds (of {len(SEEDS)})"
+        return "met" if hits == len(stored) else f"NOT met ({hits} of {len(stored)} seeds)"
+
+    return (
+        "\n### The `search` template (OpenAI Agents SDK, SQLite/FTS5 knowledge base)\n\n"
+        "`osmosis template create kb --template search` then `osmosis train submit "
+        "configs/training/kb.toml`, one run per seed (`python -m tests.benchmarks "
+        "learning_search`, stored in `docs/learning_search_runs.json`): a warm start on 64 "
+        "search → read → answer demonstrations (right document first in 3 of 4), RL on 64 "
+        "questions whose document is the first search result in only half, and the run's "
+        "`[heldout]` eval on 32 questions about document families no training row reads. "
+        f"Targets, every seed: trained − warm held-out pass ≥ +{TARGET_OVER_WARM:.2f} with the "
+        f"paired 95% CI above 0 — **{verdict('over_warm')}**; trained pass ≥ "
+        f"{TARGET_PASS:.0%} — **{verdict('pass')}**; the whole run under "
+        f"{TARGET_WALL_S // 60} min — **{verdict('wall')}** (load: the 1-minute load average "
+        "at the start and end; above 2 the 2 cores were shared and the wall is an upper "
+        "bound). Reading: reads per rollout / rollouts that read the right document / "
+        "rollouts whose first read was the first search result, from the traces (training: "
+        "the traced samples of the first step → the last two; held-out: warm → trained).\n\n"
+        "| seed | status | warm-start steps | RL steps | reward first 3 → last 3 "
+        "| training: reading | held-out pass base / warm / trained "
+        "| trained vs warm: pass diff [95% CI] | held-out: reading, warm → trained "
+        "| wall | load |\n"
+        "|---|---|---|---|---|---|---|---|---|---|---|\n" + "\n".join(rows) + "\n"
+    )
+
+
+def render() -> None:
+    """Rewrite BENCHMARKS.md's learning section (it includes this table)."""
+    from tests.benchmarks.bench_learning import render as render_learning
+
+    render_learning()
+
+
+def main() -> None:
+    stored = {r["seed"]: r for r in (json.loads(RUNS.read_text()) if RUNS.exists() else [])}
+    stamp = template_fingerprint()
+    for seed in SEEDS:
+        if stored.get(seed, {}).get("template") != stamp:
+            train(seed)
+    render()
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "render":
+        render()
+    elif len(sys.argv) > 1 and sys.argv[1] == "add":
+        add_run(*sys.argv[2:7])
+        render()
+    else:
+        main()

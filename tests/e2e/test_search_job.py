@@ -1,0 +1,72 @@
+"""The search template trained on the embedded SmolLM2 (CPU), as the README says to run it.
+
+``osmosis template create kb --template search`` then ``osmosis train submit
+configs/training/kb.toml``: a warm start on the template's demonstrations, RL through the OpenAI
+Agents SDK (``Runner.run`` in a session, a SQLite/FTS5 knowledge base), and the held-out eval
+of base / warm start / trained. Cut down to keep the test to a few minutes on 2 cores (16
+demonstrations, 2 RL steps of 2 rows x 4 samples, 4 held-out rows); the shipped config's full
+run is measured by the ``learning`` benchmark (``search`` table).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from osmosis_ai.cli._app import main
+
+pytestmark = pytest.mark.slow
+
+
+def test_scaffold_and_train_search_on_smollm2(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("agents")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setitem(os.environ, "OMP_WAIT_POLICY", "PASSIVE")
+    assert main(["template", "create", "kb", "--template", "search"]) == 0
+    config = tmp_path / "configs" / "training" / "kb.toml"
+    text = config.read_text()
+    assert 'model_path = "embedded"' in text
+    for key, value in (("max_steps", 2), ("rollout_batch_size", 2), ("n_samples_per_prompt", 4)):
+        text, n = re.subn(rf"\n{key} = \d+\n", f"\n{key} = {value}\n", text)
+        assert n == 1, key
+    config.write_text(text)
+    for name, keep in (("kb_demos.jsonl", 16), ("kb_heldout.jsonl", 4)):
+        data = tmp_path / "data" / name
+        data.write_text("".join(data.read_text().splitlines(keepends=True)[:keep]))
+    capsys.readouterr()
+
+    assert main(["train", "submit", str(config), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["status"] == "finished" and out["steps"] == 2
+    run = Path(out["run"])
+    every = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    warm = [r for r in every if r.get("kind") == "warm_start"]
+    assert len(warm) == 2 and all(math.isfinite(r["warm_start/loss"]) for r in warm)
+    assert (run / "checkpoints" / "warm" / "adapter").is_dir()
+    records = [r for r in every if r.get("kind", "train") == "train"]
+    assert [r["step"] for r in records] == [1, 2]
+    training = tomllib.loads(text)["training"]
+    per_step = training["rollout_batch_size"] * training["n_samples_per_prompt"]
+    for r in records:
+        assert r["rollouts"] == per_step and r["failed_rollouts"] == 0
+        # After the warm start the agent acts: every rollout searches, most go on to read.
+        assert r["tools/call_rate"] > 0.5, r
+        assert r["tools/turns_per_rollout"] >= 2.0, r
+        # Each session is one training sequence (no prefix mismatches through Runner.run).
+        assert r["prefix_mismatch"] == 0, r
+    assert (run / "data" / "kb_kb.db").exists() is False  # the run folder holds no database
+    assert (tmp_path / "data" / "kb_kb.db").is_file()  # main.py built it on first use
+    report = out["heldout"]
+    assert [m["role"] for m in report["models"]] == ["base", "warm", "trained"]
+    assert report["rows"] == 4 and report["pass_vs_warm"]["rows"] == 4
+    base, warm_model, _ = report["models"]
+    assert base["tool_call_rate"] == 0.0  # the base model never calls a tool
+    assert warm_model["tool_call_rate"] > 0.5
