@@ -33,6 +33,8 @@ from osmosis_ai.config._redact import (
     is_secret_key,
     literal_secrets,
     redact_config,
+    redact_url,
+    redact_urls,
     restore_secrets,
     secret_values,
 )
@@ -76,6 +78,8 @@ __all__ = [
     "load_eval_config",
     "load_training_config",
     "redact_config",
+    "redact_url",
+    "redact_urls",
     "restore_secrets",
     "secret_values",
 ]

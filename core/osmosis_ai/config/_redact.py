@@ -3,12 +3,18 @@
 One rule, used everywhere a config is written down or sent away (:func:`redact_config`): every
 ``[env]`` value, and every value whose key looks like a secret (a ``_``-separated part that is
 ``token``, ``secret``, ``password``, ``passwd``, ``credential(s)`` or ``apikey``, or the pair
-``api_key``), becomes ``"<redacted>"``; a password inside a URL (``https://user:pw@host``) too.
+``api_key``), becomes ``"<redacted>"``; inside a URL, its password (``https://user:pw@host``)
+and the value of every query or fragment parameter named like a secret (``access_token``,
+``token``, ``key``, ``api_key``, ``sig``, ``signature``, ``X-Amz-Security-Token``, ...) too.
 ``max_tokens`` is not a secret (``tokens`` is not ``token``).
 
+Messages that name a URL (a failed call, an unreachable server) are built from
+:func:`redact_url`, and text that may quote one (an exception from an HTTP client) goes through
+:func:`redact_urls`, so failures, statuses, logs and the dashboard never show a credential.
+
 The worker still needs the real values: the command that starts it reads them from the user's
-own config (or, on resume, from that file again or the environment) and hands them over in its
-environment, never through the run folder (:func:`secret_values` / :func:`restore_secrets`).
+own config (on resume, from that file again) and writes them to the worker's stdin, never
+through the run folder (:func:`secret_values` / :func:`restore_secrets`).
 """
 
 from __future__ import annotations
@@ -26,6 +32,8 @@ __all__ = [
     "is_secret_key",
     "literal_secrets",
     "redact_config",
+    "redact_url",
+    "redact_urls",
     "restore_secrets",
     "secret_values",
 ]
@@ -36,7 +44,13 @@ REDACTED = "<redacted>"
 _SECRET_PARTS = frozenset(
     {"token", "secret", "password", "passwd", "credential", "credentials", "apikey"}
 )
-_URL_PASSWORD = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.-]*://[^/:@\s]*:)[^/@\s]+(?=@)")
+_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s\"'<>`]+")
+_URL_PASSWORD = re.compile(r"^(?P<head>[A-Za-z][A-Za-z0-9+.-]*://[^/?#:@\s]*:)[^/?#@\s]+(?=@)")
+_PARAM = re.compile(r"(?P<head>(?:^|[?&#;])(?P<name>[^=&#;?]+)=)(?P<value>[^&#;]*)")
+_QUERY_SECRET_PARTS = frozenset(
+    {"key", "sig", "signature", "auth", "authorization", "jwt", "session", "sessionid", "code",
+     "pass", "pwd", "credential"}
+)
 _BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
 
 Path_ = tuple[str, ...]
@@ -48,6 +62,39 @@ def is_secret_key(key: str) -> bool:
     if any(p in _SECRET_PARTS for p in parts):
         return True
     return any(a == "api" and b == "key" for a, b in zip(parts, parts[1:], strict=False))
+
+
+def _secret_param(name: str) -> bool:
+    parts = [p for p in re.split(r"[^a-z0-9]+", name.lower()) if p]
+    return is_secret_key(name) or any(p in _QUERY_SECRET_PARTS for p in parts)
+
+
+def _redact_params(part: str) -> str:
+    return _PARAM.sub(
+        lambda m: m.group("head") + REDACTED
+        if m.group("value") and _secret_param(m.group("name")) else m.group(0),
+        part,
+    )
+
+
+def redact_url(url: str) -> str:
+    """``url`` as a message may show it: the password of its user info and the values of its
+    secret-named query and fragment parameters become ``<redacted>``; the rest is kept, so the
+    host, port and path still say which server is meant.
+
+    ``http://alice:pw@h:9/v1?access_token=t&x=1`` -> ``http://alice:<redacted>@h:9/v1?access_token=<redacted>&x=1``
+    """
+    url = _URL_PASSWORD.sub(lambda m: m.group("head") + REDACTED, url, count=1)
+    head, sep, rest = url.partition("?") if "?" in url else url.partition("#")
+    if not sep:
+        return url
+    return head + sep + _redact_params(rest)
+
+
+def redact_urls(text: str) -> str:
+    """``text`` with every URL in it passed through :func:`redact_url` (an exception message,
+    a log line)."""
+    return _URL.sub(lambda m: redact_url(m.group(0)), text)
 
 
 def _secret_paths(data: Mapping[str, Any], prefix: Path_ = ()) -> list[Path_]:
@@ -84,7 +131,7 @@ def _get(data: Mapping[str, Any], path: Path_) -> Any:
 
 def _without_url_passwords(value: Any) -> Any:
     if isinstance(value, str):
-        return _URL_PASSWORD.sub(lambda m: m.group("head") + REDACTED, value)
+        return redact_urls(value)
     if isinstance(value, list):
         return [_without_url_passwords(v) for v in value]
     if isinstance(value, Mapping):

@@ -11,11 +11,12 @@ import json
 from collections.abc import Iterator
 from enum import StrEnum
 from typing import Any, Literal
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from osmosis_ai.chat import ChatResult, Message
+from osmosis_ai.config import redact_url  # re-exported: the one URL redaction
 from osmosis_ai.remote._limits import check_plain_json
 
 __all__ = [
@@ -174,17 +175,6 @@ class RolloutRequest(BaseModel):
     def dedup_key(self) -> str:
         """The key that makes init idempotent: ``idempotency_key``, else ``rollout_id``."""
         return self.idempotency_key or self.rollout_id
-
-
-def redact_url(url: str) -> str:
-    """``url`` without credentials (``http://user:pass@host`` -> ``http://***@host``)."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return "<invalid url>"
-    if "@" not in parts.netloc:
-        return url
-    return urlunsplit(parts._replace(netloc="***@" + parts.netloc.rsplit("@", 1)[1]))
 
 
 class InitResponse(BaseModel):

@@ -18,6 +18,7 @@ from typing import Any
 import httpx
 
 from osmosis_ai._http import pool_for
+from osmosis_ai.config import redact_url, redact_urls
 from osmosis_ai.serving._engine import EngineError, GenerationRequest, GenerationResult
 from osmosis_ai.serving._openai_reply import result_from_openai
 
@@ -94,7 +95,9 @@ class OpenAIServerEngine:
         data = await self._request("GET", "/v1/models")
         models = [m.get("id") for m in data.get("data", []) if m.get("id")]
         if not models:
-            raise EngineError(f"{self.base_url}/v1/models lists no model", status_code=503)
+            raise EngineError(
+                f"{redact_url(self.base_url)}/v1/models lists no model", status_code=503
+            )
         return str(models[0])
 
     async def close(self) -> None:
@@ -114,14 +117,16 @@ class OpenAIServerEngine:
             )
         except httpx.TransportError as exc:
             raise EngineError(
-                f"the server at {self.base_url} is unreachable: {exc!r}",
+                f"the server at {redact_url(self.base_url)} is unreachable: "
+                f"{redact_urls(repr(exc))}",
                 status_code=503,
                 code="engine_unavailable",
             ) from exc
         if resp.status_code >= 400:
             status = 400 if resp.status_code in (400, 422) else 502
             raise EngineError(
-                f"{self.base_url} answered HTTP {resp.status_code} to {method} {path}: {resp.text[:500]}",
+                f"{redact_url(self.base_url)} answered HTTP {resp.status_code} to {method} "
+                f"{path}: {resp.text[:500]}",
                 status_code=status,
                 code="upstream_error",
             )

@@ -11,6 +11,7 @@ import os
 
 import httpx
 
+from osmosis_ai.config import redact_url, redact_urls
 from osmosis_ai.errors import ConfigError
 
 __all__ = ["check_model_reachable"]
@@ -42,9 +43,10 @@ def _check_server(url: str, timeout: float) -> None:
         # Any HTTP answer (even 401/404) means something listens there.
         httpx.get(f"{base}/models", timeout=timeout)
     except httpx.HTTPError as exc:
-        reason = str(exc) or type(exc).__name__
+        reason = redact_urls(str(exc)) or type(exc).__name__
         raise ConfigError(
-            f"cannot reach the model server {url}: {reason}. Start the server, or fix the URL "
+            f"cannot reach the model server {redact_url(url)}: {reason}. Start the server, or "
+            "fix the URL "
             "in --model / model_path."
         ) from None
 

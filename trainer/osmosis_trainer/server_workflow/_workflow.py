@@ -16,11 +16,12 @@ import logging
 import os
 import random
 from typing import Any, Literal
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit, urlunsplit
 
 import httpx
 from pydantic import ConfigDict, Field
 
+from osmosis_ai.config import redact_url, redact_urls
 from osmosis_ai.errors import ConfigError, OsmosisError, PolicyCallError
 from osmosis_ai.remote import (
     InitResponse,
@@ -121,7 +122,7 @@ class RemoteRolloutWorkflow(AgentWorkflow[RemoteRolloutConfig]):
             cfg.callbacks.discard(ctx.rollout_id)
         if response.status is RolloutStatus.ERROR:
             raise RemoteRolloutError(
-                f"remote rollout server {cfg.server_url} reported ERROR for rollout "
+                f"remote rollout server {redact_url(cfg.server_url)} reported ERROR for rollout "
                 f"{ctx.rollout_id}: {response.error_message or 'no message'}"
             )
         ctx.scope.register_sample_source(
@@ -136,7 +137,8 @@ def _headers(cfg: RemoteRolloutConfig) -> dict[str, str]:
 
 async def _post_init(http: httpx.AsyncClient, cfg: RemoteRolloutConfig, request: RolloutRequest) -> InitResponse:
     """POST the init, retrying transport errors, 429 and 5xx (init is idempotent)."""
-    url = f"{cfg.server_url.rstrip('/')}/v1/rollout/init"
+    url = _endpoint(cfg.server_url, "/v1/rollout/init")
+    shown = redact_url(url)  # every message names the URL without its credentials
     body = request.model_dump(mode="json", exclude_none=True)
     delay = 0.5
     for attempt in range(cfg.init_retries + 1):
@@ -145,7 +147,9 @@ async def _post_init(http: httpx.AsyncClient, cfg: RemoteRolloutConfig, request:
             resp = await http.post(url, json=body, headers=_headers(cfg))
         except httpx.TransportError as exc:
             if last:
-                raise PolicyCallError(f"rollout server {url} unreachable: {exc!r}") from exc
+                raise PolicyCallError(
+                    f"rollout server {shown} unreachable: {redact_urls(repr(exc))}"
+                ) from exc
             await asyncio.sleep(delay * random.uniform(0.5, 1.0))
             delay = min(delay * 2, 10.0)
             continue
@@ -156,11 +160,18 @@ async def _post_init(http: httpx.AsyncClient, cfg: RemoteRolloutConfig, request:
             continue
         if resp.status_code not in (200, 202):
             raise PolicyCallError(
-                f"rollout server {url} answered HTTP {resp.status_code}: {resp.text[:500]}",
+                f"rollout server {shown} answered HTTP {resp.status_code}: {resp.text[:500]}",
                 status_code=resp.status_code, body=resp.text[:2000],
             )
         return InitResponse.model_validate(resp.json())
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _endpoint(server_url: str, path: str) -> str:
+    """``path`` under ``server_url``, its query kept (``http://h/?access_token=t`` ->
+    ``http://h/v1/rollout/init?access_token=t``)."""
+    parts = urlsplit(server_url)
+    return urlunsplit(parts._replace(path=parts.path.rstrip("/") + path, fragment=""))
 
 
 def _retry_after(value: str | None, default: float) -> float:
@@ -184,14 +195,14 @@ async def _await_result(http: httpx.AsyncClient, cfg: RemoteRolloutConfig,
 
 
 async def _poll(http: httpx.AsyncClient, cfg: RemoteRolloutConfig, rollout_id: str) -> RolloutRecordView | None:
-    url = f"{cfg.server_url.rstrip('/')}/v1/rollout/{quote(rollout_id, safe='')}"
+    url = _endpoint(cfg.server_url, f"/v1/rollout/{quote(rollout_id, safe='')}")
     try:
         resp = await http.get(url, headers=_headers(cfg))
     except httpx.TransportError:
         return None  # the server may be restarting; keep waiting for the callback
     if resp.status_code == 404:
         raise RemoteRolloutError(
-            f"rollout server {cfg.server_url} no longer knows rollout {rollout_id} "
+            f"rollout server {redact_url(cfg.server_url)} no longer knows rollout {rollout_id} "
             "(restarted, or its record expired)"
         )
     if resp.status_code != 200:
@@ -215,7 +226,8 @@ class _ResultSample:
         r = self.response
         if r.reward is None and self.cfg.require_reward:
             raise ValueError(
-                f"the remote rollout server {self.cfg.server_url} sent no reward, and the run "
+                f"the remote rollout server {redact_url(self.cfg.server_url)} sent no reward, and "
+                "the run "
                 "takes the server's ([remote] reward = \"server\"): return "
                 "ctx.complete(messages, reward=...) from the agent loop, or set "
                 "[remote] reward = \"grader\" and define a Grader in [experiment] entrypoint"
