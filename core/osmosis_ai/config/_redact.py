@@ -48,8 +48,20 @@ _URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s\"'<>`]+")
 _URL_PASSWORD = re.compile(r"^(?P<head>[A-Za-z][A-Za-z0-9+.-]*://[^/?#:@\s]*:)[^/?#@\s]+(?=@)")
 _PARAM = re.compile(r"(?P<head>(?:^|[?&#;])(?P<name>[^=&#;?]+)=)(?P<value>[^&#;]*)")
 _QUERY_SECRET_PARTS = frozenset(
-    {"key", "sig", "signature", "auth", "authorization", "jwt", "session", "sessionid", "code",
-     "pass", "pwd", "credential"}
+    {
+        "key",
+        "sig",
+        "signature",
+        "auth",
+        "authorization",
+        "jwt",
+        "session",
+        "sessionid",
+        "code",
+        "pass",
+        "pwd",
+        "credential",
+    }
 )
 _BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
 
@@ -71,8 +83,11 @@ def _secret_param(name: str) -> bool:
 
 def _redact_params(part: str) -> str:
     return _PARAM.sub(
-        lambda m: m.group("head") + REDACTED
-        if m.group("value") and _secret_param(m.group("name")) else m.group(0),
+        lambda m: (
+            m.group("head") + REDACTED
+            if m.group("value") and _secret_param(m.group("name"))
+            else m.group(0)
+        ),
         part,
     )
 

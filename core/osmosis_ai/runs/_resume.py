@@ -21,11 +21,12 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from osmosis_ai._safe_io import read_toml
 from osmosis_ai.config import redact_config, secret_values
 from osmosis_ai.errors import ConfigError, UnreadableFileError
+from osmosis_ai.safe_io import read_toml
 
 __all__ = ["confined_path_errors", "resume_secrets"]
+
 
 def _read_toml(path: Path, what: str, *, under: Path | None = None) -> dict[str, Any]:
     """A TOML file through the safe reader (regular file, size and depth caps)."""

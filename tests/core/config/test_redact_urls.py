@@ -12,8 +12,8 @@ import pytest
 
 from osmosis_ai.config import REDACTED, redact_config, redact_url, redact_urls
 from osmosis_ai.errors import ConfigError
-from osmosis_ai.serving import EngineError
 from osmosis_ai.runs import create_run_dir, describe_run, find_run, snapshot_secrets
+from osmosis_ai.serving import EngineError
 
 PASSWORD = "pw-planted-9c1e"
 TOKEN = "tok-planted-77ab"
@@ -25,10 +25,18 @@ TOKEN = "tok-planted-77ab"
         (f"http://alice:{PASSWORD}@h:9/v1", f"http://alice:{REDACTED}@h:9/v1"),
         (f"http://h:9/?access_token={TOKEN}&x=1", f"http://h:9/?access_token={REDACTED}&x=1"),
         (f"https://h/p?token={TOKEN}", f"https://h/p?token={REDACTED}"),
-        (f"https://h/p?key={TOKEN}&api_key={TOKEN}", f"https://h/p?key={REDACTED}&api_key={REDACTED}"),
-        (f"https://h/p?sig={TOKEN}&X-Amz-Signature={TOKEN}&page=2",
-         f"https://h/p?sig={REDACTED}&X-Amz-Signature={REDACTED}&page=2"),
-        (f"https://h/cb#access_token={TOKEN}&state=s", f"https://h/cb#access_token={REDACTED}&state=s"),
+        (
+            f"https://h/p?key={TOKEN}&api_key={TOKEN}",
+            f"https://h/p?key={REDACTED}&api_key={REDACTED}",
+        ),
+        (
+            f"https://h/p?sig={TOKEN}&X-Amz-Signature={TOKEN}&page=2",
+            f"https://h/p?sig={REDACTED}&X-Amz-Signature={REDACTED}&page=2",
+        ),
+        (
+            f"https://h/cb#access_token={TOKEN}&state=s",
+            f"https://h/cb#access_token={REDACTED}&state=s",
+        ),
         ("http://h:9/v1?max_tokens=64&model=m", "http://h:9/v1?max_tokens=64&model=m"),
     ],
 )
@@ -66,8 +74,9 @@ def test_query_tokens_are_redacted_in_the_run_snapshot_and_its_views(tmp_path: P
 async def test_an_openai_compatible_server_is_named_without_its_credentials() -> None:
     from osmosis_ai.serving import OpenAIServerEngine
 
-    engine = OpenAIServerEngine(f"http://alice:{PASSWORD}@127.0.0.1:1", model="m",
-                                request_timeout_s=5)
+    engine = OpenAIServerEngine(
+        f"http://alice:{PASSWORD}@127.0.0.1:1", model="m", request_timeout_s=5
+    )
     with pytest.raises(EngineError) as exc:
         await engine._request("GET", "/v1/models")
     assert "127.0.0.1:1" in str(exc.value) and PASSWORD not in str(exc.value)
@@ -77,8 +86,7 @@ def test_preflight_names_the_server_without_its_credentials() -> None:
     from osmosis_ai.serving.preflight import check_model_reachable
 
     with pytest.raises(ConfigError) as exc:
-        check_model_reachable(f"http://alice:{PASSWORD}@127.0.0.1:1/v1?api_key={TOKEN}",
-                              timeout=5)
+        check_model_reachable(f"http://alice:{PASSWORD}@127.0.0.1:1/v1?api_key={TOKEN}", timeout=5)
     message = str(exc.value)
     assert "cannot reach the model server" in message
     assert PASSWORD not in message and TOKEN not in message

@@ -64,15 +64,26 @@ def _crafted_run(
     (step / "trainer_state.pt").write_bytes(b"")
     (step / "checkpoint.json").write_text('{"step": 1}')
     status: dict[str, Any] = {
-        "name": "evil", "run_id": run.name, "status": "stopped", "phase": "cleanup",
-        "step": 1, "total_steps": 4, "created_at": time.time() - 60, "pid": 1,
+        "name": "evil",
+        "run_id": run.name,
+        "status": "stopped",
+        "phase": "cleanup",
+        "step": 1,
+        "total_steps": 4,
+        "created_at": time.time() - 60,
+        "pid": 1,
         "config_path": str(config_path) if config_path else None,
     }
     if recorded_root is not None:
         status["workspace_root"] = str(recorded_root)
     if pinned:
-        status["code"] = {"pinned": True, "revision": "0" * 40, "repo_root": str(recorded_root),
-                          "dirty": False, "branch": None}
+        status["code"] = {
+            "pinned": True,
+            "revision": "0" * 40,
+            "repo_root": str(recorded_root),
+            "dirty": False,
+            "branch": None,
+        }
     (run / "status.json").write_text(json.dumps(status))
     return run
 
@@ -117,7 +128,9 @@ def test_resume_refuses_a_folder_from_another_workspace(
 
 
 def test_resume_refuses_a_folder_that_records_no_workspace(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
     spawned: list[dict[str, Any]],
 ) -> None:
     """The attack of issue 41: no ``workspace_root`` (the check used to be skipped) and a
@@ -127,8 +140,9 @@ def test_resume_refuses_a_folder_that_records_no_workspace(
     other = _planted(tmp_path / "other", marker)
     snapshot = BASE + f'\n[heldout]\neval_config = "{other}"\n'
     config = _workspace(ws, snapshot)
-    run = _crafted_run(ws / "runs", marker, None, snapshot=snapshot, config_path=config,
-                       pinned=False)
+    run = _crafted_run(
+        ws / "runs", marker, None, snapshot=snapshot, config_path=config, pinned=False
+    )
     monkeypatch.chdir(ws)
     assert main(["train", "resume", "evil", "--json"]) == 1
     err = capsys.readouterr().err
@@ -147,8 +161,12 @@ def test_resume_refuses_a_folder_that_records_no_workspace(
     ],
 )
 def test_resume_refuses_a_snapshot_that_differs_from_the_users_config(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
-    spawned: list[dict[str, Any]], planted: str, field: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    spawned: list[dict[str, Any]],
+    planted: str,
+    field: str,
 ) -> None:
     """The folder names this workspace and the user's own config, but its snapshot adds a
     setting: another tree's code, a Ray cluster or rollout server to send the run (and its
@@ -158,8 +176,14 @@ def test_resume_refuses_a_snapshot_that_differs_from_the_users_config(
     other = _planted(tmp_path / "other", marker)
     config = _workspace(ws)
     monkeypatch.setenv("OPENAI_API_KEY", "sk-users-own-key")
-    _crafted_run(ws / "runs", marker, ws.resolve(), config_path=config, pinned=False,
-                 snapshot=BASE + planted.replace("{other}", str(other)))
+    _crafted_run(
+        ws / "runs",
+        marker,
+        ws.resolve(),
+        config_path=config,
+        pinned=False,
+        snapshot=BASE + planted.replace("{other}", str(other)),
+    )
     monkeypatch.chdir(ws)
     assert main(["train", "resume", "evil", "--json"]) == 1
     err = " ".join(capsys.readouterr().err.split())
@@ -178,8 +202,12 @@ def test_resume_refuses_a_snapshot_that_differs_from_the_users_config(
     ],
 )
 def test_resume_refuses_paths_that_leave_the_workspace(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
-    spawned: list[dict[str, Any]], extra: str, field: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    spawned: list[dict[str, Any]],
+    extra: str,
+    field: str,
 ) -> None:
     """Even in the user's own config (snapshot and file agree), a resumed run's paths are
     relative and stay inside the workspace, links resolved."""
@@ -190,8 +218,7 @@ def test_resume_refuses_paths_that_leave_the_workspace(
     config = _workspace(ws, text)
     (ws / "configs" / "eval").mkdir()
     (ws / "configs" / "eval" / "linked.toml").symlink_to(other)
-    _crafted_run(ws / "runs", marker, ws.resolve(), snapshot=text, config_path=config,
-                 pinned=False)
+    _crafted_run(ws / "runs", marker, ws.resolve(), snapshot=text, config_path=config, pinned=False)
     monkeypatch.chdir(ws)
     assert main(["train", "resume", "evil", "--json"]) == 1
     err = " ".join(capsys.readouterr().err.split())
@@ -200,7 +227,9 @@ def test_resume_refuses_paths_that_leave_the_workspace(
 
 
 def test_resume_refuses_a_config_outside_the_workspace_or_gone(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
     spawned: list[dict[str, Any]],
 ) -> None:
     """The config the folder names must be this workspace's; when it is gone, nothing the
@@ -225,7 +254,9 @@ def test_resume_refuses_a_config_outside_the_workspace_or_gone(
 
 
 def test_resume_hands_the_users_secrets_on_stdin_only(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
     spawned: list[dict[str, Any]],
 ) -> None:
     """A folder that matches: the worker gets the values of the user's file, for the names
@@ -234,8 +265,14 @@ def test_resume_hands_the_users_secrets_on_stdin_only(
     text = BASE + '\n[env]\nOPENAI_API_KEY = "sk-from-the-file"\n'
     config = _workspace(ws, text)
     snapshot = BASE + '\n[env]\nOPENAI_API_KEY = "<redacted>"\n'
-    _crafted_run(ws / "runs", tmp_path / "m", ws.resolve(), snapshot=snapshot,
-                 config_path=config, pinned=False)
+    _crafted_run(
+        ws / "runs",
+        tmp_path / "m",
+        ws.resolve(),
+        snapshot=snapshot,
+        config_path=config,
+        pinned=False,
+    )
     monkeypatch.chdir(ws)
     assert main(["train", "resume", "evil", "--json", "--detach"]) == 0
     capsys.readouterr()
@@ -295,7 +332,9 @@ def test_the_workers_secrets_are_not_in_its_environ(tmp_path: Path) -> None:
     queued.config_file.write_text(BASE + '\n[env]\nOPENAI_API_KEY = "<redacted>"\n')
     key = "sk-pipe-only-31337"
     proc = spawn_worker(
-        queued, "osmosis_trainer.worker", "--secrets-stdin",
+        queued,
+        "osmosis_trainer.worker",
+        "--secrets-stdin",
         stdin=osmosis_ai.runs.encode_secrets({"env.OPENAI_API_KEY": key}),
     )
     try:

@@ -18,13 +18,18 @@ URL = f"http://alice:{PASSWORD}@127.0.0.1:9/base?access_token={TOKEN}"
 
 
 def _cfg() -> RemoteRolloutConfig:
-    return RemoteRolloutConfig(server_url=URL, callbacks=RemoteCallbacks(api_key="k"),
-                               init_retries=0)
+    return RemoteRolloutConfig(
+        server_url=URL, callbacks=RemoteCallbacks(api_key="k"), init_retries=0
+    )
 
 
 def _request() -> RolloutRequest:
-    return RolloutRequest(rollout_id="r1", server_url="http://127.0.0.1:8/x",
-                          messages=[{"role": "user", "content": "hi"}], completion_params={})
+    return RolloutRequest(
+        rollout_id="r1",
+        server_url="http://127.0.0.1:8/x",
+        messages=[{"role": "user", "content": "hi"}],
+        completion_params={},
+    )
 
 
 @pytest.mark.parametrize("answer", ["unreachable", "http 500"])
