@@ -177,9 +177,15 @@ def _run_lines(d: dict[str, Any]) -> list[str]:
     if code.get("revision"):
         lines.append(
             f"code       {code['revision'][:12]}"
-            + (" (pinned)" if code.get("pinned") else " (working tree)")
+            + (" (HEAD, git sync)" if code.get("synced") else
+               " (pinned)" if code.get("pinned") else " (working tree)")
             + (" · dirty tree at submit" if code.get("dirty") else "")
         )
+        left_out = code.get("left_out")
+        if code.get("synced") and isinstance(left_out, list) and left_out:
+            lines.append(f"left out   {len(left_out)} uncommitted file(s): "
+                         + ", ".join(str(f) for f in left_out[:5])
+                         + (" ..." if len(left_out) > 5 else ""))
     return lines
 
 

@@ -111,7 +111,16 @@ def submit(
         bool,
         typer.Option(
             "--yes", "-y",
-            help="Do not ask before running the committed code without uncommitted changes.",
+            help="Do not ask before training on the committed code when uncommitted files "
+            "under the rollout folder are left out (Git Sync).",
+        ),
+    ] = False,
+    working_tree: Annotated[
+        bool,
+        typer.Option(
+            "--working-tree",
+            help="Run the rollout folder as it is on disk, uncommitted edits included, instead "
+            "of its committed HEAD (Git Sync; ignored when the config pins commit_sha/branch).",
         ),
     ] = False,
 ) -> None:
@@ -139,7 +148,8 @@ def submit(
             f"{config_path}: [advanced] {', '.join(ignored)}: settings of the hosted trainer "
             "of osmosis-ai 0.3, not used by this trainer (ignored)"
         )
-    pin = pin_revision(config)
+    pin = pin_revision(config, sync=not working_tree)
+    _say_code(pin, config.rollout_dir(must_exist=False), json_out=json_out, yes=yes)
     _precheck(config, pin.pinned)
     _warn_literal_secrets(config_path)
     exp = config.experiment
@@ -162,11 +172,26 @@ def submit(
                 message = (
                     f"{config.source_path}: [experiment].entrypoint {entry.name} is not in "
                     f"revision {pin.revision} of {pin.repo_root} (looked for {entry})"
+                    + ("; commit it, or pass --working-tree" if pin.synced else "")
                 )
                 run.update_status(status="failed", phase="error", error=message)
                 raise ConfigError(message)
     _start(run, json_out=json_out, detach=detach, resume=False,
            workspace=config.workspace_root, secrets=snapshot_secrets(config_path))
+
+
+def _say_code(pin: Any, rollout_dir: Path, *, json_out: bool, yes: bool) -> None:
+    """Which code the run trains on (Git Sync): the commit and the files it leaves out, or
+    the working tree and why. On a terminal, files left out are a question (``--yes``: no)."""
+    import sys
+
+    first, *rest = pin.describe(rollout_dir)
+    if not json_out:
+        state.console.print(first, highlight=False, markup=False, soft_wrap=True)
+    for line in rest:
+        state.warn(line)
+    if pin.left_out and not (yes or json_out) and sys.stdin.isatty() and state.console.is_terminal:
+        typer.confirm("train on the committed code without them?", default=True, abort=True)
 
 
 def _warn_literal_secrets(config_path: Path) -> None:

@@ -1,10 +1,21 @@
-"""``[experiment] commit_sha`` / ``branch``: run the rollout code of that git revision.
+"""Which git revision of the rollout code a training run runs (Git Sync).
 
 The seeds' rule: config values come from the local TOML, rollout code from the workspace's git
-repository. A pinned run gets the pinned revision's files exported into ``<run>/code/`` (``git
-archive``, so the working tree is never touched) and its entrypoint is loaded from there. An
-unpinned run runs the working tree; either way the run records the revision and whether the
-tree had uncommitted changes.
+repository, and "this synced copy is what ``osmosis train submit`` actually runs, so
+uncommitted local edits are not included". So:
+
+- ``[experiment] commit_sha`` / ``branch``: that revision.
+- Neither, in a git workspace whose ``HEAD`` holds the rollout folder: ``HEAD`` (Git Sync). The
+  run records the commit and the uncommitted files under the rollout folder it left out
+  (modified, added, untracked, deleted), and ``train submit`` says both.
+- Neither, and the rollout folder is not committed (a scaffold just written inside some other
+  repository, a repository without a commit), or no git at all: the working tree, as it is
+  (with a note saying why, when it is a repository).
+
+A pinned or synced run gets the revision's files exported into ``<run>/code/`` (``git
+archive``, so the working tree is never touched) and its entrypoint is loaded from there.
+``train submit --working-tree`` runs the working tree even where Git Sync would apply.
+Either way the run records the revision and whether the tree had uncommitted changes.
 """
 
 from __future__ import annotations
@@ -36,12 +47,40 @@ class CodePin:
     """The config pins the revision: the code runs from ``<run>/code``, not the working tree."""
     repo_root: Path | None
     branch: str | None = None
+    synced: bool = False
+    """Git Sync: no revision in the config, so the committed ``HEAD`` of the rollout folder
+    runs (``pinned`` is then true too: the code comes from ``<run>/code``)."""
+    left_out: tuple[str, ...] = ()
+    """Git Sync: the uncommitted files under the rollout folder that the run does not include,
+    as ``path (modified|untracked|deleted|added|renamed)``, paths relative to the repository."""
+    note: str | None = None
+    """Why a git workspace runs its working tree (the rollout folder is not committed)."""
 
     def as_status(self) -> dict[str, Any]:
         return {
             "revision": self.revision, "dirty": self.dirty, "pinned": self.pinned,
             "branch": self.branch, "repo_root": str(self.repo_root) if self.repo_root else None,
+            "synced": self.synced, "left_out": list(self.left_out),
         }
+
+    def describe(self, rollout_dir: Path) -> list[str]:
+        """What ``train submit`` says about the code it runs: one line, and a second naming
+        the files left out (Git Sync) or why the working tree runs."""
+        if self.synced and self.revision:
+            lines = [f"code: {rollout_dir.name} at commit {self.revision[:12]} (HEAD of "
+                     f"{self.repo_root}); uncommitted edits are not included"]
+            if self.left_out:
+                shown = ", ".join(self.left_out[:10])
+                more = f" and {len(self.left_out) - 10} more" if len(self.left_out) > 10 else ""
+                lines.append(
+                    f"left out (not committed): {shown}{more}. Commit them to train on them, "
+                    "or pass --working-tree to run the files as they are"
+                )
+            return lines
+        if self.pinned and self.revision:
+            return [f"code: {rollout_dir.name} at commit {self.revision[:12]} (pinned by the "
+                    "config)"]
+        return [f"code: {rollout_dir} (working tree)"] + ([self.note] if self.note else [])
 
 
 def _git(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -50,8 +89,10 @@ def _git(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def pin_revision(config: Any) -> CodePin:
-    """Resolve the config's ``commit_sha``/``branch`` in the workspace's git repository.
+def pin_revision(config: Any, *, sync: bool = True) -> CodePin:
+    """Resolve the config's ``commit_sha``/``branch`` in the workspace's git repository; with
+    neither, Git Sync (``sync``): ``HEAD`` when it holds the rollout folder (see the module
+    docstring), else the working tree.
 
     Raises:
         ConfigError: a revision is pinned but the workspace is not a git repository, git is
@@ -80,8 +121,8 @@ def pin_revision(config: Any) -> CodePin:
     repo = Path(top.stdout.strip())
     dirty = bool(_git(repo, "status", "--porcelain").stdout.strip())
     if not wanted:
-        head = _git(repo, "rev-parse", "--verify", "-q", "HEAD^{commit}")
-        return CodePin(head.stdout.strip() or None, dirty, False, repo)
+        head = _git(repo, "rev-parse", "--verify", "-q", "HEAD^{commit}").stdout.strip() or None
+        return _sync_head(config, repo, head, dirty) if sync else CodePin(head, dirty, False, repo)
     ref = wanted if exp.commit_sha else f"refs/heads/{wanted}"
     found = _git(repo, "rev-parse", "--verify", "-q", f"{ref}^{{commit}}")
     if found.returncode != 0 and exp.branch:
@@ -96,6 +137,49 @@ def pin_revision(config: Any) -> CodePin:
             f"workspace repository {repo} ({hint}); commit and fetch it first"
         )
     return CodePin(found.stdout.strip(), dirty, True, repo, branch=exp.branch)
+
+
+def _sync_head(config: Any, repo: Path, head: str | None, dirty: bool) -> CodePin:
+    """Git Sync: ``HEAD`` when it holds the rollout folder; else the working tree, saying why."""
+    rollout = Path(config.rollout_dir(must_exist=False))
+    try:
+        rel = rollout.resolve().relative_to(repo.resolve()).as_posix()
+    except ValueError:  # a symlinked rollout folder outside the repository
+        return CodePin(head, dirty, False, repo, note=(
+            f"{rollout} lies outside the git repository {repo}: running the working tree"))
+    if head is None:
+        return CodePin(None, dirty, False, repo, note=(
+            f"the git repository {repo} has no commit yet: running the working tree of "
+            f"{rel}/ (commit it to train on a fixed revision)"))
+    tracked = _git(repo, "ls-tree", "-r", "--name-only", "-z", head, "--", f"{rel}/")
+    if tracked.returncode != 0 or not tracked.stdout.strip("\0"):
+        return CodePin(head, dirty, False, repo, note=(
+            f"{rel}/ is not committed in the git repository {repo}: running the working "
+            "tree as it is (commit the rollout to train on a fixed revision, as Git Sync does)"))
+    return CodePin(head, dirty, True, repo, synced=True, left_out=_uncommitted(repo, rel))
+
+
+_KINDS = {"?": "untracked", "D": "deleted", "A": "added", "R": "renamed", "C": "copied"}
+
+
+def _uncommitted(repo: Path, rel: str) -> tuple[str, ...]:
+    """The files under ``rel`` whose working-tree state differs from ``HEAD`` (ignored files
+    are not listed: they are never part of a commit)."""
+    out = _git(repo, "status", "--porcelain", "-z", "--untracked-files=all", "--", f"{rel}/")
+    entries = out.stdout.split("\0")
+    found: list[str] = []
+    i = 0
+    while i < len(entries):
+        entry = entries[i]
+        i += 1
+        if len(entry) < 4:
+            continue
+        code, path = entry[:2], entry[3:]
+        if code[0] in "RC":
+            i += 1  # the rename's source follows
+        kind = next((_KINDS[c] for c in code if c in _KINDS), "modified")
+        found.append(f"{path} ({kind})")
+    return tuple(found)
 
 
 def export_revision(pin: CodePin, dest: Path) -> Path:

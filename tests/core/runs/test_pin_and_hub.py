@@ -70,6 +70,10 @@ def test_branch_and_unpinned_runs_record_the_revision(tmp_path: Path) -> None:
     _git(tmp_path / "ws", "add", "-A")
     _git(tmp_path / "ws", "commit", "-q", "-m", "config")
     pin = pin_revision(load_training_config(config_file))
+    # No revision in the config: Git Sync runs the committed HEAD (tests/core/runs/test_git_sync).
+    assert (pin.pinned, pin.synced, pin.dirty) == (True, True, False)
+    assert pin.revision not in (None, first)
+    pin = pin_revision(load_training_config(config_file), sync=False)  # --working-tree
     assert pin.pinned is False and pin.dirty is False and pin.revision not in (None, first)
     assert pinned_path(pin.as_status(), tmp_path / "code", Path("x.py")) == Path("x.py")
 
