@@ -55,6 +55,9 @@ class CodePin:
     as ``path (modified|untracked|deleted|added|renamed)``, paths relative to the repository."""
     note: str | None = None
     """Why a git workspace runs its working tree (the rollout folder is not committed)."""
+    subtree: str | None = None
+    """Git Sync: the rollout folder, relative to the repository; only it is exported (a
+    workspace inside a large repository does not copy all of it into every run)."""
 
     def as_status(self) -> dict[str, Any]:
         return {
@@ -156,7 +159,9 @@ def _sync_head(config: Any, repo: Path, head: str | None, dirty: bool) -> CodePi
         return CodePin(head, dirty, False, repo, note=(
             f"{rel}/ is not committed in the git repository {repo}: running the working "
             "tree as it is (commit the rollout to train on a fixed revision, as Git Sync does)"))
-    return CodePin(head, dirty, True, repo, synced=True, left_out=_uncommitted(repo, rel))
+    return CodePin(
+        head, dirty, True, repo, synced=True, left_out=_uncommitted(repo, rel), subtree=rel
+    )
 
 
 _KINDS = {"?": "untracked", "D": "deleted", "A": "added", "R": "renamed", "C": "copied"}
@@ -183,11 +188,13 @@ def _uncommitted(repo: Path, rel: str) -> tuple[str, ...]:
 
 
 def export_revision(pin: CodePin, dest: Path) -> Path:
-    """Write the files of ``pin.revision`` into ``dest`` (``git archive``); returns ``dest``."""
+    """Write the files of ``pin.revision`` into ``dest`` (``git archive``; Git Sync: only the
+    rollout folder); returns ``dest``."""
     if pin.repo_root is None or pin.revision is None:
         raise ValueError("export_revision needs a resolved git revision")
+    paths = ["--", f"{pin.subtree}/"] if pin.subtree else []
     out = subprocess.run(
-        ["git", "archive", "--format=tar", pin.revision],
+        ["git", "archive", "--format=tar", pin.revision, *paths],
         cwd=pin.repo_root, capture_output=True, check=False,
     )
     if out.returncode != 0:

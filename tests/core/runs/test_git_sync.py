@@ -72,6 +72,7 @@ def test_head_runs_and_uncommitted_files_are_named(tmp_path: Path) -> None:
     entry = pinned_path(status, code, config.entrypoint_path())
     assert entry.read_text() == "VERSION = 'committed'\n"
     assert (entry.parent / "tools.py").is_file() and not (entry.parent / "new_tool.py").exists()
+    assert sorted(p.name for p in code.iterdir()) == ["rollouts"]  # only the rollout folder
     assert config.entrypoint_path().read_text() == "VERSION = 'edited'\n"
 
 
