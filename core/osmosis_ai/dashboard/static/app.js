@@ -234,7 +234,8 @@ async function runPage(runId) {
     ? el("p", { "data-testid": "trace-steps" }, "sampled trajectories of step ", traces.steps.map((s) =>
       [el("a", { href: `#/run/${encodeURIComponent(runId)}/traces/${s}` }, String(s)), " "]))
     : el("p", { class: "muted" }, "no traces (set [logging] trace_samples_per_step > 0 to keep some)"));
-  if (run.heldout) nodes.push(el("h2", {}, "Held-out rows"), heldoutView(run.heldout));
+  if (run.heldout) nodes.push(el("h2", {}, "Held-out rows"), ...[run.heldout, ...(Array.isArray(run.heldout.sets) ? run.heldout.sets : [])].flatMap((h) =>
+    h.name ? [el("h3", {}, `${h.name}${h.dataset ? ` (${h.dataset})` : ""}`), heldoutView(h)] : [heldoutView(h)]));
   else if (run.heldout_error) nodes.push(el("h2", {}, "Held-out rows"), el("p", { class: "warn" }, `did not finish: ${run.heldout_error}`));
   nodes.push(el("h2", {}, "Checkpoints"));
   nodes.push(run.checkpoints.length ? el("table", { "data-testid": "checkpoints" }, el("thead", {}, el("tr", {},
@@ -263,7 +264,9 @@ function hubText(h) {
 }
 
 // heldout.json: per-model pass and tool-use rates (base, warm, trained) and the paired
-// differences; an older file holds only the reward comparison of trained vs base.
+// differences; an older file holds only the reward comparison of trained vs base. With several
+// held-out files ([heldout.datasets]) the first is the top level and the others are in sets,
+// each shown under its name.
 function heldoutView(h) {
   const box = el("div", { "data-testid": "heldout" });
   if (Array.isArray(h.models) && h.models.length) {
