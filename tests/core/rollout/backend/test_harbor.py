@@ -26,6 +26,7 @@ from osmosis_ai.rollout.backend.harbor import ContainerRuntimeError, HarborBacke
 from osmosis_ai.rollout.backend.harbor._docker import (
     DockerCLI,
     host_python_mounts,
+    read_reward,
     rollout_archive,
 )
 from osmosis_ai.rollout.backend.harbor.tasks import HarborTask
@@ -373,3 +374,54 @@ def test_a_base_image_missing_offline_is_named(tmp_path: Path) -> None:
     text = str(info.value)
     assert "pull access denied" in text
     assert "The base image python:3.12-bookworm is not on this machine" in text
+
+
+@pytest.mark.parametrize(
+    ("json_text", "txt_text", "expected"),
+    [
+        ('{"reward": 0.5, "passed": 1}', None, 0.5),
+        ('{"accuracy": 1}', "0.0", 1.0),
+        (None, " 1\n", 1.0),
+    ],
+)
+def test_a_verifier_reward_is_read_as_harbor_writes_it(
+    json_text: str | None, txt_text: str | None, expected: float
+) -> None:
+    assert read_reward(json_text, txt_text) == expected
+
+
+@pytest.mark.parametrize(
+    ("json_text", "txt_text", "message"),
+    [
+        ('{"a": 1, "b": 0}', None, "osmosis trains on one reward"),
+        (None, "nan", "must be finite"),
+        (None, "passed", "must be a number"),
+        ('{"reward": true}', None, "must be a number"),
+        (None, None, "neither /logs/verifier/reward.txt nor reward.json"),
+    ],
+)
+def test_a_verifier_reward_that_cannot_train_is_refused(
+    json_text: str | None, txt_text: str | None, message: str
+) -> None:
+    with pytest.raises(ValueError, match=message):
+        read_reward(json_text, txt_text)
+
+
+def test_a_task_verifier_replaces_the_grader(tmp_path: Path) -> None:
+    task = make_task(tmp_path / "task", toml="[verifier]\ntimeout_sec = 60.0\n")
+    backend = HarborBackend(tasks_dir=task, agent=Echo, grader=Full)
+    assert not backend.verifier_scores() and backend.entrypoint().grader_cls is Full
+    (task / "tests").mkdir()
+    (task / "tests" / "test.sh").write_text("echo 1 > /logs/verifier/reward.txt\n")
+    assert backend.verifier_scores() and backend.entrypoint().grader_cls is None
+    assert HarborTask(task).limits().verifier_timeout_s == 60.0
+
+    suite = tmp_path / "suite"
+    for name in ("a", "b"):
+        make_task(suite / name)
+        (suite / name / "tests").mkdir()
+        (suite / name / "tests" / "test.sh").write_text("exit 0\n")
+    dataset = HarborBackend(tasks_dir=suite, agent=Echo, grader=Full, task_mode="dataset")
+    assert dataset.verifier_scores()
+    (suite / "b" / "tests" / "test.sh").unlink()  # one task without: the grader scores all
+    assert not dataset.verifier_scores()

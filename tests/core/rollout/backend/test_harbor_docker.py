@@ -8,6 +8,7 @@ imported with ``docker import``, so no registry is needed.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -99,6 +100,7 @@ def write_task(folder: Path) -> None:
 # An osmosis-ai 0.3 entrypoint: the workflow's tool writes a file in three places (an absolute
 # path, the working folder, the rollout folder) and reports which were there already.
 NOTES_ENTRY = '''
+import dataclasses
 import json
 import os
 from pathlib import Path
@@ -282,3 +284,62 @@ async def test_the_03_execute_path_runs_the_workflow_in_a_container(
     assert graded.sample.reward == 1.0
     assert [r["trial"] for r in tool_results(list(graded.sample.messages))] == ["r-03"]
     assert not on_host(Path("/tmp/osmosis-harbor-probe/note.txt"))
+
+
+# The task's own verifier checks what the workflow left in the container (0.3: it wins over
+# grader=). A second task's verifier writes no reward.
+VERIFIED_ENTRY = """
+from pathlib import Path
+from osmosis_ai.rollout import AgentWorkflow, Grader
+
+class Answer(AgentWorkflow):
+    async def run(self, ctx):
+        Path("/srv").mkdir(exist_ok=True)
+        Path("/srv/answer.txt").write_text(ctx.prompt[-1]["content"])
+        return [{"role": "assistant", "content": "done"}]
+
+class Half(Grader):  # never used: the task's tests/test.sh scores the trials
+    async def grade(self, ctx):
+        for sample_id in ctx.samples:
+            ctx.set_sample_reward(sample_id, 0.5)
+"""
+VERIFIER = """#!/bin/bash
+if [ "$(cat /srv/answer.txt)" = "42" ]; then echo 1 > /logs/verifier/reward.txt
+else echo '{"reward": 0}' > /logs/verifier/reward.json; fi
+"""
+
+
+async def test_a_task_verifier_scores_the_trial_inside_its_container(
+    base_image: str, tmp_path: Path, endpoint: RecordingEndpoint
+) -> None:
+    rollout = tmp_path / "verified"
+    (rollout / "main.py").parent.mkdir(parents=True)
+    (rollout / "main.py").write_text(textwrap.dedent(VERIFIED_ENTRY))
+    write_task(rollout / "task")
+    (rollout / "task" / "tests").mkdir()
+    (rollout / "task" / "tests" / "test.sh").write_text(VERIFIER)
+    write_task(rollout / "mute")
+    (rollout / "mute" / "tests").mkdir()
+    (rollout / "mute" / "tests" / "test.sh").write_text("echo checking; exit 3\n")
+    loaded = load_entrypoint(rollout / "main.py")
+
+    for task, questions in (("task", ["42", "41"]), ("mute", ["42"])):
+        backend = HarborBackend(
+            tasks_dir=rollout / task, agent=loaded.workflow_cls, grader=loaded.grader_cls
+        )
+        entry = backend.entrypoint()
+        assert entry.grader_cls is None  # the verifier wins over grader=
+        entry = dataclasses.replace(entry, path=loaded.path)
+        async with RolloutRunner(
+            entry, endpoint, backend=backend.runner_backend(entry, endpoint), concurrency=2
+        ) as runner:
+            outcomes = sorted(await runner.run_all(rows(questions)), key=lambda o: o.row_index)
+        if task == "task":
+            assert [o.reward for o in outcomes] == [1.0, 0.0]
+            assert all(o.status is SampleStatus.SUCCESS for o in outcomes)
+        else:
+            (mute,) = outcomes
+            assert mute.error is not None and mute.error.category is ErrorCategory.GRADER_ERROR
+            assert "tests/test.sh, exit status 3" in mute.error.message
+            assert "wrote neither /logs/verifier/reward.txt nor reward.json" in mute.error.message
+            assert "checking" in mute.error.message

@@ -15,7 +15,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import dataclasses
 import io
+import json
+import math
 import os
 import shutil
 import subprocess
@@ -30,8 +33,8 @@ from osmosis_ai.errors import OsmosisError
 from osmosis_ai.rollout._backends import _CORE_DIR, ProcessBackend, _error_run, _Worker
 from osmosis_ai.rollout._discovery import Entrypoint
 from osmosis_ai.rollout._execution import WorkflowRequest, WorkflowRun
-from osmosis_ai.rollout._types import ErrorCategory
-from osmosis_ai.rollout.scope import PolicyEndpoint
+from osmosis_ai.rollout._types import ErrorCategory, RolloutSample, SampleError, SampleStatus
+from osmosis_ai.rollout.scope import DEFAULT_SAMPLE_ID, PolicyEndpoint
 
 __all__ = [
     "INSTALL_HINT",
@@ -41,7 +44,10 @@ __all__ = [
     "DockerCLI",
     "TrialPlan",
     "host_python_mounts",
+    "read_reward",
     "rollout_archive",
+    "tests_archive",
+    "verify_trial",
 ]
 
 INSTALL_HINT = (
@@ -278,6 +284,10 @@ class TrialPlan:
             as on the host).
         cpus / memory_mb: limits per container (the task's ``task.toml``), ``None``: none.
         keep_containers: leave each trial's stopped container for inspection.
+        agent_timeout_s: the workflow's deadline when the run sets none (``task.toml``).
+        tests_dir: the task's ``tests/`` when it has a ``test.sh`` verifier: it runs in the
+            trial's container after the workflow and its reward scores the trial.
+        verifier_timeout_s: the verifier's deadline (``task.toml``; default 600 s).
     """
 
     image: str
@@ -287,6 +297,9 @@ class TrialPlan:
     cpus: float | None = None
     memory_mb: int | None = None
     keep_containers: bool = False
+    agent_timeout_s: float | None = None
+    tests_dir: Path | None = None
+    verifier_timeout_s: float | None = None
     _archive: bytes | None = field(default=None, repr=False)
 
     def archive(self) -> bytes:
@@ -450,6 +463,7 @@ class ContainerTrials(ProcessBackend):
         async with self._gate:
             token = _ROLLOUT.set(request.rollout_id)
             try:
+                plan = await self.plan()
                 worker = await self._spawn()
             except (TimeoutError, Exception) as exc:
                 return _error_run(
@@ -459,7 +473,12 @@ class ContainerTrials(ProcessBackend):
             finally:
                 _ROLLOUT.reset(token)
             try:
-                return await self._run_on(worker, request)
+                if request.timeout_s is None and plan.agent_timeout_s is not None:
+                    request = dataclasses.replace(request, timeout_s=plan.agent_timeout_s)
+                run = await self._run_on(worker, request)
+                if plan.tests_dir is not None and run.error is None:
+                    await verify_trial(plan, _container_of(worker), run)
+                return run
             finally:
                 await self._discard(worker)
 
@@ -468,3 +487,94 @@ class ContainerTrials(ProcessBackend):
         for worker in list(self._workers):
             await self._discard(worker)
         self._slots = None
+
+
+def _container_of(worker: _Worker) -> str:
+    assert isinstance(worker, _ContainerWorker)
+    return worker.container
+
+
+def tests_archive(tests_dir: Path) -> bytes:
+    """A tar of a task's ``tests/`` that extracts at ``/`` as ``/tests``."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        tar.add(str(tests_dir), arcname="tests")
+    return buffer.getvalue()
+
+
+def read_reward(json_text: str | None, txt_text: str | None) -> float:
+    """The reward a verifier wrote: ``reward.json`` (``{"reward": r}`` or one entry) or
+    ``reward.txt`` (a number); raises ``ValueError`` naming what is wrong."""
+    if json_text is not None:
+        data = json.loads(json_text)
+        if isinstance(data, dict) and "reward" in data:
+            value = data["reward"]
+        elif isinstance(data, dict) and len(data) == 1:
+            (value,) = data.values()
+        else:
+            raise ValueError(
+                f"/logs/verifier/reward.json holds {json_text.strip()[:200]!r}; osmosis trains "
+                'on one reward: write {"reward": r}'
+            )
+    elif txt_text is not None:
+        value = txt_text.strip()
+    else:
+        raise ValueError("it wrote neither /logs/verifier/reward.txt nor reward.json")
+    if isinstance(value, bool):
+        raise ValueError(f"the reward must be a number, got {value!r}")
+    try:
+        reward = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"the reward must be a number, got {value!r}") from None
+    if not math.isfinite(reward):
+        raise ValueError(f"the reward must be finite, got {reward}")
+    return reward
+
+
+async def verify_trial(plan: TrialPlan, container: str, run: WorkflowRun) -> None:
+    """Run the task's ``tests/test.sh`` in the trial's container; its reward scores the run.
+
+    As Harbor does: ``tests/`` is copied to ``/tests``, the script runs with its output in
+    ``/logs/verifier/test-stdout.txt``, and it leaves the reward in ``/logs/verifier/reward.txt``
+    or ``reward.json``. A verifier that fails to leave one fails the run (``grader_error``).
+    """
+    assert plan.tests_dir is not None
+    docker = plan.docker
+    timeout = plan.verifier_timeout_s or 600.0
+    script = (
+        "mkdir -p /logs/verifier && "
+        "bash /tests/test.sh > /logs/verifier/test-stdout.txt 2>&1; echo $? > /logs/verifier/exit"
+    )
+    copied = await asyncio.to_thread(
+        docker.run, "cp", "-", f"{container}:/", stdin=tests_archive(plan.tests_dir), timeout=120.0
+    )
+    ran = await asyncio.to_thread(
+        docker.run, "exec", container, "sh", "-c", script, timeout=timeout + 30.0
+    )
+
+    async def read(path: str) -> str | None:
+        done = await asyncio.to_thread(docker.run, "exec", container, "cat", path, timeout=60.0)
+        return done.stdout.decode(errors="replace") if done.returncode == 0 else None
+
+    try:
+        if copied.returncode != 0 or ran.returncode != 0:
+            failed = copied if copied.returncode != 0 else ran
+            raise ValueError(_last_line(failed.stderr) or f"exit status {failed.returncode}")
+        reward = read_reward(
+            await read("/logs/verifier/reward.json"), await read("/logs/verifier/reward.txt")
+        )
+    except (ValueError, ContainerRuntimeError) as exc:
+        output = (await read("/logs/verifier/test-stdout.txt") or "").strip().splitlines()[-5:]
+        status = (await read("/logs/verifier/exit") or "?").strip()
+        run.error = SampleError(
+            category=ErrorCategory.GRADER_ERROR,
+            message=f"the task's verifier (tests/test.sh, exit status {status}) gave no reward: "
+            f"{exc}" + (": " + " | ".join(output) if output else ""),
+            where="grader",
+        )
+        return
+    if run.messages is not None and DEFAULT_SAMPLE_ID not in run.samples:
+        run.samples[DEFAULT_SAMPLE_ID] = RolloutSample(id=DEFAULT_SAMPLE_ID, messages=run.messages)
+    for sample in run.samples.values():
+        if sample.status is SampleStatus.SUCCESS:
+            sample.reward = reward

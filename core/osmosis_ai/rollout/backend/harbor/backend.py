@@ -252,6 +252,9 @@ class HarborBackend(LocalBackend):
             cpus=limits.cpus,
             memory_mb=limits.memory_mb,
             keep_containers=not self.cleanup_successful_trials,
+            agent_timeout_s=limits.agent_timeout_s,
+            tests_dir=task.verifier.parent if task.verifier.is_file() else None,
+            verifier_timeout_s=limits.verifier_timeout_s,
         )
 
     async def prewarm(self, task_ids: Sequence[str] | None = None) -> None:
@@ -310,6 +313,24 @@ class HarborBackend(LocalBackend):
 
     # -- what osmosis's runner runs -------------------------------------------------------------
 
+    def verifier_scores(self) -> bool:
+        """True when the tasks' own ``tests/test.sh`` scores every trial (then ``grader=`` is
+        not used, as in 0.3: a task's verifier wins). In dataset mode: every task has one."""
+        if self.task_mode is TaskMode.TEMPLATE:
+            return (self.tasks_dir / "tests" / "test.sh").is_file()
+        try:
+            tasks = [p for p in self.tasks_dir.iterdir() if (p / "environment").is_dir()]
+        except OSError:
+            return False
+        return bool(tasks) and all((p / "tests" / "test.sh").is_file() for p in tasks)
+
+    def entrypoint(self) -> Entrypoint:
+        entry = super().entrypoint()
+        if entry.grader_cls is not None and self.verifier_scores():
+            logger.info("the Harbor task's tests/test.sh scores the trials; grader= is not used")
+            return dataclasses.replace(entry, grader_cls=None, grader_config=None)
+        return entry
+
     def runner_backend(self, entrypoint: Entrypoint, endpoint: PolicyEndpoint) -> Backend:
         """A container per trial (dataset mode: per row's task)."""
         if entrypoint.path is None:
@@ -350,10 +371,22 @@ class HarborBackend(LocalBackend):
         on_workflow_complete: ResultCallback,
         on_grader_complete: ResultCallback | None = None,
     ) -> None:
-        """0.3's entry point: the workflow in a trial container, then the grader here."""
+        """0.3's entry point: the workflow in a trial container, then the grader here (or the
+        task's own verifier, in the container, when it has one)."""
         self._pending += 1
         try:
-            await super().execute(request, on_workflow_complete, on_grader_complete)
+            if not self.verifier_scores():
+                await super().execute(request, on_workflow_complete, on_grader_complete)
+                return
+            async with self._limit():
+                self._active += 1
+                try:
+                    result = await self.run_workflow(request)  # scored by the verifier
+                    await on_workflow_complete(result)
+                    if on_grader_complete is not None:
+                        await on_grader_complete(result)
+                finally:
+                    self._active -= 1
         finally:
             self._pending -= 1
 

@@ -32,11 +32,13 @@ class TaskMode(StrEnum):
 
 @dataclass(frozen=True)
 class TaskLimits:
-    """The ``[environment]`` and ``[agent]`` limits a task's ``task.toml`` declares."""
+    """The limits a task's ``task.toml`` declares (``[environment]``, ``[agent]``,
+    ``[verifier]``)."""
 
     cpus: float | None = None
     memory_mb: int | None = None
     agent_timeout_s: float | None = None
+    verifier_timeout_s: float | None = None
 
 
 def _number(table: Any, key: str, where: Path) -> float | None:
@@ -105,12 +107,13 @@ class HarborTask:
             data = tomllib.loads(file.read_text(encoding="utf-8"))
         except tomllib.TOMLDecodeError as exc:
             raise ValueError(f"{file}: not valid TOML: {exc}") from exc
-        env, agent = data.get("environment"), data.get("agent")
+        env, agent, verifier = data.get("environment"), data.get("agent"), data.get("verifier")
         memory = _number(env, "memory_mb", file)
         return TaskLimits(
             cpus=_number(env, "cpus", file),
             memory_mb=int(memory) if memory is not None else None,
             agent_timeout_s=_number(agent, "timeout_sec", file),
+            verifier_timeout_s=_number(verifier, "timeout_sec", file),
         )
 
     def base_images(self) -> list[str]:
