@@ -183,6 +183,9 @@ def entry(m: Measured, workspace: Path) -> dict[str, Any]:
         "load": list(m.load),
         "template": template_fingerprint(),
         "workspace": str(workspace),
+        # The worker spins its OpenMP threads unless the user sets a policy; on a machine
+        # shared far beyond its cores, PASSIVE wastes less of the run's share.
+        "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
         "records": [r for r in records if r.get("kind", "train") == "train"],
         "warm_records": [r for r in records if r.get("kind") == "warm_start"],
         "heldout": json.loads(heldout.read_text()) if heldout.is_file() else None,
@@ -289,7 +292,8 @@ def search_table() -> str:
             f"{_f(diff.get('diff'), '+.3f')} [{_f(diff.get('ci_low'), '+.3f')}, "
             f"{_f(diff.get('ci_high'), '+.3f')}] | "
             f"{_reading_cell(held.get('warm'))} → {_reading_cell(held.get('trained'))} | "
-            f"{run['wall_s'] / 60:.1f} min | {_f(load[0], '.1f')} → {_f(load[1], '.1f')} |"
+            f"{run['wall_s'] / 60:.1f} min | {_f(load[0], '.1f')} → {_f(load[1], '.1f')}"
+            f"{' (OMP ' + run['omp_wait_policy'] + ')' if run.get('omp_wait_policy') else ''} |"
             + ("" if run.get("template") == stamp else " stale |")
         )
         met.append(targets(run))
