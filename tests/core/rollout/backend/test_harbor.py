@@ -425,3 +425,45 @@ def test_a_task_verifier_replaces_the_grader(tmp_path: Path) -> None:
     assert dataset.verifier_scores()
     (suite / "b" / "tests" / "test.sh").unlink()  # one task without: the grader scores all
     assert not dataset.verifier_scores()
+
+
+DATASET_ENTRY = """
+from osmosis_ai.rollout import AgentWorkflow
+
+class Instructed(AgentWorkflow):
+    async def run(self, ctx):
+        return [{"role": "assistant", "content": ctx.prompt[-1]["content"]}]
+"""
+
+
+async def test_dataset_mode_runs_each_row_in_its_own_task_with_its_instruction(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, endpoint: RecordingEndpoint
+) -> None:
+    log = tmp_path / "docker.log"
+    monkeypatch.setenv("FAKE_DOCKER_LOG", str(log))
+    docker = fake_docker(tmp_path, "import json\n" + RUNS_LOCALLY)
+    rollout = tmp_path / "rollout"
+    for name, text in (("mul-1", "Multiply 6 by 7."), ("add-1", "Add 2 and 3.")):
+        make_task(rollout / "tasks" / name, f"FROM debian:bookworm\nLABEL task={name}\n")
+        (rollout / "tasks" / name / "instruction.md").write_text(text)
+    (rollout / "main.py").write_text(textwrap.dedent(DATASET_ENTRY))
+    entry = load_entrypoint(rollout / "main.py")
+    backend = HarborBackend(
+        tasks_dir=rollout / "tasks", agent=entry.workflow_cls, task_mode="dataset", docker=docker
+    )
+    rows = [
+        DatasetRow(i, i, [{"role": "user", "content": "row prompt"}], "x", meta, None, "q")
+        for i, meta in enumerate(
+            [{"harbor_task_id": "mul-1"}, {"harbor_task_id": "add-1"}, {"harbor_task_id": "../x"}]
+        )
+    ]
+    async with RolloutRunner(
+        entry, endpoint, backend=backend.runner_backend(entry, endpoint), concurrency=3
+    ) as runner:
+        mul, add, bad = sorted(await runner.run_all(rows), key=lambda o: o.row_index)
+    assert mul.samples[0].messages[-1]["content"] == "Multiply 6 by 7."
+    assert add.samples[0].messages[-1]["content"] == "Add 2 and 3."
+    assert bad.error is not None and bad.error.category is ErrorCategory.VALIDATION_ERROR
+    assert "unknown Harbor task id '../x'" in bad.error.message
+    images = {c[-2] for c in map(json.loads, log.read_text().splitlines()) if c[0] == "create"}
+    assert len(images) == 2  # one image per task

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from osmosis_ai.data import DatasetRow
-from osmosis_ai.rollout import ErrorCategory, SampleStatus
+from osmosis_ai.rollout import AgentWorkflow, ErrorCategory, SampleStatus
 from osmosis_ai.rollout.backend.harbor import ContainerRuntimeError, HarborBackend
 from osmosis_ai.rollout.backend.harbor._docker import DockerCLI
 from osmosis_ai.rollout.context import RolloutContext
@@ -155,6 +155,11 @@ def main():
     )
     return backend
 '''
+
+
+class NotesLike(AgentWorkflow):
+    async def run(self, ctx: Any) -> None:
+        return None
 
 
 def tool_results(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -343,3 +348,20 @@ async def test_a_task_verifier_scores_the_trial_inside_its_container(
             assert "tests/test.sh, exit status 3" in mute.error.message
             assert "wrote neither /logs/verifier/reward.txt nor reward.json" in mute.error.message
             assert "checking" in mute.error.message
+
+
+async def test_prewarm_builds_the_image_and_checks_that_this_python_starts_in_it(
+    base_image: str, tmp_path: Path
+) -> None:
+    write_task(tmp_path / "task")
+    backend = HarborBackend(tasks_dir=tmp_path / "task", agent=NotesLike)
+    async with backend.prewarm_lifespan()(object()):
+        pass  # the image is built and Python started in it
+    (tmp_path / "bare" / "environment").mkdir(parents=True)  # no C library for this Python
+    (tmp_path / "bare" / "environment" / "Dockerfile").write_text("FROM scratch\nCOPY x /x\n")
+    (tmp_path / "bare" / "environment" / "x").write_text("x")
+    bare = HarborBackend(tasks_dir=tmp_path / "bare", agent=NotesLike)
+    with pytest.raises(ContainerRuntimeError) as info:
+        await bare.prewarm()
+    assert "does not start in the trial image osmosis-harbor/bare:" in str(info.value)
+    assert "glibc Linux image (Debian, Ubuntu)" in str(info.value)

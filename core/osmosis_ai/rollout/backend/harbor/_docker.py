@@ -44,6 +44,8 @@ __all__ = [
     "DockerCLI",
     "TrialPlan",
     "host_python_mounts",
+    "mount_args",
+    "probe_python",
     "read_reward",
     "rollout_archive",
     "tests_archive",
@@ -185,7 +187,9 @@ def _inside(path: Path, root: Path) -> bool:
     return path == root or path.is_relative_to(root)
 
 
-def host_python_mounts(rollout_dir: Path, path_entries: Iterable[str] | None = None) -> list[Path]:
+def host_python_mounts(
+    rollout_dir: Path | None, path_entries: Iterable[str] | None = None
+) -> list[Path]:
     """The folders to mount read-only so this interpreter and its packages run in a container.
 
     Those are the interpreter's prefixes and every folder on ``sys.path``. A folder that
@@ -193,7 +197,7 @@ def host_python_mounts(rollout_dir: Path, path_entries: Iterable[str] | None = N
     the rollout (the rollout is copied into the container instead, so it stays writable there);
     folders inside the rollout are left out.
     """
-    rollout = Path(os.path.abspath(rollout_dir))
+    rollout = Path(os.path.abspath(rollout_dir)) if rollout_dir is not None else None
     roots: list[Path] = []
     entries = sys.path if path_entries is None else path_entries
     for raw in (sys.base_prefix, sys.prefix, sys.base_exec_prefix, sys.exec_prefix, *entries):
@@ -208,9 +212,9 @@ def host_python_mounts(rollout_dir: Path, path_entries: Iterable[str] | None = N
     chosen: list[Path] = []
 
     def add(path: Path) -> None:
-        if _inside(path, rollout):
+        if rollout is not None and _inside(path, rollout):
             return
-        if _inside(rollout, path):
+        if rollout is not None and _inside(rollout, path):
             with contextlib.suppress(OSError):
                 for child in sorted(path.iterdir()):
                     if child.is_dir() and not child.is_symlink():
@@ -258,6 +262,45 @@ def rollout_archive(rollout_dir: Path) -> bytes:
                 continue
             tar.add(str(entry), arcname=str(entry).lstrip("/"), filter=keep)
     return buffer.getvalue()
+
+
+def mount_args(paths: Iterable[Path]) -> list[str]:
+    """``--mount`` options that bind each path read-only at its own place."""
+    args = []
+    for path in paths:
+        text = str(path)
+        if "," in text or "\n" in text:
+            raise ContainerRuntimeError(
+                f"cannot mount {text!r} into a trial container (a comma or newline in the "
+                "path); move the Python environment or the rollout to a plainer path"
+            )
+        args += ["--mount", f"type=bind,source={text},target={text},readonly"]
+    return args
+
+
+def probe_python(docker: DockerCLI, image: str) -> None:
+    """Check that this machine's Python (mounted as in a trial) starts in ``image``."""
+    done = docker.run(
+        "run",
+        "--rm",
+        "--network",
+        "none",
+        *mount_args(host_python_mounts(None)),
+        "-e",
+        f"PYTHONPATH={_CORE_DIR}",
+        image,
+        sys.executable,
+        "-c",
+        "import osmosis_ai.rollout._worker",
+        timeout=120.0,
+    )
+    if done.returncode != 0:
+        raise ContainerRuntimeError(
+            f"this machine's Python ({sys.executable}) does not start in the trial image "
+            f"{image}: {_last_line(done.stderr) or f'exit status {done.returncode}'}. Base the "
+            "task's Dockerfile on a glibc Linux image (Debian, Ubuntu) that has the C libraries "
+            "this Python links (libssl, libffi, ...)"
+        )
 
 
 def _env_names() -> list[str]:
@@ -323,14 +366,7 @@ class TrialPlan:
             args += ["--cpus", f"{self.cpus:g}"]
         if self.memory_mb is not None:
             args += ["--memory", f"{self.memory_mb}m"]
-        for path in host_python_mounts(self.rollout_dir):
-            text = str(path)
-            if "," in text or "\n" in text:
-                raise ContainerRuntimeError(
-                    f"cannot mount {text!r} into a trial container (a comma or newline in the "
-                    "path); move the Python environment or the rollout to a plainer path"
-                )
-            args += ["--mount", f"type=bind,source={text},target={text},readonly"]
+        args += mount_args(host_python_mounts(self.rollout_dir))
         return [*args, self.image, "infinity"]
 
     def exec_args(self, name: str, rollout_id: str) -> list[str]:

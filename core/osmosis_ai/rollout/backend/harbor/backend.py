@@ -44,7 +44,7 @@ from osmosis_ai.rollout.backend.harbor._docker import (
     ContainerTrials,
     DockerCLI,
     TrialPlan,
-    host_python_mounts,
+    probe_python,
 )
 from osmosis_ai.rollout.backend.harbor.tasks import HarborTask, TaskMode
 from osmosis_ai.rollout.backend.local import LocalBackend
@@ -273,31 +273,7 @@ class HarborBackend(LocalBackend):
             tasks = [HarborTask(self.tasks_dir)]
         for task in tasks:
             tag = await asyncio.to_thread(self.image_for, task)
-            await asyncio.to_thread(self._probe, tag)
-
-    def _probe(self, tag: str) -> None:
-        import sys
-
-        args = ["run", "--rm", "--network", "none"]
-        for path in host_python_mounts(Path("/nonexistent-rollout")):
-            args += ["--mount", f"type=bind,source={path},target={path},readonly"]
-        done = self.docker.run(
-            *args,
-            "-e",
-            f"PYTHONPATH={_core_dir()}",
-            tag,
-            sys.executable,
-            "-c",
-            "import osmosis_ai.rollout._worker",
-            timeout=120.0,
-        )
-        if done.returncode != 0:
-            why = done.stderr.decode(errors="replace").strip().splitlines()[-1:] or ["?"]
-            raise ContainerRuntimeError(
-                f"this machine's Python ({sys.executable}) does not start in the trial image "
-                f"{tag}: {why[0]}. Base the task's Dockerfile on a glibc Linux image (Debian, "
-                "Ubuntu) that has the C libraries this Python links (libssl, libffi, ...)"
-            )
+            await asyncio.to_thread(probe_python, self.docker, tag)
 
     def prewarm_lifespan(
         self, task_ids: Sequence[str] | None = None
@@ -439,9 +415,3 @@ def _defining_file(entrypoint: Entrypoint) -> Path:
             "(the trial's worker loads the workflow from it): define the workflow in a .py file"
         )
     return Path(source).resolve()
-
-
-def _core_dir() -> str:
-    from osmosis_ai.rollout._backends import _CORE_DIR
-
-    return _CORE_DIR
