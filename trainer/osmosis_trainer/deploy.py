@@ -7,8 +7,9 @@ engine's :class:`~osmosis_trainer.engines.ChatRenderer`, so a deployed adapter s
 prompts it was trained on. Behind it, with vLLM installed (or ``--engine vllm``), a vLLM
 server on loopback (its own random key) serves the base model with the adapter as a runtime
 LoRA module, fed token ids; otherwise the transformers engine serves base + adapter.
-``$OSMOSIS_DEPLOY_API_KEY`` (``osmosis model deploy --api-key``) is the key clients must send;
-it travels in the environment, never on a command line. Once the endpoint answers, one line
+``$OSMOSIS_DEPLOY_API_KEY`` (set by you, or by ``osmosis model deploy --api-key-file``) is the
+key clients must send; it travels in the environment, never on a command line. vLLM's log goes
+to ``<run>/deploy/vllm-<pid>.log`` (mode 0600). Once the endpoint answers, one line
 says where it is::
 
     Serving calc-20261124-101500:40 at http://127.0.0.1:8000/v1 as model 'calc-step40' (hf engine)
@@ -33,7 +34,7 @@ from typing import Any
 from osmosis_ai.errors import OsmosisError
 from osmosis_ai.serving.gateway import CallStore
 
-__all__ = ["API_KEY_ENV", "exposure_warning", "main", "ready_line", "vllm_options"]
+__all__ = ["API_KEY_ENV", "deploy_log", "exposure_warning", "main", "ready_line", "vllm_options"]
 
 API_KEY_ENV = "OSMOSIS_DEPLOY_API_KEY"
 
@@ -78,13 +79,14 @@ def exposure_warning(host: str, api_key: str | None) -> str | None:
         return None
     return (
         f"warning: serving on {host} without an API key: anyone who can reach this port can "
-        "use the model. Pass --api-key KEY (or set $OSMOSIS_DEPLOY_API_KEY), or bind 127.0.0.1."
+        "use the model. Set $OSMOSIS_DEPLOY_API_KEY (or pass --api-key-file FILE), or bind "
+        "127.0.0.1."
     )
 
 
 def _announce(args: argparse.Namespace, url: str, engine: str, keyed: bool) -> None:
     print(ready_line(args.label or args.name, url, args.name, engine), flush=True)
-    auth = " -H 'Authorization: Bearer <your --api-key>'" if keyed else ""
+    auth = " -H \"Authorization: Bearer $OSMOSIS_DEPLOY_API_KEY\"" if keyed else ""
     print(
         f"  try: curl {url}/v1/chat/completions -H 'Content-Type: application/json'{auth} "
         f"-d '{json.dumps({'model': args.name, 'messages': [{'role': 'user', 'content': 'Hi'}]})}'",
@@ -160,8 +162,21 @@ def vllm_options(args: argparse.Namespace, base_folder: str, *, cuda: bool) -> d
         "dtype": "auto" if cuda else "float32",
         "max_lora_rank": rank,
         "max_loras": 1,
-        "log_file": Path(tempfile.gettempdir()) / f"osmosis-deploy-vllm-{os.getpid()}.log",
+        "log_file": deploy_log(args.adapter),
     }
+
+
+def deploy_log(adapter: Path) -> Path:
+    """Where a deployed vLLM server writes its log: ``<run>/deploy/vllm-<pid>.log`` for a
+    checkpoint of a run (``<run>/checkpoints/step_N/adapter``), else a fresh private temporary
+    folder; never a predictable name in a shared ``/tmp`` (the file is opened 0600, no link)."""
+    run = adapter.resolve().parents[2] if len(adapter.resolve().parents) > 2 else None
+    if run is not None and (run / "status.json").is_file():
+        folder = run / "deploy"
+        folder.mkdir(mode=0o700, exist_ok=True)
+    else:
+        folder = Path(tempfile.mkdtemp(prefix="osmosis-deploy-"))
+    return folder / f"vllm-{os.getpid()}.log"
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -21,6 +21,9 @@ import typer
 from osmosis_ai.console import state
 from osmosis_ai.errors import ConfigError, MissingExtraError, OsmosisError
 
+_DEPLOY_KEY_ENV = "OSMOSIS_DEPLOY_API_KEY"
+"""Where ``model deploy`` takes the key clients must send (never from its command line)."""
+
 if TYPE_CHECKING:
     from osmosis_ai.models import CheckpointRef
 
@@ -118,14 +121,30 @@ def deploy_command(
         typer.Option("--max-body-bytes", help="Largest request body in bytes; "
                      "larger ones get 413 (default: [gateway] max_body_bytes, 32 MiB)."),
     ] = None,
-    api_key: Annotated[
+    api_key_file: Annotated[
         str | None,
-        typer.Option("--api-key", envvar="OSMOSIS_DEPLOY_API_KEY", show_default=False,
-                     help="Clients must send 'Authorization: Bearer KEY' (default: no key; "
-                     "a warning when --host is not loopback)."),
+        typer.Option(
+            "--api-key-file", show_default=False,
+            help="Read the key clients must send ('Authorization: Bearer KEY') from this file, "
+            "or '-' for stdin (asked without echo at a terminal). The key is otherwise taken "
+            f"from ${_DEPLOY_KEY_ENV}; never from the command line (default: no key; a warning "
+            "when --host is not loopback).",
+        ),
     ] = None,
+    api_key: Annotated[str | None, typer.Option("--api-key", hidden=True)] = None,
 ) -> None:
-    """Serve a checkpoint on an OpenAI-compatible endpoint until Ctrl-C."""
+    """Serve a checkpoint on an OpenAI-compatible endpoint until Ctrl-C.
+
+    The key clients must send comes from $OSMOSIS_DEPLOY_API_KEY or --api-key-file, never from
+    the command line, which every local user can read (ps, /proc/PID/cmdline) while it serves.
+    """
+    if api_key is not None:
+        raise ConfigError(
+            "--api-key KEY would keep the key in this command's arguments, which every local "
+            f"user can read (ps) while it serves: export {_DEPLOY_KEY_ENV}=KEY, or pass "
+            "--api-key-file FILE (or '-' to type or pipe it)"
+        )
+    key = _deploy_key(api_key_file)
     if max_body_bytes is not None:
         _check_body_limit(max_body_bytes)
     if engine not in ("auto", "vllm", "hf"):
@@ -164,11 +183,39 @@ def deploy_command(
     )
     served = _record_deploy(ref, host, port, name or _served_name(ref), engine)
     # The key reaches the server through its environment: never on a command line (ps).
-    env = {**os.environ, "OSMOSIS_DEPLOY_API_KEY": api_key} if api_key else None
+    env = {**os.environ, _DEPLOY_KEY_ENV: key} if key else None
     code = _serve_until_signalled(cmd, env)
     _end_deploy(ref, served, code)
     if code not in (0, -2, 130):
         raise typer.Exit(code)
+
+
+def _deploy_key(key_file: str | None) -> str | None:
+    """The deploy key: from ``key_file`` (``-``: stdin, without echo at a terminal), else
+    ``$OSMOSIS_DEPLOY_API_KEY``; ``None`` without either."""
+    if key_file is None:
+        return os.environ.get(_DEPLOY_KEY_ENV) or None
+    if key_file == "-":
+        if sys.stdin.isatty():
+            import getpass
+
+            text = getpass.getpass("API key clients must send: ")
+        else:
+            text = sys.stdin.readline()
+        where = "stdin"
+    else:
+        from osmosis_ai.errors import UnreadableFileError
+        from osmosis_ai.safe_io import read_text
+
+        try:
+            text = read_text(Path(key_file), follow=True, max_bytes=4096)
+        except UnreadableFileError as exc:
+            raise ConfigError(f"--api-key-file: {exc}") from None
+        where = key_file
+    key = text.strip()
+    if not key or any(c.isspace() for c in key):
+        raise ConfigError(f"--api-key-file: {where} holds no key (one line, no spaces)")
+    return key
 
 
 def _serve_until_signalled(cmd: list[str], env: dict[str, str] | None = None) -> int:

@@ -155,7 +155,8 @@ def test_push_to_hub_offline_is_a_clear_error(
 
 
 def test_deploy_serves_the_checkpoint_openai_style(workspace: Path, tiny_model: Path) -> None:
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    # The key from the environment: never on the command line (ps shows it to every user).
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "OSMOSIS_DEPLOY_API_KEY": "cli-k3y"}
     cmd = [
         sys.executable,
         "-c",
@@ -171,8 +172,6 @@ def test_deploy_serves_the_checkpoint_openai_style(workspace: Path, tiny_model: 
         "cpu",
         "--max-body-bytes",
         "2048",
-        "--api-key",
-        "cli-k3y",
     ]
     auth = {"Authorization": "Bearer cli-k3y"}
     proc = subprocess.Popen(
@@ -185,7 +184,7 @@ def test_deploy_serves_the_checkpoint_openai_style(workspace: Path, tiny_model: 
         assert m, (line, proc.stderr.read() if proc.stderr and proc.poll() is not None else "")
         assert m.group(1) == f"{RUN_ID}:2" and m.group(3) == "calc-step2"
         url, name = m.group(2), m.group(3)
-        assert httpx.get(f"{url}/models").status_code == 401  # --api-key
+        assert httpx.get(f"{url}/models").status_code == 401  # $OSMOSIS_DEPLOY_API_KEY
         models = httpx.get(f"{url}/models", headers=auth).json()
         assert name in [x["id"] for x in models["data"]]
         messages = [{"role": "user", "content": "Hi"}]

@@ -18,7 +18,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, NotRequired, TypedDict
+from typing import IO, Any, NotRequired, TypedDict
 
 import httpx
 
@@ -54,6 +54,23 @@ class CompletionBody(TypedDict):
     max_tokens: NotRequired[int]
     stop: NotRequired[list[str]]
     seed: NotRequired[int]
+
+
+def open_private_log(path: Path) -> IO[bytes]:
+    """``path`` opened for writing from the start, readable by its owner only (0600): never
+    through a symbolic link (a planted ``log -> ~/.bashrc`` is refused, not truncated), and an
+    existing file's wider mode is narrowed. A server's log can quote prompts and keys' errors."""
+    fd = os.open(
+        path,
+        os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0) | os.O_CLOEXEC,
+        0o600,
+    )
+    try:
+        os.fchmod(fd, 0o600)
+        return os.fdopen(fd, "wb")
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 def _free_port(host: str) -> int:
@@ -93,7 +110,8 @@ class VLLMEngine(OpenAIServerEngine):
         request_timeout_s: per-request timeout.
         api_key: sent as a bearer token; a launched server requires it (default: a fresh
             random key, handed to the child in ``VLLM_API_KEY``, never on its command line).
-        log_file: where a launched server's output goes.
+        log_file: where a launched server's output goes (mode 0600, never through a link;
+            default: ``vllm.log`` in a fresh private temporary folder, not a predictable name).
     """
 
     def __init__(
@@ -192,7 +210,9 @@ class VLLMEngine(OpenAIServerEngine):
         # Unbuffered: the log file shows what the server did when it is read (errors, tests).
         env.setdefault("PYTHONUNBUFFERED", "1")
         if self._log_file is None:
-            self._log_file = Path(f"/tmp/osmosis-vllm-{port}.log")
+            import tempfile
+
+            self._log_file = Path(tempfile.mkdtemp(prefix="osmosis-vllm-")) / "vllm.log"
         cmd = self._launch_command(port)
         logger.info("starting vLLM: %s (log: %s)", " ".join(cmd), self._log_file)
         self._proc = await asyncio.to_thread(self._spawn, cmd, env, self._log_file)
@@ -222,7 +242,7 @@ class VLLMEngine(OpenAIServerEngine):
 
     @staticmethod
     def _spawn(cmd: list[str], env: dict[str, str], log_file: Path) -> subprocess.Popen[bytes]:
-        with log_file.open("wb") as log:
+        with open_private_log(log_file) as log:
             return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
 
     async def close(self) -> None:
