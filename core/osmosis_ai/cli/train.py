@@ -51,7 +51,7 @@ def _precheck(config: Any, pinned: bool) -> None:
             "are not set in the environment; export them before 'osmosis train submit'"
         )
     if config.remote is not None and not pinned:
-        from osmosis_ai.remote._reward import load_remote_grader
+        from osmosis_ai.rollout.running import load_remote_grader
 
         load_remote_grader(config)  # "auto" without a Grader: nothing is sure to score
     elif _loads_entrypoint(config):

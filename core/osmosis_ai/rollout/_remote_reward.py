@@ -1,5 +1,8 @@
 """Where a remote rollout's reward comes from (``[remote] reward``), checked before a run starts.
 
+It lives beside discovery (it loads the entrypoint's Grader) and is public through
+:mod:`osmosis_ai.rollout.running`, for the CLI's checks and the trainer's remote runs.
+
 - ``"auto"`` (the default): the server's reward when its result carries one, else the
   ``Grader`` defined in ``[experiment] entrypoint``. A server may leave the reward out (the
   seeds' servers send it "only if the platform is configured to compute reward in remote
@@ -37,7 +40,7 @@ def load_remote_grader(config: Any) -> tuple[type[Any], Any] | None:
         DiscoveryError: ``reward = "grader"`` without a loadable Grader (file, line, fix).
     """
     from osmosis_ai.errors import DiscoveryError
-    from osmosis_ai.rollout.running import load_grader
+    from osmosis_ai.rollout._discovery import load_grader
 
     reward = getattr(config.remote, "reward", "server")  # duck-typed configs: the old default
     if reward == "server":

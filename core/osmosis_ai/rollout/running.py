@@ -16,6 +16,11 @@ from osmosis_ai.rollout._outcome import (
     RolloutRow,
     classify_exception,
 )
+from osmosis_ai.rollout._remote_reward import (
+    describe_reward_source,
+    load_remote_grader,
+    runner_reward_mode,
+)
 from osmosis_ai.rollout._runner import RolloutRunner
 
 __all__ = [
@@ -30,7 +35,10 @@ __all__ = [
     "WorkflowRequest",
     "WorkflowRun",
     "classify_exception",
+    "describe_reward_source",
     "execute_workflow",
     "load_entrypoint",
     "load_grader",
+    "load_remote_grader",
+    "runner_reward_mode",
 ]

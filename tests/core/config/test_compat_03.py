@@ -9,7 +9,7 @@ import pytest
 
 from osmosis_ai.config import load_eval_config, load_training_config
 from osmosis_ai.errors import ConfigError, DiscoveryError
-from osmosis_ai.remote._reward import (
+from osmosis_ai.rollout.running import (
     describe_reward_source,
     load_remote_grader,
     runner_reward_mode,

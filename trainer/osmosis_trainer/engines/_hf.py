@@ -368,6 +368,12 @@ class HFEngine:
                     row.payload.future.set_exception(err)
             return
 
+    @property
+    def context_window(self) -> int | None:
+        """The model's context window in tokens (``max_position_embeddings``; ``None`` when the
+        config does not say). The policy gateway caps a request's ``max_tokens`` at it."""
+        return self._context
+
     def _make_row(self, job: _Job) -> Row[_Job]:
         req = job.req
         tools = None if req.tool_choice == "none" else req.tools

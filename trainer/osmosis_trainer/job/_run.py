@@ -113,7 +113,7 @@ async def _run(
     # fast; "auto" without one is a ConfigError naming both fixes).
     grader = None
     if needs_entrypoint(config) and entry is None:
-        from osmosis_ai.remote._reward import load_remote_grader
+        from osmosis_ai.rollout.running import load_remote_grader
 
         grader = load_remote_grader(config)
     phase(f"loading {config.experiment.model_path} on {plan.device}")

@@ -67,7 +67,7 @@ def remote_entrypoint_for(
     remote = getattr(config, "remote", None)
     if remote is None:
         raise ConfigError("the config has no [remote] section (server_url, api_key)")
-    from osmosis_ai.remote._reward import load_remote_grader, runner_reward_mode
+    from osmosis_ai.rollout.running import load_remote_grader, runner_reward_mode
 
     reward: Literal["server", "grader"] | None = runner_reward_mode(config)
     if reward != "server" and grader_cls is None:

@@ -113,6 +113,7 @@ class PolicyGateway:
         self.keep_client_body = keep_client_body
         self.store = CallStore()
         self.stats: Counter[str] = Counter()
+        self._clamp_said = False
         self.app = build_app(self)
         for router in extra_routers:
             self.app.include_router(router)
@@ -298,11 +299,9 @@ class PolicyGateway:
         s = self.sampling
         temperature = req.temperature if req.temperature is not None else 1.0
         top_p = req.top_p if req.top_p is not None else 1.0
-        max_tokens = req.max_completion_tokens or req.max_tokens
         if s is not None:
             temperature, top_p = s.rollout_temperature, s.rollout_top_p
-            if s.max_tokens is not None:
-                max_tokens = min(max_tokens or s.max_tokens, s.max_tokens)
+        max_tokens = self.clamp_max_tokens(req.max_completion_tokens or req.max_tokens)
         stop = [req.stop] if isinstance(req.stop, str) else req.stop
         return GenerationRequest(
             messages=messages,
@@ -317,6 +316,40 @@ class PolicyGateway:
             sample_id=sample_id,
             client_body=req.model_dump(exclude_unset=True) if self.keep_client_body else None,
         )
+
+    def clamp_max_tokens(self, asked: int | None) -> int | None:
+        """The completion budget of a call that asks ``asked`` tokens: at most ``[sampling]
+        max_tokens`` (which also applies when the call asks none) and at most the engine's
+        context window (``engine.context_window``, where the engine knows it). A clamped call
+        is counted in ``stats["max_tokens_clamped"]`` and said once per gateway, as a warning
+        on the ``osmosis`` logger: frameworks and templates often ask for far more than a
+        small model can use (osmosis-ai 0.3's templates ask 16384 per call)."""
+        caps: list[tuple[int, str]] = []
+        sampling_cap = self.sampling.max_tokens if self.sampling is not None else None
+        if sampling_cap is not None:
+            caps.append((sampling_cap, "[sampling] max_tokens"))
+        window = getattr(self.engine, "context_window", None)
+        if isinstance(window, int) and not isinstance(window, bool) and window > 0:
+            caps.append((window, "the model's context window"))
+        if asked is None:
+            return sampling_cap
+        if not caps:
+            return asked
+        cap, why = min(caps)
+        if asked <= cap:
+            return asked
+        self.stats["max_tokens_clamped"] += 1
+        if not self._clamp_said:
+            self._clamp_said = True
+            hint = "" if sampling_cap is not None else (
+                "; set [sampling] max_tokens in the config to bound every call"
+            )
+            logger.warning(
+                "a policy call asked for max_tokens=%d; clamped to %d (%s)%s. Said once; the "
+                "gateway counts every clamped call",
+                asked, cap, why, hint,
+            )
+        return cap
 
     async def admit(self) -> None:
         """Wait while a swap is in progress (bounded); then count the call as in flight."""
