@@ -87,6 +87,31 @@ def _environment_type(config: Any) -> str:
     return str(value).lower() if value is not None else "docker"
 
 
+_Agent = type[AgentWorkflow[Any]] | AgentWorkflow[Any] | str
+
+
+def _refuse_upstream_only(agent: _Agent | None, native_agent_kwargs: Any, bundle: Any) -> _Agent:
+    """The workflow agent; refuses (with the reason) what only the upstream harbor runs."""
+    if agent is None or (isinstance(agent, str) and ":" not in agent):
+        named = f" ({agent!r} is one of Harbor's native agents)" if agent in _NATIVE_AGENTS else ""
+        raise ValueError(
+            f"HarborBackend(agent={agent!r}){named}: pass your AgentWorkflow (a class, an "
+            "instance or 'module:Class'). Harbor's native agents (terminus-2, mini-swe-agent, "
+            "oracle) need the upstream harbor package, which osmosis does not use"
+        )
+    if native_agent_kwargs:
+        raise ValueError(
+            "HarborBackend(native_agent_kwargs=...) configures Harbor's native agents, which "
+            "are not available here; a workflow agent takes workflow_config"
+        )
+    if bundle is not None:
+        raise ValueError(
+            f"HarborBackend(bundle={str(bundle)!r}): prebuilt wheels are not used here; each "
+            "trial gets a copy of the rollout folder (code_dir). Drop bundle="
+        )
+    return agent
+
+
 class HarborBackend(LocalBackend):
     """Runs each rollout's workflow in a fresh container built from a Harbor task folder.
 
@@ -139,25 +164,7 @@ class HarborBackend(LocalBackend):
         docker: str = "docker",
         network: str = "host",
     ) -> None:
-        if agent is None or (isinstance(agent, str) and ":" not in agent):
-            named = (
-                f" ({agent!r} is one of Harbor's native agents)" if agent in _NATIVE_AGENTS else ""
-            )
-            raise ValueError(
-                f"HarborBackend(agent={agent!r}){named}: pass your AgentWorkflow (a class, an "
-                "instance or 'module:Class'). Harbor's native agents (terminus-2, mini-swe-agent, "
-                "oracle) need the upstream harbor package, which osmosis does not use"
-            )
-        if native_agent_kwargs:
-            raise ValueError(
-                "HarborBackend(native_agent_kwargs=...) configures Harbor's native agents, which "
-                "are not available here; a workflow agent takes workflow_config"
-            )
-        if bundle is not None:
-            raise ValueError(
-                f"HarborBackend(bundle={str(bundle)!r}): prebuilt wheels are not used here; each "
-                "trial gets a copy of the rollout folder (code_dir). Drop bundle="
-            )
+        workflow = _refuse_upstream_only(agent, native_agent_kwargs, bundle)
         try:
             self.task_mode = TaskMode(task_mode)
         except ValueError:
@@ -174,7 +181,7 @@ class HarborBackend(LocalBackend):
         if max_queue_depth is not None and max_queue_depth < 1:
             raise ValueError("max_queue_depth must be >= 1, or None for unbounded")
         super().__init__(
-            workflow=agent,
+            workflow=workflow,
             workflow_config=workflow_config,
             grader=grader,
             grader_config=grader_config,
