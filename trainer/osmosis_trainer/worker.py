@@ -24,6 +24,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from osmosis_ai.config import redact_urls
 from osmosis_ai.errors import OsmosisError
 from osmosis_ai.eval import HeldOutPlan, HeldOutSet, plan_heldout, run_heldout
 from osmosis_ai.runs import (
@@ -270,10 +271,13 @@ def main(argv: list[str] | None = None) -> int:
                 traceback.print_exc()
             current = read_status(run.path) or {}
             if current.get("status") in ("pending", "running"):
+                message = (
+                    f"{type(exc).__name__}: {exc}" if not isinstance(exc, OsmosisError)
+                    else str(exc)
+                )
                 run.update_status(
                     status="failed", phase="error", activity=None, finished_at=time.time(),
-                    error=f"{type(exc).__name__}: {exc}" if not isinstance(exc, OsmosisError)
-                    else str(exc),
+                    error=redact_urls(message),  # shown by train info and the dashboard
                 )
             return 1
 

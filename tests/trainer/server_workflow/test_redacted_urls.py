@@ -51,3 +51,21 @@ async def test_init_failures_name_the_server_redacted(answer: str) -> None:
     # The server itself still gets the path under server_url and its query.
     assert seen[0].path == "/base/v1/rollout/init"
     assert seen[0].params["access_token"] == TOKEN
+
+
+def test_failure_examples_never_quote_a_url_credential() -> None:
+    """Whatever a rollout's error quotes (an HTTP client's message), failures.jsonl, the
+    status error and train.log get it with the URL redacted."""
+    from osmosis_ai.rollout import ErrorCategory, SampleError, SampleStatus
+    from osmosis_ai.rollout.running import RolloutOutcome
+    from osmosis_trainer.loop._rollouts import StepRollouts
+    from osmosis_trainer.loop._source import GatewayRolloutSource
+
+    error = SampleError(category=ErrorCategory.HTTP_ERROR, message=f"ConnectError: {URL}")
+    outcome = RolloutOutcome(
+        rollout_id="r1", row_index=0, sample_index=0, status=SampleStatus.FAILED, error=error
+    )
+    out = StepRollouts()
+    GatewayRolloutSource._add_outcome(None, out, 0, outcome)  # type: ignore[arg-type]
+    [example] = out.failure_examples
+    assert "127.0.0.1:9/base" in example and PASSWORD not in example and TOKEN not in example

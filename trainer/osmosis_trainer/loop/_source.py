@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import Protocol
 
+from osmosis_ai.config import redact_urls
 from osmosis_ai.rollout import LLMCall, RolloutSample, SampleStatus
 from osmosis_ai.rollout.running import RolloutGroup, RolloutOutcome, RolloutRow
 from osmosis_trainer.loop._rollouts import GradedSample, SequenceData, StepRollouts
@@ -117,9 +118,10 @@ class GatewayRolloutSource:
             category = outcome.error.category.value if outcome.error else "failed"
             out.failure_reasons[category] += 1
             if outcome.error and len(out.failure_examples) < 3:
+                # failures.jsonl, the status error, train.log, the dashboard: no URL credential.
                 out.failure_examples.append(
                     f"rollout {outcome.rollout_id} (row {outcome.row_index}): "
-                    f"{outcome.error.message[:300]}"
+                    f"{redact_urls(outcome.error.message[:300])}"
                 )
             return
         for sample in outcome.samples:
