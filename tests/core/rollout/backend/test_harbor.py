@@ -13,6 +13,7 @@ import stat
 import sys
 import tarfile
 import textwrap
+from enum import Enum
 from io import BytesIO
 from pathlib import Path
 from types import SimpleNamespace
@@ -71,11 +72,23 @@ def test_the_original_import_path_and_task_modes() -> None:
     assert TaskMode("dataset") is TaskMode.DATASET
 
 
+class TrialQueue:
+    """Shaped like harbor 0.20's ``harbor.trial.queue.TrialQueue`` (what 0.3 entrypoints pass)."""
+
+    def __init__(self, n_concurrent: int) -> None:
+        self._n_concurrent = n_concurrent
+
+
+class EnvironmentType(str, Enum):  # noqa: UP042 - as harbor.models.environment_type defines it
+    DOCKER = "docker"
+    DAYTONA = "daytona"
+
+
 def test_the_original_constructor_is_accepted(tmp_path: Path) -> None:
     task = make_task(tmp_path / "task")
-    environment = SimpleNamespace(type=SimpleNamespace(value="docker"))
+    environment = SimpleNamespace(type=EnvironmentType.DOCKER)  # harbor's EnvironmentConfig
     backend = HarborBackend(
-        orchestrator=SimpleNamespace(n_concurrent=3),
+        orchestrator=TrialQueue(n_concurrent=3),
         tasks_dir=task,
         task_mode="template",
         agent=Echo,
@@ -110,7 +123,7 @@ def test_the_original_constructor_is_accepted(tmp_path: Path) -> None:
         ({"agent": Echo, "orchestrator": 0}, "a positive int"),
         ({"agent": Echo, "max_queue_depth": 0}, "max_queue_depth must be >= 1"),
         (
-            {"agent": Echo, "environment_config": SimpleNamespace(type="daytona")},
+            {"agent": Echo, "environment_config": SimpleNamespace(type=EnvironmentType.DAYTONA)},
             "only the local Docker environment runs here",
         ),
     ],

@@ -64,7 +64,8 @@ def _trials_from(orchestrator: Any) -> int:
     if orchestrator is None:
         return _DEFAULT_TRIALS
     value = orchestrator if isinstance(orchestrator, int) else None
-    for attr in ("n_concurrent", "n_concurrent_trials", "max_concurrent"):
+    # harbor's TrialQueue keeps the number it was built with as _n_concurrent.
+    for attr in ("n_concurrent", "_n_concurrent", "max_concurrent"):
         if value is None:
             candidate = getattr(orchestrator, attr, None)
             value = candidate if isinstance(candidate, int) else None
