@@ -12,10 +12,13 @@ torch = pytest.importorskip("torch")
 from osmosis_ai.serving import GenerationRequest  # noqa: E402
 from osmosis_trainer.engines import ChatRenderer, HFEngine  # noqa: E402
 from osmosis_trainer.engines._hf_batch import (  # noqa: E402
+    TRANSFORMERS_CHECKED,
+    HFForward,
     PromptHead,
     Row,
     can_join,
     generate_batch,
+    set_kv,
 )
 from osmosis_trainer.engines._sampling import processed_logprobs  # noqa: E402
 from tests.trainer.engines._gate import EngineGate  # noqa: E402
@@ -277,3 +280,40 @@ async def test_an_adapter_load_waits_for_the_batch_and_later_requests_see_it(
     finally:
         gate.release()
         await engine.close()
+
+
+def test_cache_rewrite_is_checked_for_this_transformers_minor(tiny_loaded: Any) -> None:
+    """``set_kv`` writes transformers' ``DynamicLayer`` tensors in place (there is no API to
+    left-pad or stack caches): a cache padded through it must give the unpadded logits, and
+    a transformers minor it was not checked on fails here, loudly, until someone has."""
+    import transformers
+
+    minor = ".".join(transformers.__version__.split(".")[:2])
+    assert minor == TRANSFORMERS_CHECKED, (
+        f"transformers {transformers.__version__}: osmosis_trainer.engines._hf_batch.set_kv was "
+        f"checked on {TRANSFORMERS_CHECKED} only. Read DynamicLayer in transformers/"
+        "cache_utils.py (are keys/values still the tensors attention reads and update() "
+        "extends?), run this file, re-measure transformers' own continuous batching against "
+        "ours (python -m tests.benchmarks engine), then set TRANSFORMERS_CHECKED."
+    )
+    model = tiny_loaded.model.eval()
+    forward = HFForward(model)
+    ids = torch.tensor([[5, 6, 7, 8]])
+    step = torch.tensor([[9]])
+    with torch.no_grad():
+        plain, padded = forward.new_cache(), forward.new_cache()
+        for cache in (plain, padded):
+            forward(ids, torch.ones_like(ids), torch.arange(4)[None], cache)
+        set_kv(
+            padded.layers,
+            [
+                (torch.nn.functional.pad(x.keys, (0, 0, 2, 0)),
+                 torch.nn.functional.pad(x.values, (0, 0, 2, 0)))
+                for x in padded.layers
+            ],
+        )
+        want = forward(step, torch.ones(1, 5, dtype=torch.long), torch.tensor([[4]]), plain)
+        mask = torch.tensor([[0, 0, 1, 1, 1, 1, 1]])
+        got = forward(step, mask, torch.tensor([[4]]), padded)
+    assert padded.get_seq_length() == 7
+    torch.testing.assert_close(got, want, rtol=0, atol=1e-5)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Generic, Protocol, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, cast
 
 from osmosis_ai.serving import FinishReason, GenerationResult
 from osmosis_ai.serving.toolcalls import assistant_message
@@ -332,10 +332,25 @@ def _keep(batch: _Batch[P], tokens: torch.Tensor, done: list[bool]) -> torch.Ten
             first = int(batch.mask.any(dim=0).int().argmax())  # first column anyone attends to
             if first > 0:
                 batch.mask = batch.mask[:, first:]
-                for layer in batch.cache.layers:
-                    layer.keys = layer.keys[..., first:, :]
-                    layer.values = layer.values[..., first:, :]
+                layers = batch.cache.layers
+                set_kv(layers, [(x.keys[..., first:, :], x.values[..., first:, :]) for x in layers])
     return tokens
+
+
+TRANSFORMERS_CHECKED = "5.24"
+"""The transformers minor whose ``DynamicLayer`` :func:`set_kv` was last checked against
+(``tests/trainer/engines/test_hf_batch.py`` fails on any other minor until it is re-checked)."""
+
+
+def set_kv(layers: Sequence[Any], kv: Sequence[tuple[torch.Tensor, torch.Tensor]]) -> None:
+    """Replace each cache layer's key and value tensors (the one place that writes them).
+
+    transformers' ``DynamicLayer`` keeps a layer's cache in its ``keys``/``values`` tensors and
+    offers no call to cut columns or to stack two batches' caches, which continuous batching
+    needs; its ``update`` concatenates onto whatever these attributes hold.
+    """
+    for layer, (keys, values) in zip(layers, kv, strict=True):
+        layer.keys, layer.values = keys, values
 
 
 def can_join(cache: KVCache) -> bool:
@@ -362,11 +377,17 @@ def _join(batch: _Batch[P], new: _Batch[P]) -> None:
 
     width = max(batch.mask.shape[1], new.mask.shape[1])
     batch.mask = torch.cat([_left_pad(batch.mask, width, 1), _left_pad(new.mask, width, 1)])
-    for mine, theirs in zip(batch.cache.layers, new.cache.layers, strict=True):
-        mine.keys = torch.cat([_left_pad(mine.keys, width, -2), _left_pad(theirs.keys, width, -2)])
-        mine.values = torch.cat(
-            [_left_pad(mine.values, width, -2), _left_pad(theirs.values, width, -2)]
-        )
+    pairs = list(zip(batch.cache.layers, new.cache.layers, strict=True))
+    set_kv(
+        batch.cache.layers,
+        [
+            (
+                torch.cat([_left_pad(a.keys, width, -2), _left_pad(b.keys, width, -2)]),
+                torch.cat([_left_pad(a.values, width, -2), _left_pad(b.values, width, -2)]),
+            )
+            for a, b in pairs
+        ],
+    )
     batch.next_pos = torch.cat([batch.next_pos, new.next_pos])
     batch.temps = torch.cat([batch.temps, new.temps])
     batch.top_p = torch.cat([batch.top_p, new.top_p])
