@@ -181,6 +181,13 @@ def _import(file: Path) -> ModuleType:
     except ImportError as exc:
         sys.modules.pop(name, None)
         missing = f" (module '{exc.name}')" if exc.name else ""
+        if (exc.name or "").split(".")[0] == "harbor":
+            raise DiscoveryError(
+                f"{_where(file, exc)}: importing the entrypoint failed: {exc}. HarborBackend "
+                "does not need the upstream harbor package (Python >= 3.12): pass "
+                "orchestrator=N (trials at once) instead of TrialQueue(n_concurrent=N) and leave "
+                "environment_config out (Docker), or install harbor where Python is >= 3.12"
+            ) from exc
         raise DiscoveryError(
             f"{_where(file, exc)}: importing the entrypoint failed: {exc}{missing}. Install the "
             "missing package (for framework adapters: pip install \"osmosis-ai[strands]\" or "

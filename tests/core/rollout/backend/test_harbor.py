@@ -480,3 +480,27 @@ async def test_dataset_mode_runs_each_row_in_its_own_task_with_its_instruction(
     assert "unknown Harbor task id '../x'" in bad.error.message
     images = {c[-2] for c in map(json.loads, log.read_text().splitlines()) if c[0] == "create"}
     assert len(images) == 2  # one image per task
+
+
+def test_an_entrypoint_importing_upstream_harbor_is_told_it_is_not_needed(tmp_path: Path) -> None:
+    entry = tmp_path / "main.py"
+    entry.write_text("from harbor_missing_for_test import x\n")  # any module: must not mislead
+    with pytest.raises(DiscoveryError) as other:
+        load_entrypoint(entry)
+    assert "upstream harbor" not in str(other.value)
+    entry.write_text(
+        "from harbor.trial.queue import TrialQueue\n"
+        + textwrap.dedent(ENTRY_03).replace(
+            "agent=Echo,", "agent=Echo, orchestrator=TrialQueue(2),"
+        )
+    )
+    try:
+        import harbor  # noqa: F401
+    except ImportError:
+        with pytest.raises(DiscoveryError) as info:
+            load_entrypoint(entry)
+        text = str(info.value)
+        assert "main.py:1: importing the entrypoint failed: No module named 'harbor'" in text
+        assert "pass orchestrator=N (trials at once) instead of TrialQueue(n_concurrent=N)" in text
+    else:  # pragma: no cover - harbor installed (Python >= 3.12)
+        pytest.skip("the upstream harbor package is installed here")
