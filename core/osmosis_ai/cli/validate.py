@@ -78,6 +78,9 @@ def _resolve_target(target: Path) -> tuple[Path, dict[str, Any]]:
         }
         dataset = cfg.dataset_path()
         extra["dataset"] = _dataset_summary(dataset)
+        if cfg.remote is not None:
+            extra["_remote_config"] = cfg
+            return cfg.entrypoint_path(must_exist=False), extra
         return cfg.entrypoint_path(), extra
     if target.suffix != ".py":
         raise ConfigError(
@@ -104,6 +107,9 @@ def discovery_report(target: Path) -> dict[str, Any]:
     from osmosis_ai.rollout.running import load_entrypoint
 
     entry_path, extra = _resolve_target(target)
+    remote_config = extra.pop("_remote_config", None)
+    if remote_config is not None:
+        return _remote_report(remote_config, entry_path, extra)
     entry = load_entrypoint(entry_path)
     warnings: list[str] = []
     if entry.grader_cls is None:
@@ -127,6 +133,31 @@ def discovery_report(target: Path) -> dict[str, Any]:
     }
 
 
+def _remote_report(cfg: Any, entry_path: Path, extra: dict[str, Any]) -> dict[str, Any]:
+    """A ``[remote]`` config: the workflow runs on the server; say where rewards come from.
+    ``reward = "auto"`` (the default) or ``"grader"`` without a Grader fails here (ConfigError
+    / DiscoveryError naming the fix), before any training run."""
+    from osmosis_ai.rollout.running import describe_reward_source, load_remote_grader
+
+    grader = load_remote_grader(cfg)
+    dataset = extra.get("dataset")
+    return {
+        "ok": dataset is None or dataset["ok"],
+        "entrypoint": str(entry_path),
+        "remote": {
+            "server_url": cfg.remote.server_url,
+            "reward": cfg.remote.reward,
+            "rewards": describe_reward_source(cfg, grader),
+        },
+        "workflow": None,
+        "grader": _describe_class(grader[0]) if grader else None,
+        "workflow_config": None,
+        "grader_config": _describe_config(grader[1]) if grader else None,
+        **extra,
+        "warnings": [],
+    }
+
+
 def _doc(doc: str) -> str:
     from rich.markup import escape
 
@@ -140,9 +171,15 @@ def _print_discovery(report: dict[str, Any]) -> None:
     mark = "[green]ok[/]" if report["ok"] else "[red]invalid[/]"
     console.print(f"{mark} {escape(report['entrypoint'])}")
     wf, gr = report["workflow"], report["grader"]
-    console.print(f"  workflow: [bold]{wf['name']}[/]{_doc(wf['doc'])}")
+    remote = report.get("remote")
+    if remote is not None:
+        console.print(f"  workflow: on the remote server {escape(remote['server_url'])}")
+        console.print(f"  {escape(remote['rewards'])}")
+    else:
+        console.print(f"  workflow: [bold]{wf['name']}[/]{_doc(wf['doc'])}")
     if gr is None:
-        console.print("  grader:   [yellow]none[/]")
+        if remote is None:
+            console.print("  grader:   [yellow]none[/]")
     else:
         console.print(f"  grader:   [bold]{gr['name']}[/]{_doc(gr['doc'])}")
     for key, label in (("workflow_config", "workflow config"), ("grader_config", "grader config")):

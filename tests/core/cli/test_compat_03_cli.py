@@ -226,3 +226,45 @@ def test_missing_secrets_warn_for_a_local_model_and_stop_a_hosted_one(
         plan_eval(config, EvalOptions(model="openai/gpt-4o-mini"))
     monkeypatch.setenv("H39_HOSTED_KEY", "set")
     assert plan_eval(config, EvalOptions()).notes == []
+
+
+# -- osmosis validate on a [remote] config ----------------------------------------------------
+
+
+def _remote_workspace(root: Path, reward: str, grader: bool) -> Path:
+    (root / "rollouts" / "calc").mkdir(parents=True)
+    (root / "data").mkdir()
+    (root / "data" / "calc.jsonl").write_text('{"user_prompt": "1+1", "ground_truth": "2"}\n')
+    body = "from osmosis_ai.rollout import Grader\n\n\nclass Exact(Grader):\n"
+    body += "    async def grade(self, ctx):\n        pass\n"
+    (root / "rollouts" / "calc" / "server.py").write_text(body if grader else "x = 1\n")
+    config = root / "configs" / "training" / "calc.toml"
+    config.parent.mkdir(parents=True)
+    config.write_text(
+        '[experiment]\nrollout = "calc"\nentrypoint = "server.py"\nmodel_path = "embedded"\n'
+        'dataset = "calc"\n\n[remote]\nserver_url = "http://127.0.0.1:9"\n' + reward
+    )
+    return config
+
+
+def test_validate_remote_auto_names_the_reward_source(run_cli: RunCli, tmp_path: Path) -> None:
+    config = _remote_workspace(tmp_path, "", grader=True)
+    report = run_cli("validate", str(config), "--json").json()
+    assert report["ok"] is True and report["grader"]["name"] == "Exact"
+    assert report["remote"]["reward"] == "auto"
+    assert report["remote"]["rewards"] == (
+        "rewards: the server's when it sends one, else the Grader Exact"
+    )
+    text = run_cli("validate", str(config))
+    assert text.code == 0 and "on the remote server http://127.0.0.1:9" in text.out
+
+
+def test_validate_remote_auto_without_a_grader_fails(run_cli: RunCli, tmp_path: Path) -> None:
+    config = _remote_workspace(tmp_path, "", grader=False)
+    result = run_cli("validate", str(config))
+    assert result.code == 1
+    assert "nothing is sure to produce a reward" in " ".join(result.err.split())
+    server = _remote_workspace(tmp_path / "s", 'reward = "server"\n', grader=False)
+    report = run_cli("validate", str(server), "--json").json()
+    assert report["ok"] is True and report["grader"] is None
+    assert report["remote"]["rewards"].startswith("rewards: the server's (a result without")
