@@ -196,6 +196,22 @@ def test_an_entrypoint_serving_harbor_fails_at_validate_time_without_docker(
     assert "apt-get install -y docker.io" in text
 
 
+def test_osmosis_validate_says_what_to_install_without_docker(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from osmosis_ai.cli import main
+
+    make_task(tmp_path / "task")
+    (tmp_path / "main.py").write_text(textwrap.dedent(ENTRY_03))
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    monkeypatch.delenv("OSMOSIS_HARBOR_TRIAL", raising=False)
+    code = main(["validate", str(tmp_path / "main.py")])
+    err = capsys.readouterr().err
+    assert code != 0 and "Traceback" not in err
+    assert "serves a HarborBackend, which cannot run here" in err
+    assert "apt-get install -y docker.io" in err
+
+
 def test_task_folders_are_checked_and_read(tmp_path: Path) -> None:
     (tmp_path / "bare").mkdir()
     with pytest.raises(ValueError, match=r"needs environment/Dockerfile"):
