@@ -49,7 +49,7 @@ class DatasetError(OsmosisError, ValueError):
 
 
 class UnreadableFileError(OsmosisError, ValueError):
-    """One file cannot be read safely (see ``osmosis_ai._safe_io``): "this file is unreadable:
+    """One file cannot be read safely (see ``osmosis_ai.safe_io``): "this file is unreadable:
     PATH: REASON". ``missing`` is set when there is no such file."""
 
     def __init__(self, path: object, reason: str, *, missing: bool = False) -> None:

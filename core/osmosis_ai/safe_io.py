@@ -34,7 +34,7 @@ import tomllib
 from dataclasses import dataclass, field
 from itertools import accumulate
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from osmosis_ai.errors import UnreadableFileError
 
@@ -43,10 +43,12 @@ __all__ = [
     "JSON_MAX_BYTES",
     "MAX_INT_DIGITS",
     "MAX_JSON_DEPTH",
+    "STREAM_MAX_BYTES",
     "TEXT_MAX_BYTES",
     "JsonLines",
     "UnreadableFileError",
     "loads_json",
+    "open_file",
     "open_regular",
     "read_bytes",
     "read_json",
@@ -170,6 +172,30 @@ def open_regular(
     return fd, st.st_size
 
 
+STREAM_MAX_BYTES = 1 << 50
+"""No cap: for files read as a stream (datasets), where size is no danger."""
+
+
+def open_file(
+    path: Path,
+    mode: str = "rb",
+    *,
+    under: Path | None = None,
+    follow: bool = False,
+    max_bytes: int = STREAM_MAX_BYTES,
+    encoding: str | None = None,
+    newline: str | None = None,
+) -> IO[Any]:
+    """A regular file opened for reading (``"rb"`` or ``"r"``), checked as :func:`open_regular`
+    checks it: for readers that stream a file they cannot cap, such as a dataset."""
+    if mode not in ("r", "rb"):
+        raise ValueError(f"open_file reads only ('r' or 'rb'), not {mode!r}")
+    fd, _size = open_regular(path, under=under, follow=follow, max_bytes=max_bytes)
+    if mode == "rb":
+        return os.fdopen(fd, "rb")
+    return os.fdopen(fd, "r", encoding=encoding or "utf-8", newline=newline)
+
+
 def read_bytes(
     path: Path, *, under: Path | None = None, follow: bool = False, max_bytes: int = JSON_MAX_BYTES
 ) -> bytes:
@@ -230,7 +256,7 @@ def loads_json(text: str) -> Any:
         ValueError: not JSON, or past a limit; the message says which (no location prefix).
     """
     if _depth(text) > MAX_JSON_DEPTH:
-        raise ValueError(f"JSON nested more than {MAX_JSON_DEPTH} levels deep")
+        raise ValueError(f"JSON nested too deeply (more than {MAX_JSON_DEPTH} levels)")
     try:
         return json.loads(text, parse_int=_int)
     except json.JSONDecodeError as exc:
@@ -327,7 +353,9 @@ def read_toml(
     """A TOML file's text and table (nesting and integer size bounded like JSON's)."""
     text = read_text(path, under=under, follow=follow, max_bytes=max_bytes)
     if _depth(text) > MAX_JSON_DEPTH:
-        raise UnreadableFileError(path, f"arrays nested more than {MAX_JSON_DEPTH} levels deep")
+        raise UnreadableFileError(
+            path, f"arrays nested too deeply (more than {MAX_JSON_DEPTH} levels)"
+        )
     try:
         return text, tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

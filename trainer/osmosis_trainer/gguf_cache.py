@@ -36,7 +36,8 @@ import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from osmosis_ai.errors import OsmosisError
+from osmosis_ai.errors import OsmosisError, UnreadableFileError
+from osmosis_ai.safe_io import read_json, read_json_object
 
 __all__ = [
     "UnsafeCacheError",
@@ -49,6 +50,8 @@ __all__ = [
 
 _FORMAT = 2  # 2: every file's SHA-256 in the manifest
 _MANIFEST = "manifest.json"
+_MEMO_MAX_BYTES = 64 * 1024
+"""A digest memo is a few hundred bytes; anything bigger is not one."""
 _VERIFIED = "verified.json"
 
 
@@ -84,10 +87,11 @@ def _source_digest(source: Path, memo: Path) -> str:
     st = source.stat()
     stamp = {"path": str(source.resolve()), "size": st.st_size, "mtime_ns": st.st_mtime_ns}
     try:
-        saved = json.loads(memo.read_text())
-        if isinstance(saved, dict) and {k: saved.get(k) for k in stamp} == stamp:
+        # A memo that is a link, a FIFO, too big or deep is only a miss: hash again.
+        saved = read_json_object(memo, under=memo.parent, max_bytes=_MEMO_MAX_BYTES)
+        if {k: saved.get(k) for k in stamp} == stamp and isinstance(saved.get("sha256"), str):
             return str(saved["sha256"])
-    except (OSError, ValueError, KeyError):
+    except UnreadableFileError:
         pass
     digest = file_sha256(source)
     with contextlib.suppress(OSError):  # only a speed-up: a read-only cache still works
@@ -145,7 +149,7 @@ def _manifest_ok(folder: Path, digest: str) -> bool:
     """Whether ``folder`` holds exactly what its manifest says: sizes always, SHA-256s unless
     the last full check is remembered for these very files (see the module docstring)."""
     try:
-        manifest = json.loads((folder / _MANIFEST).read_text())
+        manifest = read_json_object(folder / _MANIFEST, under=folder)
         if manifest.get("format") != _FORMAT or manifest.get("source_sha256") != digest:
             return False
         files: dict[str, dict[str, object]] = manifest["files"]
@@ -155,7 +159,7 @@ def _manifest_ok(folder: Path, digest: str) -> bool:
             return False
         stamps = {name: _stamp(folder / name) for name in files}
         with contextlib.suppress(OSError, ValueError):
-            if json.loads((folder / _VERIFIED).read_text()) == stamps:
+            if read_json(folder / _VERIFIED, under=folder) == stamps:
                 return True
         if any(file_sha256(folder / name) != entry["sha256"] for name, entry in files.items()):
             return False

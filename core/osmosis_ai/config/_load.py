@@ -5,7 +5,6 @@ from __future__ import annotations
 import difflib
 import os
 import re
-import tomllib
 import types
 from pathlib import Path
 from typing import Any, Literal, TypeVar, Union, get_args, get_origin
@@ -13,7 +12,8 @@ from typing import Any, Literal, TypeVar, Union, get_args, get_origin
 from pydantic import BaseModel, ValidationError
 
 from osmosis_ai.config._files import ConfigFile, EvalConfig, TrainingConfig
-from osmosis_ai.errors import ConfigError
+from osmosis_ai.errors import ConfigError, UnreadableFileError
+from osmosis_ai.safe_io import read_toml as read_checked_toml
 
 __all__ = ["load_config", "load_eval_config", "load_training_config"]
 
@@ -41,22 +41,17 @@ def load_training_config(path: str | os.PathLike[str]) -> TrainingConfig:
 
 
 def read_toml(p: Path) -> tuple[str, dict[str, Any]]:
-    """The text and the table of TOML file ``p``; every unreadable file is one ConfigError."""
+    """The text and the table of TOML file ``p``; every unreadable file is one ConfigError.
+
+    Read through :mod:`osmosis_ai.safe_io`: a regular file (a link the user made is followed,
+    a FIFO or device is refused without blocking), at most 4 MB, strict UTF-8, arrays nested at
+    most 100 deep and no integer past Python's 4300-digit limit.
+    """
     try:
-        text = p.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise ConfigError(
-            f"{p}: not UTF-8 text (byte {exc.start} is 0x{exc.object[exc.start]:02x}); "
-            "save the file as UTF-8"
-        ) from None
-    except OSError as exc:
-        raise ConfigError(f"{p}: cannot read: {exc.strerror or exc}") from None
-    try:
-        return text, tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{p}: invalid TOML: {exc}") from None
-    except RecursionError:
-        raise ConfigError(f"{p}: arrays or tables nested too deeply to read") from None
+        return read_checked_toml(p, follow=True)
+    except UnreadableFileError as exc:
+        fix = "save the file as UTF-8" if "UTF-8" in exc.reason else "fix or replace the file"
+        raise ConfigError(f"{p}: {exc.reason}; {fix}") from None
 
 
 def load_config(path: str | os.PathLike[str], model: type[TFile]) -> TFile:

@@ -7,7 +7,7 @@ name a plain file the listing of ``<run>/artifacts`` holds. No symbolic link is 
 (the store does not list a linked run or eval folder; a linked ``traces/``, ``metrics.jsonl``,
 ``summary.json`` or artifact is named as unreadable), so nothing outside the workspace's
 ``runs/`` and ``.osmosis/evals/`` can be read through the dashboard. Every file is read through
-:mod:`osmosis_ai._safe_io` (regular files, size, depth and integer caps): one bad file is a
+:mod:`osmosis_ai.safe_io` (regular files, size, depth and integer caps): one bad file is a
 ``problems`` entry of its run, never a 500.
 """
 
@@ -20,11 +20,11 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from osmosis_ai._safe_io import read_jsonl as read_lines
 from osmosis_ai.dashboard._traces import sample_view
 from osmosis_ai.errors import UnreadableFileError
 from osmosis_ai.runs import RunRecord, describe_run, list_runs, read_trace_step, trace_files
 from osmosis_ai.runs._schema import inside, run_file_root
+from osmosis_ai.safe_io import read_jsonl as read_lines
 
 __all__ = [
     "BadNameError",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from os import PathLike
 from pathlib import Path
@@ -10,7 +11,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from osmosis_ai.data._readers import SUPPORTED_SUFFIXES, RawRecord, count_records, iter_records
 from osmosis_ai.data._row import DatasetIssue, DatasetRow, DatasetRowError, build_row
-from osmosis_ai.errors import DatasetError
+from osmosis_ai.errors import DatasetError, UnreadableFileError
+from osmosis_ai.safe_io import STREAM_MAX_BYTES, open_regular
 
 __all__ = ["DatasetReport", "check_path", "count_rows", "read_dataset", "validate_dataset"]
 
@@ -25,8 +27,13 @@ def check_path(path: str | PathLike[str]) -> tuple[Path, str]:
             f"{label}: unsupported dataset format '{p.suffix or '(no suffix)'}'; "
             f"use one of {', '.join(SUPPORTED_SUFFIXES)}"
         )
-    if not p.is_file():
-        raise DatasetError(f"{label}: dataset file not found (looked at {p.resolve()})")
+    try:
+        fd, _size = open_regular(p, follow=True, max_bytes=STREAM_MAX_BYTES)
+    except UnreadableFileError as exc:
+        if exc.missing:
+            raise DatasetError(f"{label}: dataset file not found (looked at {p.resolve()})") from None
+        raise DatasetError(f"{label}: {exc.reason}") from None
+    os.close(fd)
     return p, label
 
 

@@ -26,7 +26,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from osmosis_ai.data._row import DatasetIssue, DatasetRowError
-from osmosis_ai.errors import DatasetError
+from osmosis_ai.errors import DatasetError, UnreadableFileError
+from osmosis_ai.safe_io import open_file
 
 __all__ = [
     "Demonstration",
@@ -258,14 +259,17 @@ def parse_demonstration(record: Any, line: int) -> Demonstration:
 def _scan(path: Path, label: str) -> Any:
     """(line number, Demonstration or DatasetIssue with its kind) for each non-blank line."""
     try:
-        handle = path.open(encoding="utf-8")
-    except OSError as exc:
-        raise DatasetError(f"{label}: cannot read: {exc.strerror or exc}") from None
+        handle = open_file(path, "r", follow=True)
+    except UnreadableFileError as exc:
+        raise DatasetError(f"{label}: cannot read: {exc.reason}") from None
     with handle:
         number = 0
         while True:
             try:
-                text = handle.readline()
+                text = handle.readline(_MAX_LINE_CHARS + 1)
+                if len(text) > _MAX_LINE_CHARS and not text.endswith("\n"):
+                    while (rest := handle.readline(_MAX_LINE_CHARS)) and not rest.endswith("\n"):
+                        pass  # the rest of an over-long line, in bounded reads
             except UnicodeDecodeError:
                 yield (
                     number + 1,
@@ -332,8 +336,12 @@ def _scan(path: Path, label: str) -> Any:
 def _check(path: str | PathLike[str]) -> tuple[Path, str]:
     p = Path(path)
     label = str(path)
-    if not p.is_file():
-        raise DatasetError(f"{label}: demonstrations file not found")
+    try:
+        open_file(p, "rb", follow=True).close()
+    except UnreadableFileError as exc:
+        if exc.missing:
+            raise DatasetError(f"{label}: demonstrations file not found") from None
+        raise DatasetError(f"{label}: {exc.reason}") from None
     return p, label
 
 
@@ -403,11 +411,11 @@ def looks_like_demonstrations(path: str | PathLike[str]) -> bool:
     """Whether a JSONL file's first non-blank line is an object with ``messages`` (so
     ``dataset validate`` checks it as demonstrations rather than prompt rows)."""
     p = Path(path)
-    if p.suffix.lower() != ".jsonl" or not p.is_file():
+    if p.suffix.lower() != ".jsonl":
         return False
     try:
-        with p.open(encoding="utf-8") as handle:
-            for text in handle:
+        with open_file(p, "r", follow=True) as handle:
+            while text := handle.readline(_MAX_LINE_CHARS + 1):
                 if text.strip():
                     record = json.loads(text)
                     return isinstance(record, dict) and "messages" in record

@@ -17,6 +17,7 @@ from typing import IO, Any
 
 from osmosis_ai.data._row import DatasetIssue
 from osmosis_ai.errors import MissingExtraError
+from osmosis_ai.safe_io import open_file
 
 __all__ = ["SUPPORTED_SUFFIXES", "RawRecord", "count_records", "iter_records"]
 
@@ -53,8 +54,8 @@ def count_records(path: Path, file: str) -> int:
     """Count data rows without validating them (blank JSONL lines are not rows)."""
     suffix = path.suffix.lower()
     if suffix == ".jsonl":
-        with path.open("rb") as f:
-            return sum(1 for raw in f if raw.strip())
+        with open_file(path, "rb", follow=True) as f:
+            return sum(1 for raw in _lines(f) if raw.strip())
     if suffix == ".parquet":
         return int(_open_parquet(path, file).metadata.num_rows)
     count = 0
@@ -71,15 +72,42 @@ def _issue(file: str, message: str, **where: Any) -> DatasetIssue:
     return DatasetIssue(file=file, message=message, **where)
 
 
+MAX_LINE_BYTES = 64 * 1024 * 1024
+"""The longest JSONL row read; a longer line is one located issue, never held in memory."""
+
+
+def _lines(f: IO[bytes]) -> Iterator[bytes]:
+    """The lines of ``f``; a line past :data:`MAX_LINE_BYTES` comes back as ``b"\\0"`` (which
+    no JSON parses) after the rest of it is skipped in bounded reads."""
+    while True:
+        raw = f.readline(MAX_LINE_BYTES + 1)
+        if not raw:
+            return
+        if len(raw) > MAX_LINE_BYTES and not raw.endswith(b"\n"):
+            while (rest := f.readline(MAX_LINE_BYTES)) and not rest.endswith(b"\n"):
+                pass
+            yield _TOO_LONG
+            continue
+        yield raw
+
+
+_TOO_LONG = b"\0too long"
+
+
 def _jsonl(path: Path, file: str, skip: int) -> Iterator[RawRecord]:
     row = 0
-    with path.open("rb") as f:
-        for lineno, raw in enumerate(f, 1):
+    with open_file(path, "rb", follow=True) as f:
+        for lineno, raw in enumerate(_lines(f), 1):
             if lineno == 1 and raw.startswith(b"\xef\xbb\xbf"):
                 raw = raw[3:]
             if not raw.strip():
                 continue
             if row < skip:
+                row += 1
+                continue
+            if raw is _TOO_LONG:
+                msg = f"line longer than {MAX_LINE_BYTES // (1024 * 1024)} MB; split this row"
+                yield RawRecord(row, lineno, issue=_issue(file, msg, line=lineno, row=row))
                 row += 1
                 continue
             try:
@@ -99,7 +127,7 @@ def _jsonl(path: Path, file: str, skip: int) -> Iterator[RawRecord]:
 
 
 def _csv(path: Path, file: str, skip: int) -> Iterator[RawRecord]:
-    with path.open(newline="", encoding="utf-8-sig") as f:
+    with open_file(path, "r", follow=True, newline="", encoding="utf-8-sig") as f:
         reader = csv.reader(f)
         try:
             header = next(reader, None)
@@ -235,7 +263,7 @@ def _fatal(cur: _TextCursor, file: str, message: str, row: int) -> RawRecord:
 
 
 def _json_array(path: Path, file: str, skip: int) -> Iterator[RawRecord]:
-    with path.open(encoding="utf-8-sig") as f:
+    with open_file(path, "r", follow=True, encoding="utf-8-sig") as f:
         cur = _TextCursor(f)
         try:
             if cur.peek() != "[":

@@ -30,9 +30,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from osmosis_ai._safe_io import read_json_object, read_jsonl, read_toml
 from osmosis_ai.errors import OsmosisError, UnreadableFileError
 from osmosis_ai.eval._records import EvalRecord
+from osmosis_ai.safe_io import JsonLines, read_json_object, read_jsonl, read_toml
 
 __all__ = [
     "DemoReport",
@@ -360,18 +360,24 @@ def _validate(output: Path, report: DemoReport) -> None:
 # --- eval runs ----------------------------------------------------------------------------
 
 
+def _bad_lines(found: JsonLines) -> list[tuple[int, str]]:
+    """``(line, why)`` of each line that did not parse or is not a JSON object, in order."""
+    bad = found.bad + [(n, "not a JSON object") for n, v in found.records if not isinstance(v, dict)]
+    return sorted(bad)
+
+
 def _eval_records(path: Path, report: DemoReport) -> list[EvalRecord]:
     """The readable records of ``results.jsonl``; each bad line is a located problem."""
     try:
         found = read_jsonl(path, under=path.parent.parent)
     except UnreadableFileError as exc:
         raise OsmosisError(f"{exc}; the eval results cannot be read") from None
-    for problem in found.problems:
-        report.problem(f"{problem}; line skipped")
+    for lineno, why in _bad_lines(found):
+        report.problem(f"{path}:{lineno}: not a result record: {why}; line skipped")
     records = []
     for lineno, value in found.records:
         if not isinstance(value, dict):
-            continue  # named in found.problems
+            continue  # reported above
         try:
             records.append(EvalRecord.model_validate(value))
         except ValidationError as exc:
@@ -545,8 +551,8 @@ def _trace_lines(
         except UnreadableFileError as exc:
             report.problem(str(exc))
             continue
-        for problem in found.problems:
-            report.problem(f"{problem}; not a trajectory record, line skipped")
+        for lineno, why in _bad_lines(found):
+            report.problem(f"{path}:{lineno}: not a trajectory record: {why}; line skipped")
         for lineno, record in found.records:
             if isinstance(record, dict):
                 yield f"{path}:{lineno}", record

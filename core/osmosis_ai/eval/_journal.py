@@ -9,9 +9,9 @@ from typing import IO
 
 from pydantic import ValidationError
 
-from osmosis_ai._safe_io import JSONL_MAX_BYTES, loads_json, read_bytes
 from osmosis_ai.errors import OsmosisError, UnreadableFileError
 from osmosis_ai.eval._records import EvalRecord
+from osmosis_ai.safe_io import JSONL_MAX_BYTES, loads_json, read_bytes
 
 __all__ = ["Journal", "hash_file", "hash_rollout_dir", "read_journal"]
 
@@ -68,8 +68,8 @@ def read_journal(path: Path, *, repair: bool = False) -> list[EvalRecord]:
 
     A last line without its newline (a write cut short) is ignored, and removed from the file
     when ``repair`` is set. Any other bad line is an error naming the line. The file is read
-    through :mod:`osmosis_ai._safe_io` (a regular file, no link, at most
-    :data:`~osmosis_ai._safe_io.JSONL_MAX_BYTES`, JSON depth and integers bounded).
+    through :mod:`osmosis_ai.safe_io` (a regular file, no link, at most
+    :data:`~osmosis_ai.safe_io.JSONL_MAX_BYTES`, JSON depth and integers bounded).
 
     Raises:
         UnreadableFileError: the file itself cannot be read safely.

@@ -6,7 +6,7 @@ Each run is a folder under ``<workspace>/.osmosis/evals/`` (``<config>-<time>`` 
 ``eval.log`` and ``submit.json`` (the worker's pid), written before the worker starts. A run
 that says ``running`` but whose process is gone is shown as ``crashed``.
 
-Every file is read through :mod:`osmosis_ai._safe_io` with the eval folder as a component that
+Every file is read through :mod:`osmosis_ai.safe_io` with the eval folder as a component that
 is never followed: a linked eval folder is not listed, a linked, FIFO, huge or too deeply nested
 file is named in the run's ``problems`` and the rest of the listing still shows.
 """
@@ -20,10 +20,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from osmosis_ai._safe_io import open_regular, read_json_object
 from osmosis_ai.errors import OsmosisError, UnreadableFileError
 from osmosis_ai.eval._journal import read_journal
 from osmosis_ai.eval._records import EvalRecord, EvalRunInfo
+from osmosis_ai.safe_io import open_regular, read_json_object
 
 __all__ = ["EvalRunView", "evals_root", "find_eval_run", "list_eval_runs"]
 

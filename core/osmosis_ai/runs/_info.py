@@ -7,13 +7,13 @@ import statistics
 import time
 from typing import Any
 
-from osmosis_ai._safe_io import read_json_object, read_toml
 from osmosis_ai.config import redact_config
 from osmosis_ai.errors import UnreadableFileError
 from osmosis_ai.learning import summarize_learning
 from osmosis_ai.runs._published import publish_status
 from osmosis_ai.runs._read import RunRecord
 from osmosis_ai.runs._schema import run_file_root
+from osmosis_ai.safe_io import read_json_object, read_toml
 
 __all__ = ["describe_run"]
 
@@ -96,7 +96,7 @@ def _config(record: RunRecord, problems: list[str]) -> dict[str, Any] | None:
 def describe_run(record: RunRecord) -> dict[str, Any]:
     """Config, progress, latest and best reward, a metrics summary, checkpoints, the error.
 
-    A file of the run that cannot be read (see :mod:`osmosis_ai._safe_io`) is left out and
+    A file of the run that cannot be read (see :mod:`osmosis_ai.safe_io`) is left out and
     named in ``problems`` (``this file is unreadable: PATH: REASON``, or ``PATH:LINE: REASON``);
     the rest is still shown.
     """

@@ -15,10 +15,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from osmosis_ai._safe_io import read_json_object
 from osmosis_ai.errors import UnreadableFileError
 from osmosis_ai.runs._process import describe_process, process_alive
 from osmosis_ai.runs._store import _locked, _write_atomic
+from osmosis_ai.safe_io import read_json_object
 
 __all__ = [
     "PUBLISHED_FILE",
@@ -132,7 +132,7 @@ def publish_status(checkpoint: Path) -> dict[str, Any]:
 
     ``serving`` only while the recorded server process is alive; a server that died without
     recording its end reads ``ended``. ``published_unreadable`` says why ``published.json`` could not
-    be read (a link, a FIFO, too big or deep: see :mod:`osmosis_ai._safe_io`), else ``None``.
+    be read (a link, a FIFO, too big or deep: see :mod:`osmosis_ai.safe_io`), else ``None``.
     """
     data, problem = _read_checked(checkpoint)
     deployment: dict[str, Any] | None = None

@@ -14,11 +14,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from osmosis_ai._safe_io import read_json_object, read_jsonl
 from osmosis_ai.errors import OsmosisError, UnreadableFileError
 from osmosis_ai.runs._process import process_alive
 from osmosis_ai.runs._schema import inside, load_status, run_file_root
 from osmosis_ai.runs._store import STATUSES, TERMINAL_STATUSES, RunDir
+from osmosis_ai.safe_io import read_json_object, read_jsonl
 
 __all__ = [
     "CheckpointInfo",

@@ -14,8 +14,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from osmosis_ai._safe_io import read_json
 from osmosis_ai.errors import UnreadableFileError
+from osmosis_ai.safe_io import read_json
 
 __all__ = [
     "StatusFile",
@@ -122,7 +122,7 @@ def check_status(data: Any) -> str | None:
 def load_status(run_path: Path) -> tuple[dict[str, Any] | None, str | None]:
     """``(status, None)`` for a valid ``status.json``, ``(None, problem)`` for one that cannot
     be used (a link, a FIFO, too big or deep, not JSON, wrong field types) and ``(None, None)``
-    when there is none. Read through :mod:`osmosis_ai._safe_io`: never hangs, never recurses."""
+    when there is none. Read through :mod:`osmosis_ai.safe_io`: never hangs, never recurses."""
     path = Path(run_path) / STATUS_FILE
     try:
         data = read_json(path, under=run_file_root(run_path))

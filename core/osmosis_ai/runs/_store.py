@@ -33,11 +33,11 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal, get_args
 
-from osmosis_ai._safe_io import read_json
 from osmosis_ai.errors import UnreadableFileError
 from osmosis_ai.runs._process import describe_process
 from osmosis_ai.runs._schema import run_file_root
 from osmosis_ai.runs._secrets import write_config_snapshot
+from osmosis_ai.safe_io import read_json
 
 _RUN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
 

@@ -4,7 +4,7 @@ The trainer writes them (``osmosis_trainer.loop._traces``, a bounded sample of e
 trajectories); the dashboard's trace view and ``osmosis dataset from-run`` read them. All three
 use the names here, so they agree on the file names, the record shape and on links: a linked
 ``traces/`` folder or step file is never followed, and every file goes through
-:mod:`osmosis_ai._safe_io`.
+:mod:`osmosis_ai.safe_io`.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ import stat
 from pathlib import Path
 from typing import Any, NotRequired, TypedDict
 
-from osmosis_ai._safe_io import JsonLines, read_jsonl
 from osmosis_ai.runs._schema import run_file_root
+from osmosis_ai.safe_io import JsonLines, read_jsonl
 
 __all__ = [
     "TRACES_DIR",
@@ -92,6 +92,6 @@ def read_trace_step(run_path: Path, step: int) -> JsonLines:
 
     Raises:
         UnreadableFileError: the file is missing, a link, not a regular file, too big or not
-            UTF-8 (see :mod:`osmosis_ai._safe_io`).
+            UTF-8 (see :mod:`osmosis_ai.safe_io`).
     """
     return read_jsonl(trace_file(run_path, step), under=run_file_root(run_path))

@@ -116,8 +116,8 @@ def test_old_traces_bad_lines_and_missing_steps(run: Path, tmp_path: Path) -> No
     report = demos_from_run(f"{run}:1", tmp_path / "d.jsonl")
     assert report.kept == 3 and report.without_tools == 1 and report.unreadable == 1
     assert report.problems == [
-        f"{trace}:2: not a trajectory record (Expecting property name enclosed in double "
-        "quotes: line 1 column 2 (char 1)); line skipped"
+        f"{trace}:2: not a trajectory record: not JSON (Expecting property name enclosed in "
+        "double quotes at line 1 column 2); line skipped"
     ]
     assert "older osmosis" in "\n".join(report.lines())
     with pytest.raises(OsmosisError, match="no trajectories recorded for step 7 .* 1, 2"):
