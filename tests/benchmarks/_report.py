@@ -114,15 +114,17 @@ def write_section(
     *,
     load_at_start: str | None = None,
     machine_text: str | None = None,
+    date: str | None = None,
 ) -> None:
     """Replace (or append) the section ``name`` of BENCHMARKS.md.
 
     ``load_at_start``: :func:`load_average` taken when the measurement began (the header shows
     it next to the load at the end). ``machine_text``: the machine the stored results came
-    from, when the section is rendered elsewhere (the GPU check); then no load is shown.
+    from, when the section is rendered elsewhere (the GPU check, stored results); then no load
+    is shown. ``date``: when the stored results were measured (default: now).
     """
     text = REPORT.read_text() if REPORT.exists() else _HEADER
-    stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    stamp = date or datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     load = f"at start {load_at_start}; at end {load_average()}" if load_at_start else load_average()
     where = (
         f"- Machine: {machine_text}\n"
@@ -172,5 +174,7 @@ def openmp_note() -> str:
     ours = ", ".join(f"`{k}={os.environ.get(k, v)}`" for k, v in OPENMP_DEFAULTS.items())
     theirs = ", ".join(f"`{k}={v}`" for k, v in library_env().items() if k in OPENMP_DEFAULTS)
     return f"OpenMP: ours {ours} (the training worker's default); the libraries' runs " + (
-        theirs + " (set by whoever ran the benchmark)" if theirs else "libgomp's defaults (none set)"
+        theirs + " (set by whoever ran the benchmark)"
+        if theirs
+        else "libgomp's defaults (none set)"
     )

@@ -3,31 +3,20 @@
 Both train LoRA (r=8, alpha=16, all linear layers, dropout 0) on the same model with 8 prompts
 x 4 samples per step, temperature 1, loss ``dapo`` (set explicitly on both sides), no KL, lr
 1e-4, and the same reward (fraction of even token ids, EOS excluded, at least 4 tokens). TRL is
-pinned (``trl==1.16.0`` in the dev extra) and runs as its users run it: its model loaded by
-transformers' ``AutoModelForCausalLM.from_pretrained`` (SDPA attention), without gradient
-checkpointing, in fp32 (its CPU default), all 32 completions of a step in one forward/backward
-(its default); on the real model also with ``bf16=True``, and with
-``gradient_accumulation_steps`` giving micro-batches near ours. Ours runs ``[training] dtype =
-"auto"`` (bf16 base weights on a CPU with native bf16 kernels). Ours runs its production path: rollout runner -> ``ctx.chat`` -> policy gateway
-(loopback HTTP) -> HF engine (adapter pushed every step) -> token-exact trajectories -> update.
+pinned (``trl==1.16.0`` in the dev extra); its model is loaded by transformers'
+``AutoModelForCausalLM.from_pretrained`` (SDPA attention), and each row says which of its
+settings it ran (``Setup``: precision, gradient checkpointing, micro-batches). Ours runs its
+production path: rollout runner -> ``ctx.chat`` -> policy gateway (loopback HTTP) -> HF engine
+(adapter pushed every step) -> token-exact trajectories -> update.
 
-Cases: ``tiny`` and ``small`` (random Qwen2 built offline, 32 new tokens) and ``real`` (the
-embedded SmolLM2-135M-Instruct with its real weights, 64 new tokens). Every run is a fresh
-Python process, so its peak resident memory (``ru_maxrss``; plus a vLLM engine server's when
-one runs) is its own. Step time is the median of a run's steps after its
-warm-up; each setup runs ``OSMOSIS_BENCH_RUNS`` times (default 3) and the tables show the
-median over runs; runs of all rows are interleaved round by round (A B C A B C), so ratios
-are paired by round. The verdict compares like with like: ours on-policy (as TRL trains) with the
-default settings against TRL, both at the same thread count. On the real model the section also
-shows what each speed path the trainer keeps gains there (the update thread: rollouts ahead
-against on-policy; a path must save >= 10 % of the step to stay, and a home-made path must
-beat its library alternative by >= 10 %: peft's ``merge_adapter`` against
-``engines/_hf_merge.py``), the memory/CPU trade of the
-CPU micro-batch size, and where the on-policy step's CPU time and memory go, phase by phase
-(``_trainer_phases``).
+Cases here: ``tiny`` and ``small`` (random Qwen2 built offline, 32 new tokens); the real model
+(the embedded SmolLM2-135M-Instruct) is :mod:`tests.benchmarks.bench_trainer_real`, which
+runs its rows through :func:`_run`. Every run is a fresh Python process, so its peak resident
+memory (``ru_maxrss``; plus a vLLM engine server's when one runs) is its own. Step time is the
+median of a run's steps after its warm-up; rows run interleaved round by round (A B C A B C),
+so ratios are paired by round.
 
-Run: ``python -m tests.benchmarks trainer`` (all cases) or ``python -m tests.benchmarks
-trainer_real`` (the real-model case only, its own section).
+Run: ``python -m tests.benchmarks trainer``.
 """
 
 from __future__ import annotations
@@ -46,7 +35,6 @@ from typing import Any
 
 from tests.benchmarks._report import (
     library_env,
-    load_average,
     openmp_note,
     spread,
     trainer_openmp,
@@ -157,10 +145,6 @@ def _switch_off(path: str) -> None:
 
         HFEngine.__init__ = own_weights  # type: ignore[method-assign]
         HFEngine._serve = _peft_merge_serve  # type: ignore[method-assign]
-    elif path == "attention_rule":  # transformers' SDPA on every forward (its default)
-        import osmosis_trainer._attention as attention
-
-        setattr(attention, "EAGER_MAX_SCORES", 0)  # noqa: B010
     elif path:
         raise ValueError(f"unknown speed path {path!r}")
 
@@ -210,7 +194,9 @@ def _model_path(case: Case, root: Path) -> str:
 
     folder = root / case.name
     if not (folder / "config.json").exists():
-        build_tiny_model(folder, hidden_size=case.hidden, num_layers=case.layers, num_heads=case.heads)
+        build_tiny_model(
+            folder, hidden_size=case.hidden, num_layers=case.layers, num_heads=case.heads
+        )
     return str(folder)
 
 
@@ -238,12 +224,22 @@ def run_ours(case: Case, model: str, root: Path, setup: Setup) -> Result:
     eos = int(load_model(model).tokenizer.eos_token_id)
     ws = Path(tempfile.mkdtemp(dir=root))
     config_file = make_workspace(
-        ws, Path(model), eos_id=eos, rows=PROMPTS, lr=1e-4, total_epochs=100,
-        max_steps=case.warmup + case.measured, rollout_batch_size=PROMPTS,
-        n_samples_per_prompt=GROUP, max_response_length=case.new_tokens, max_prompt_length=512,
-        device=case.device, engine=setup.engine, dtype=setup.dtype,
+        ws,
+        Path(model),
+        eos_id=eos,
+        rows=PROMPTS,
+        lr=1e-4,
+        total_epochs=100,
+        max_steps=case.warmup + case.measured,
+        rollout_batch_size=PROMPTS,
+        n_samples_per_prompt=GROUP,
+        max_response_length=case.new_tokens,
+        max_prompt_length=512,
+        device=case.device,
+        engine=setup.engine,
+        dtype=setup.dtype,
         extra_toml=(
-            "\n[checkpoints]\ncheckpoint_save_freq = 1000\n\n[algorithm]\nloss_type = \"dapo\"\n"
+            '\n[checkpoints]\ncheckpoint_save_freq = 1000\n\n[algorithm]\nloss_type = "dapo"\n'
             f"beta = 0.0\nskip_zero_variance_groups = false\nrollouts_ahead = {setup.ahead}\n"
             f"share_prompt_prefix = {str(setup.share_prefix).lower()}\n"
             + (
@@ -328,7 +324,9 @@ def run_trl(case: Case, model: str, root: Path, setup: Setup) -> Result:
     torch.set_num_threads(setup.threads)
     trl_model, tokenizer = _trl_model(model, case.device)
     eos = int(tokenizer.eos_token_id)
-    rows = [{"prompt": [{"role": "user", "content": f"What is {i} + {i + 1}?"}]} for i in range(PROMPTS)]
+    rows = [
+        {"prompt": [{"role": "user", "content": f"What is {i} + {i + 1}?"}]} for i in range(PROMPTS)
+    ]
 
     def reward(completion_ids: list[list[int]], **_: Any) -> list[float | None]:
         return [_even_reward(list(ids), eos) for ids in completion_ids]
@@ -388,7 +386,9 @@ def run_trl(case: Case, model: str, root: Path, setup: Setup) -> Result:
         reward_funcs=reward,
         args=config,
         train_dataset=Dataset.from_list(rows),
-        peft_config=LoraConfig(r=8, lora_alpha=16, target_modules="all-linear", task_type="CAUSAL_LM"),
+        peft_config=LoraConfig(
+            r=8, lora_alpha=16, target_modules="all-linear", task_type="CAUSAL_LM"
+        ),
         callbacks=[timer, CPU()],
     )
     trainer.train()
@@ -418,7 +418,10 @@ def _run(case: Case, setup: Setup, root: Path) -> Result:
     spec = json.dumps({"case": asdict(case), "setup": asdict(setup), "root": str(root)})
     proc = subprocess.run(
         [sys.executable, "-m", "tests.benchmarks.bench_trainer", "--worker", spec],
-        capture_output=True, text=True, check=False, env=library_env(),
+        capture_output=True,
+        text=True,
+        check=False,
+        env=library_env(),
     )
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
     if proc.returncode != 0 or not lines:
@@ -565,7 +568,9 @@ class PathCheck:
             )
         else:
             outcome = f"pays (>= 10 % on {rule})" if pays else "gains < 10 %"
-        other, mine = (f"with {self.library}", "ours") if self.library else ("without it", "with it")
+        other, mine = (
+            (f"with {self.library}", "ours") if self.library else ("without it", "with it")
+        )
         return (
             f"- {self.name}: step {spread([r.step_s for r in self.without.runs])} s / "
             f"{self.without.median('cpu_s'):.1f} CPU s {other} ({self.without.setup.label}) "
@@ -626,13 +631,13 @@ def _prose() -> str:
 
     trl = importlib.metadata.version("trl")
     return (
-        f"TRL {trl} (`GRPOTrainer`, `loss_type=\"dapo\"` set explicitly, `beta=0`, no "
+        f'TRL {trl} (`GRPOTrainer`, `loss_type="dapo"` set explicitly, `beta=0`, no '
         "gradient checkpointing; fp32 as its CPU default, and one row with `bf16=True`, "
         "autocast over fp32 weights) and ours train the same LoRA with the same loss and reward. "
         "TRL runs as its users run it: its model loaded by transformers' "
         "`AutoModelForCausalLM.from_pretrained` (fp32, transformers' default attention: "
         "SDPA) from the same converted weights ours reads, not by osmosis's `load_model`. "
-        "Ours runs `[training] dtype = \"auto\"`, which on this machine's CPU resolves to "
+        'Ours runs `[training] dtype = "auto"`, which on this machine\'s CPU resolves to '
         f"{training_dtype('auto', 'cpu')} base weights (LoRA weights and optimiser state stay "
         "fp32). "
         "'on-policy' trains each step on rollouts of the current adapter, as TRL does; "
@@ -641,9 +646,7 @@ def _prose() -> str:
         "Our policy calls go from the rollout runner to the policy gateway over loopback HTTP; "
         "the HF engine decodes in the trainer's process, on its own module copy over the "
         "trainer's frozen base weights, each adapter merged into a copy of the adapted layers' "
-        "weights. Peak RSS is the whole run's (`ru_maxrss`). "
-        + openmp_note()
-        + "."
+        "weights. Peak RSS is the whole run's (`ru_maxrss`). " + openmp_note() + "."
     )
 
 
@@ -658,297 +661,14 @@ def _cpu_section(case: Case, root: Path, runs: int) -> tuple[str, str]:
     return _table(case, rows, trl), _verdict(case.name, rows[0], trl, memory=False)
 
 
-_LONG_WORDS = 150
-# The quick start's case: a long system prompt shared by every group, and its config's
-# 2048-token micro-batches (at 512 a 440-token prompt leaves room for one row: packed plainly).
-_LONG = f"2048-token micro-batches, a {_LONG_WORDS}-word"
-QUICK = os.environ.get("OSMOSIS_BENCH_QUICK") == "1"
-"""A smoke run of the real-model case (2 steps of 8 new tokens, a 1-round CPU probe): checks
-that every row runs end to end; it prints its section and does not write BENCHMARKS.md."""
-REAL = (
-    Case("real", new_tokens=8, measured=1, warmup=1, embedded=True)
-    if QUICK
-    else Case("real", new_tokens=64, measured=3, warmup=1, embedded=True)
-)
-TRL_MICRO_ROWS = 8
-"""Completions per TRL micro-batch in its ``gradient_accumulation_steps`` row. Ours packs 1024
-tokens per micro-batch (the bf16 CPU default); the real case's rows are ~90 tokens (a ~25-token
-prompt, run once per group, and up to 64 new tokens), so ~11 completions and 3 micro-batches a
-step (the phase table's forward calls/step); 8 is the divisor of 32 nearest that."""
-_MAIN = (
-    Setup("osmosis, on-policy (defaults)", profile=True),
-    Setup("osmosis, rollouts ahead", ahead=1),
-    Setup("TRL GRPOTrainer, bf16=True (autocast)", who="trl", dtype="bfloat16"),
-    Setup(
-        f"TRL GRPOTrainer, gradient_accumulation_steps={PROMPTS * GROUP // TRL_MICRO_ROWS} "
-        f"(micro-batches of {TRL_MICRO_ROWS} completions)",
-        who="trl",
-        trl_micro_rows=TRL_MICRO_ROWS,
-    ),
-    Setup("TRL GRPOTrainer (as its users run it: fp32, one forward/backward)", who="trl"),
-)
-_ABLATIONS = {
-    # key (for OSMOSIS_BENCH_ABLATIONS): the row, and what it is compared with
-    "long": Setup(f"{_LONG} system prompt", system_words=_LONG_WORDS, micro_batch_tokens=2048),
-    "prefix": Setup(
-        f"{_LONG} system prompt, without shared prompt prefixes",
-        system_words=_LONG_WORDS,
-        micro_batch_tokens=2048,
-        share_prefix=False,
-    ),
-    "micro": Setup("micro-batches of 512 tokens (the fp32 CPU default: less memory)",
-                   micro_batch_tokens=512),
-    "fp32": Setup("base weights in float32 ([training] dtype = \"float32\")", dtype="float32"),
-    "attention": Setup(
-        "transformers' SDPA attention on every forward (its default; no eager below the size "
-        "rule)",
-        without="attention_rule",
-    ),
-    "peft_merge": Setup(
-        "adapters merged by peft (merge_adapter / unmerge_adapter, engine's own weights)",
-        without="peft_merge",
-    ),
-    # Not run by default:
-    "merge": Setup("adapters served through peft's layers, not merged", without="merge"),
-    "one_thread": Setup("one thread (torch.set_num_threads(1))", threads=1),
-}
-DEFAULT_ABLATIONS = (
-    "long", "prefix", "micro", "fp32", "attention", "peft_merge",
-)
-"""``OSMOSIS_BENCH_ABLATIONS`` unset runs these; ``merge`` (peft's unmerged layers) and
-``one_thread`` (does a second thread add a core's worth? see the Zen 4 note) on request."""
-
-
-def _ablation_keys() -> list[str]:
-    only = os.environ.get("OSMOSIS_BENCH_ABLATIONS")  # e.g. "micro,peft_merge"; "" for none
-    keys = list(DEFAULT_ABLATIONS) if only is None else [k.strip() for k in only.split(",")]
-    unknown = [k for k in keys if k and k not in _ABLATIONS]
-    if unknown:
-        raise SystemExit(f"OSMOSIS_BENCH_ABLATIONS: unknown {unknown}; known: {list(_ABLATIONS)}")
-    return [k for k in keys if k]
-
-
-def _checks(default: Row, ahead: Row, by_key: dict[str, Row]) -> list[PathCheck]:
-    checks = [PathCheck("update thread (lets rollouts ahead overlap the update)", ahead, default,
-                        overlap=True)]
-    if "long" in by_key and "prefix" in by_key:
-        checks.append(PathCheck("shared prompt prefixes in the update", by_key["long"],
-                                by_key["prefix"]))
-    if "fp32" in by_key:
-        checks.append(PathCheck("bf16 base weights ([training] dtype = \"auto\" here)", default,
-                                by_key["fp32"]))
-    for key, name, library, kept_for in (
-        ("attention", "eager attention below a size rule (osmosis_trainer/_attention.py)",
-         "transformers' SDPA (its default)", ""),
-        ("peft_merge", "our LoRA merge in the engine (engines/_hf_merge.py)",
-         "peft's merge_adapter/unmerge_adapter",
-         "the exact merge and untouched originals (section `merge`)"),
-        ("merge", "adapters merged into the engine's weights", "peft's unmerged layers", ""),
-    ):
-        if key in by_key:
-            checks.append(
-                PathCheck(name, default, by_key[key], library=library, kept_for=kept_for)
-            )
-    return checks
-
-
-def _micro_note(default: Row, by_key: dict[str, Row]) -> list[str]:
-    notes = []
-    one = by_key.get("one_thread")
-    if one is not None:  # not a speed path: how much compute the second vCPU adds
-        notes.append(
-            f"- {one.setup.label}: step {spread([r.step_s for r in one.runs])} s against "
-            f"{spread([r.step_s for r in default.runs])} s with 2 threads: the second thread "
-            f"speeds the step up {spread(_paired(one, default, 'step_s'))}x (paired by round)"
-        )
-    micro = by_key.get("micro")
-    if micro is None:
-        return notes
-    return [*notes,
-        f"- {micro.setup.label}: step {micro.median('step_s'):.2f} s / "
-        f"{micro.median('cpu_s'):.1f} CPU s, peak RSS {micro.median('peak_rss_gb'):.2f} GB "
-        f"(defaults: {default.median('step_s'):.2f} s / {default.median('cpu_s'):.1f} CPU s, "
-        f"{default.median('peak_rss_gb'):.2f} GB)"
-    ]
-
-
-def _real_body(rows: list[Row], keys: list[str], done: int, runs: int, cpu_probe: str) -> str:
-    case = REAL
-    main_rows, extra = rows[: len(_MAIN)], rows[len(_MAIN) :]
-    default, ahead, trl_bf16, trl_micro, trl = main_rows
-    by_key = dict(zip(keys, extra, strict=True))
-    lines = [
-        _verdict("real model (SmolLM2-135M)", default, trl, memory=True, trl_bf16=trl_bf16,
-                 trl_micro=trl_micro),
-        "",
-        "TRL's model was loaded by transformers and ran its attention implementation "
-        f"`{', '.join(sorted({str(r.attention) for t in (trl, trl_bf16, trl_micro) for r in t.runs}))}`.",
-        "",
-        _table(case, main_rows, trl),
-        "",
-    ]
-    if done < runs:
-        lines += [f"_Round {done} of {runs} done; the other rounds were still running._", ""]
-    if extra:
-        lines += [_table(case, extra, trl), ""]
-    lines += [
-        _phase_table(default),
-        "",
-        "What each speed path gains on this case (one change between the two rows; all rows "
-        f"ran interleaved, round by round, {done} round(s); step times are median [min-max] "
-        "over the rounds and the ratios are paired by round. A path pays when it saves >= 10 % "
-        "of the step's wall time, and of its CPU time unless it only overlaps work; a home-made "
-        "path with a library alternative stays only if it beats that by >= 10 %):",
-        "",
-        *(c.line() for c in _checks(default, ahead, by_key)),
-        *_micro_note(default, by_key),
-        "",
-        _prose(),
-        "",
-        _load_note(),
-        "",
-        _zen4_note(cpu_probe),
-    ]
-    return "\n".join(lines)
-
-
-_LOADED_NOTE = (
-    "The cost is on a CPU shared with other busy work: beside one busy process (2026-11-26, "
-    "above) ACTIVE was 6-9 % slower than PASSIVE, and spinning threads once slowed training "
-    "several times; there `OMP_WAIT_POLICY=PASSIVE` is the setting (README, Training)."
-)
-_FAIR_TRL_NOTE = (
-    "Until 2026-11-27 this benchmark set PASSIVE for its whole process, so TRL's rows ran with "
-    "sleeping threads too: not as its users run it. With libgomp's defaults TRL fp32 took 43.2 "
-    "s instead of 64.5 s (its one compute thread holds one team, so the default's ~3 ms spin "
-    "is never cut), and ours 20.6 s instead of 25.8 s: the on-policy ratio is 0.48x, and the "
-    "0.40x recorded before was TRL slowed by our setting. Keeping the trainer at one OpenMP "
-    "team, so that libgomp never cuts the spin, was then tried and not kept: the model load, "
-    "the HF engine's decoding and the on-policy update on one compute thread. A prototype "
-    "took 19.3 / 20.7 / 21.7 s against 23.1 / 24.2 / 23.5 s, but the built version against the "
-    "same code with a thread each for decoding and updates, interleaved in two sittings, took "
-    "17.96 / 20.20 / 17.46 and 18.03 / 18.25 / 18.71 s against 20.70 / 19.56 / 17.76 and "
-    "18.36 / 18.29 / 17.86 s (paired 0.87-1.05x, median 0.99x; `docs/omp_wait_policy.jsonl`, "
-    "sittings 4 and 5): under the 10 % a speed path must save. With ACTIVE, the throttled "
-    "spin (1000 iterations) already covers the gaps between kernels."
-)
-_WAIT_NOTE = (
-    "Found on 2026-11-27 (same machine type, quiet): the wake-up cost is the cause, and libgomp's "
-    "thread accounting is why the earlier policy runs disagreed. A rank-8 LoRA product (90x576 "
-    "@ 576x8, bf16) took 100 us on 2 sleeping threads against 23 us on one thread or on two "
-    "spinning ones; a 744x576 @ 576x1536 matmul 4.2 ms against 3.5 ms. An update of 32 "
-    "sequences took 11.6 / 12.4 s with PASSIVE against 9.3 / 8.3 s with libgomp's default "
-    "(a ~3 ms spin) in a one-thread script, yet not in the trainer: its decode thread and "
-    "update thread each keep an OpenMP team, so the process holds more OpenMP threads than "
-    "CPUs, and libgomp then cuts the default's spin to 100 iterations (ACTIVE's to 1000). The "
-    "on-policy step (real model, 2 interleaved rounds, the trainer's own process): PASSIVE "
-    "23.0 / 28.3 s, libgomp's default 23.0 / 23.0 s, ACTIVE 19.2 / 19.6 s, ACTIVE with "
-    "`GOMP_SPINCOUNT=200` 22.3 / 21.6 s, ACTIVE with `GOMP_SPINCOUNT=100000` 23.0 / 19.4 s; "
-    "an earlier pair PASSIVE 26.4 / 25.2 s, default 23.0 / 23.0 s, ACTIVE 20.1 / 17.7 s "
-    "(`docs/omp_wait_policy.jsonl`). ACTIVE alone spins for minutes whenever the process "
-    "holds no more OpenMP threads than CPUs (both cores busy while the trainer waits on "
-    "HTTP), so the training worker now sets `OMP_WAIT_POLICY=ACTIVE` with "
-    "`GOMP_SPINCOUNT=100000` (at most ~1 ms of spinning, then sleep; 1000 spins when "
-    "over-subscribed), unless the user sets either variable "
-    "(`osmosis_trainer._openmp`); the rows above run with it, TRL with libgomp's defaults. "
-    + _LOADED_NOTE
-    + " " + _FAIR_TRL_NOTE
-)
-
-
-def _zen4_note(cpu_probe: str) -> str:
-    return "\n".join([
-        "### Zen 4: why the step differs between two machines with the same CPU flags",
-        "",
-        "Issue 28 measured, on another 2-vCPU AMD EPYC (Zen 4, avx512_bf16), ours at 18.0 / "
-        "19.0 s and TRL at 39.8 s fp32 / 36.2 s bf16 (0.47x / 0.51x), against 9.7 s and 36.5 "
-        "s here: ours moved 1.9x in bf16 and 1.35x in fp32 (the fp32 ablation: 31.4 s against "
-        "23.2 s), TRL 1.09x. Both runs resolved `[training] dtype = \"auto\"` to bf16, and bf16 "
-        "won there as it does here (18-19 s against 31.4 s), so the dtype rule is not the "
-        "cause: choosing the dtype at start-up from a measured bf16/fp32 matmul ratio would "
-        "pick bf16 on both machines, as the flag does (the rule is not implemented for that "
-        "reason). What differs is how the two steps use the CPU. torch runs bf16 matmuls "
-        "through oneDNN's native AVX512-BF16 kernels and fp32 ones through MKL (not oneDNN), "
-        "whose `MKL_VERBOSE` names no AVX-512 path on these AMD CPUs (a generic one: part of "
-        "why bf16 is 2-3x faster here, and the same for TRL's fp32 on both machines); "
-        "ours is compute-bound (bf16 kernels on cache-sized matrices: 32-row decode steps, "
-        "~1k-token micro-batches), TRL's fp32 step is bound by memory traffic (one "
-        "forward/backward over all 32 completions, fp32 logits over a 49k vocabulary, ~12 GB "
-        "peak), which changes less between two hosts. A slowdown that grows with how "
-        "compute-bound the work is (ours bf16 1.9x > ours fp32 1.35x > TRL 1.09x) points at "
-        "less compute per vCPU on the other host: its two vCPUs sharing one physical core "
-        "(hyper-threads share the vector units; a KVM guest's `lscpu` need not show it), a "
-        "lower clock, or a Zen 4c part (family 25, model 160-175: Bergamo/Siena) rather than "
-        "Genoa (model 17, as here). Hypothesis, unchecked without that machine.",
-        "",
-        "Measured on 2026-11-26, when this same machine type gave the gap itself (ours 16.7-20.9 "
-        "s on-policy against 9.7 s on 2026-11-24; TRL fp32 45.3 s against 36.5 s): the code is no"
-        "t the cause (the 2026-11-24 commit 885820e ran 16.2 s in the same sitting), the two vCPU"
-        "s are two cores (a 2-vs-1-thread speedup of 2.0x on micro-batch matmuls, `cpu` section),"
-        " but small kernels scale poorly (1.3x on a 32-row decode matmul) and OpenMP's wait polic"
-        "y moves the whole step: `OMP_WAIT_POLICY=ACTIVE` (idle threads spin) took 14.0 and 13.5 "
-        "s against 18.5 and 16.3 s with the `PASSIVE` that `osmosis train` and this benchmark set"
-        " (interleaved, paired: 0.76x and 0.83x); an empty value (libgomp's default, a bounded sp"
-        "in) took 16.4 and 17.1 s. So the gap is the cost of waking sleeping OpenMP threads, whic"
-        "h differs between hosts and weighs on our many small decode and micro-batch kernels far "
-        "more than on TRL's few large ones. PASSIVE stayed the default then (spinning threads s"
-        "lowed training several times on a CPU shared with other work); a bounded spin that wins "
-        "on both a quiet and a loaded machine is the next measurement."
-        " Measured later the same day (on-policy step, real model, 3 interleaved rounds quiet"
-        ", 2 beside one busy process): PASSIVE 20.9 / 19.4 / 20.5 s, libgomp's default 19.6 /"
-        " 20.5 / 18.4 s, ACTIVE 21.0 / 20.6 / 17.3 s on the quiet machine (no policy ahead by"
-        " 10 %); loaded, PASSIVE 27.2 / 26.5 s, default 27.1 / 27.3 s, ACTIVE 29.7 / 28.1 s ("
-        "ACTIVE 6-9 % slower). The wait policy is not a stable gain on this host, and spinnin"
-        "g loses on a shared CPU: PASSIVE stayed the default that day.",
-        "",
-        _WAIT_NOTE,
-        "",
-        "To check there, same sitting as here: `lscpu` (model, `Thread(s) per core`); "
-        "`python -m tests.benchmarks cpu` and compare its bf16 GFLOP/s and its 2-vs-1-thread "
-        "speedup with this machine's probe below (a speedup near 1 there and near 2 here, or "
-        "half the bf16 GFLOP/s, explains the gap; both machines quiet); `OSMOSIS_BENCH_RUNS=3 OSMOSIS_BENCH_ABLATIONS="
-        "one_thread,fp32 python -m tests.benchmarks trainer_real` (one thread costing little "
-        "there means the second vCPU adds little compute); `ONEDNN_VERBOSE=1` shows the bf16 "
-        "kernel oneDNN picks (`brg_matmul:avx512_core_bf16` here) and "
-        "`ONEDNN_MAX_CPU_ISA=AVX512_CORE` forces the emulated bf16 path for comparison.",
-        "",
-        cpu_probe,
-    ])
-
-
-def _cpu_probe() -> str:
-    """The kernel probe of ``bench_cpu`` (3 rounds, ~30 s), run before the training rows."""
-    from tests.benchmarks import bench_cpu
-
-    rounds = 1 if QUICK else 3
-    probe = bench_cpu.probe(rounds=rounds)
-    return (
-        f"CPU probe on this machine (`python -m tests.benchmarks cpu`, {rounds} interleaved "
-        f"round(s), "
-        f"load {load_average()}; oneDNN: {bench_cpu.onednn_isa()}; MKL's fp32 path: "
-        f"{bench_cpu.mkl_path()}):\n\n"
-        + bench_cpu.summary(probe)
-    )
-
-
-def _real_section(root: Path, runs: int) -> str:
-    keys = _ablation_keys()
-    setups = [*_MAIN, *(_ABLATIONS[k] for k in keys)]
-    cpu_probe = _cpu_probe()
-    start = load_average()
-
-    def write(rows: list[Row], done: int) -> None:  # after each round: a partial section
-        _write_real(_real_body(rows, keys, done, runs, cpu_probe), start)
-
-    rows = _measure(REAL, setups, root, runs, after_round=write)
-    return _real_body(rows, keys, runs, runs, cpu_probe)
-
-
 def _gpu_case(root: Path) -> str:
     case = Case("0.5B-class", hidden=1536, layers=20, heads=12, new_tokens=128, device="cuda")
     import importlib.util
 
-    setups = [Setup("osmosis (hf engine), on-policy"), Setup("osmosis (hf engine), rollouts ahead", ahead=1)]
+    setups = [
+        Setup("osmosis (hf engine), on-policy"),
+        Setup("osmosis (hf engine), rollouts ahead", ahead=1),
+    ]
     if importlib.util.find_spec("vllm") is not None:
         setups += [
             Setup(f"osmosis (vllm engine), {m}", ahead=a, engine="vllm")
@@ -992,28 +712,11 @@ def main() -> None:
         ]
     )
     write_section(
-        "trainer", "GRPO step: osmosis vs TRL GRPOTrainer (random models)", body,
+        "trainer",
+        "GRPO step: osmosis vs TRL GRPOTrainer (random models)",
+        body,
         "python -m tests.benchmarks trainer",
     )
-
-
-def _write_real(body: str, load_at_start: str | None = None) -> None:
-    print(body, flush=True)
-    if QUICK:  # a smoke run's figures mean nothing: keep the recorded section
-        print("(OSMOSIS_BENCH_QUICK=1: BENCHMARKS.md left as it was)", flush=True)
-        return
-    write_section(
-        "trainer_real",
-        "GRPO step and memory on the real model: osmosis vs TRL GRPOTrainer",
-        body,
-        "python -m tests.benchmarks trainer_real",
-        load_at_start=load_at_start,
-    )
-
-
-def main_real() -> None:
-    root = Path(tempfile.mkdtemp(prefix="bench_trainer_real_"))
-    _real_section(root, _runs())  # writes its section after every round
 
 
 if __name__ == "__main__":

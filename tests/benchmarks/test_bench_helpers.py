@@ -3,11 +3,15 @@ runs, and the paired verdict of a speed path against its library alternative."""
 
 from __future__ import annotations
 
+import json
+from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from tests.benchmarks import _report, bench_trainer
+from tests.benchmarks import _report, bench_trainer_real
+from tests.benchmarks import _stored as _stored_mod
 from tests.benchmarks.bench_trainer import PathCheck, Result, Row, Setup
 
 _CPUINFO = """processor\t: 0
@@ -81,11 +85,90 @@ def test_path_check_pairs_rounds_and_keeps_a_path_only_past_ten_percent() -> Non
     assert "does NOT beat transformers' SDPA by 10 %" in line
 
 
-def test_unknown_ablation_key_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("OSMOSIS_BENCH_ABLATIONS", "eager,nope")
+def test_unknown_row_key_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OSMOSIS_BENCH_ROWS", "ours,trl_defaults,nope")
     with pytest.raises(SystemExit, match="nope"):
-        bench_trainer._ablation_keys()
-    monkeypatch.setenv("OSMOSIS_BENCH_ABLATIONS", "")
-    assert bench_trainer._ablation_keys() == []
-    monkeypatch.delenv("OSMOSIS_BENCH_ABLATIONS")
-    assert bench_trainer._ablation_keys() == list(bench_trainer.DEFAULT_ABLATIONS)
+        bench_trainer_real._row_keys()
+    monkeypatch.setenv("OSMOSIS_BENCH_ROWS", "ours")
+    with pytest.raises(SystemExit, match="trl_defaults"):
+        bench_trainer_real._row_keys()
+    monkeypatch.delenv("OSMOSIS_BENCH_ROWS")
+    assert bench_trainer_real._row_keys() == list(bench_trainer_real.DEFAULT_ROWS)
+
+
+def _stored(rounds: int, code: list[str]) -> dict[str, Any]:
+    """A sitting as ``Sitting.record`` stores it: ours 10 s, TRL defaults 30 s, TRL bf16 25 s
+    (its fastest), ours with small micro-batches 11 s; RSS 2.0 / 2.2 vs 5.0 GB."""
+    figures = {
+        "ours": (10.0, 2.0),
+        "ours_micro512": (11.0, 1.5),
+        "trl_defaults": (30.0, 5.0),
+        "trl_bf16": (25.0, 8.0),
+    }
+    runs = [
+        {
+            "row": key,
+            "round": i,
+            "load": 1.0,
+            "result": {
+                "step_s": step * (1 + i / 10),
+                "tokens_per_step": 1500.0,
+                "peak_rss_gb": rss,
+                "cpu_s": step * 1.5,
+            },
+        }
+        for i in range(1, rounds + 1)
+        for key, (step, rss) in figures.items()
+    ]
+    setups = {k: asdict(bench_trainer_real.ROWS[k]) for k in figures}
+    return {
+        "command": "cmd",
+        "machine": "a CPU",
+        "commit": "abc",
+        "code": code,
+        "fingerprint": _stored_mod.fingerprint(code),
+        "uncommitted": [],
+        "started": "2026-11-27 18:00 UTC",
+        "ended": "2026-11-27 19:00 UTC",
+        "load_at_start": "1.0",
+        "rows": list(figures),
+        "rounds": 3,
+        "case": asdict(bench_trainer_real._case()),
+        "setups": setups,
+        "runs": runs,
+    }
+
+
+def _render(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, data: dict[str, Any]) -> str:
+    store = tmp_path / "store"
+    store.mkdir()
+    (store / "trainer_real.json").write_text(json.dumps(data))
+    monkeypatch.setattr(_stored_mod, "STORE", store)
+    monkeypatch.setattr(_report, "REPORT", tmp_path / "BENCHMARKS.md")
+    bench_trainer_real.render()
+    return (tmp_path / "BENCHMARKS.md").read_text()
+
+
+def test_trainer_real_verdicts_come_from_the_stored_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    code = ["tests/benchmarks/_stored.py"]
+    text = _render(tmp_path, monkeypatch, _stored(3, code))
+    assert "**stale**" not in text
+    assert "fastest setting measured here: **TRL, bf16=True autocast" in text
+    assert "TRL's fastest = **0.40x** wall" in text and "Target <= 0.40x: met." in text
+    # memory against TRL's defaults (5.0 GB), not against the fastest row
+    assert "peak RSS 2.00 GB = **0.40x** TRL's defaults' (5.00 GB)" in text
+    assert "peak RSS 1.50 GB = **0.30x**" in text and "costs 1.10x the defaults' wall" in text
+    assert "- Date: 2026-11-27 18:00 UTC to 2026-11-27 19:00 UTC" in text
+
+
+def test_trainer_real_needs_three_rounds_and_says_stale(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    data = _stored(2, ["tests/benchmarks/_stored.py"])
+    data["fingerprint"] = "0" * 16  # the code changed since
+    text = _render(tmp_path, monkeypatch, data)
+    assert text.count("not decided (2 complete round(s), 3 needed)") == 3
+    assert "met." not in text
+    assert "**stale**: the code this section measures" in text

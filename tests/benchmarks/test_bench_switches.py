@@ -13,7 +13,7 @@ pytest.importorskip("peft")
 
 from osmosis_trainer.engines._hf import HFEngine  # noqa: E402
 from osmosis_trainer.engines._hf_adapter import read_adapter  # noqa: E402
-from osmosis_trainer.engines._hf_merge import lora_factors  # noqa: E402
+from osmosis_trainer.engines._hf_merge import lora_deltas  # noqa: E402
 from osmosis_trainer.models import build_tiny_model, load_model  # noqa: E402
 from tests.benchmarks import bench_trainer  # noqa: E402
 from tests.trainer.engines._adapters import save_adapter  # noqa: E402
@@ -45,8 +45,8 @@ async def test_peft_merge_switch_merges_with_peft_into_the_engines_own_weights(
             assert isinstance(model, PeftModel)
             q = model.get_submodule(f"base_model.model.{layer}")
             assert q.merged  # peft's merge, not its unmerged layers
-            b, a = lora_factors(loaded.model, read_adapter(str(folder)))[f"{layer}.weight"]
-            expected = owner[f"{layer}.weight"] + b @ a  # the second adapter: no trace of the first
+            delta = lora_deltas(loaded.model, read_adapter(str(folder)))[f"{layer}.weight"]
+            expected = owner[f"{layer}.weight"] + delta  # the second adapter: no trace of the first
             assert torch.allclose(q.base_layer.weight, expected, atol=1e-5), version
         # The trainer's weights were never written: the engine merged into weights of its own.
         assert all(torch.equal(p, owner[n]) for n, p in loaded.model.named_parameters())

@@ -87,7 +87,9 @@ def training_dtype(setting: str, device: str) -> str:
     import torch
 
     mkldnn: Any = torch.backends.mkldnn  # untyped in torch's stubs
-    native = bool(mkldnn.is_available() and torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    # No public torch API exposes oneDNN's bf16 check; its own op is the one its kernels obey.
+    check = getattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", None)
+    native = bool(mkldnn.is_available() and check is not None and check())
     return "bfloat16" if native else "float32"
 
 
@@ -96,8 +98,7 @@ def load_model(model_path: str, *, device: str = "cpu", dtype: str = "auto") -> 
 
     ``dtype="auto"`` means fp32 on CPU and bf16 on CUDA (training resolves its own setting with
     :func:`training_dtype`). The tokenizer is set up for batched generation (left padding, a
-    pad token). On CPU each forward picks transformers' eager or SDPA attention by size
-    (:mod:`osmosis_trainer._attention`).
+    pad token). Attention is transformers' default for the model (SDPA).
     """
     _require_transformers()
     import torch
@@ -146,10 +147,6 @@ def load_model(model_path: str, *, device: str = "cpu", dtype: str = "auto") -> 
     untyped: Any = model
     untyped.to(device)
     untyped.eval()
-    if device == "cpu":
-        from osmosis_trainer._attention import install_attention_rule
-
-        install_attention_rule(model)
     return LoadedModel(model=model, tokenizer=tokenizer, name=name)
 
 

@@ -15,7 +15,7 @@ from osmosis_trainer.engines import HFEngine  # noqa: E402
 from osmosis_trainer.engines._hf_adapter import read_adapter  # noqa: E402
 from osmosis_trainer.engines._hf_merge import (  # noqa: E402
     MergedLoRA,
-    lora_factors,
+    lora_deltas,
     unmergeable_reason,
 )
 from tests.trainer.engines._adapters import peft_logits, peft_reference, save_adapter  # noqa: E402
@@ -98,11 +98,47 @@ def test_what_is_not_merged(tiny_loaded: Any, tiny_model_dir: Path, tmp_path: Pa
     bad = copy.copy(plain)
     bad.weights = {k: v for k, v in plain.weights.items() if "q_proj.lora_B" not in k}
     with pytest.raises(ValueError, match="lacks lora_B"):
-        lora_factors(model, bad)
+        lora_deltas(model, bad)
     wrong = copy.copy(plain)
     wrong.weights = {k: v[:, :3] if "lora_A" in k else v for k, v in plain.weights.items()}
     with pytest.raises(ValueError, match="shapes"):
-        lora_factors(model, wrong)
+        lora_deltas(model, wrong)
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("lora_bias", True),
+        ("use_qalora", True),
+        ("layer_replication", [[0, 1]]),
+        ("target_parameters", ["mlp.experts.down_proj"]),
+        ("alpha_pattern", {"q_proj": 4}),
+        ("a_field_of_a_later_peft", 1),
+    ],
+)
+def test_a_config_field_off_the_allow_list_is_served_by_peft(
+    tiny_loaded: Any, tiny_model_dir: Path, tmp_path: Path, field: str, value: object
+) -> None:
+    plain = read_adapter(str(save_adapter(tiny_model_dir, tmp_path / "plain", 2)))
+    assert unmergeable_reason(tiny_loaded.model, plain) is None
+    changed = copy.copy(plain)
+    changed.config = {**plain.config, field: value}
+    assert unmergeable_reason(tiny_loaded.model, changed) in (field, f"{field} {value!r}")
+    # Left at its plain value, a field the merge does not know does not stop it.
+    unknown = copy.copy(plain)
+    unknown.config = {**plain.config, "a_field_of_a_later_peft": None}
+    assert unmergeable_reason(tiny_loaded.model, unknown) is None
+
+
+def test_deltas_are_peft_own(tiny_loaded: Any, tiny_model_dir: Path, tmp_path: Path) -> None:
+    from peft import PeftModel
+
+    folder = save_adapter(tiny_model_dir, tmp_path / "rs", 3, use_rslora=True)
+    deltas = lora_deltas(tiny_loaded.model, read_adapter(str(folder)))
+    reference = PeftModel.from_pretrained(copy.deepcopy(tiny_loaded.model), str(folder))
+    layer = reference.get_submodule("base_model.model.model.layers.0.self_attn.q_proj")
+    expected = layer.get_delta_weight("default")
+    assert torch.equal(deltas["model.layers.0.self_attn.q_proj.weight"], expected)
 
 
 async def test_engine_switches_between_merged_and_peft_serving(

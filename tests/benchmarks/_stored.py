@@ -1,0 +1,148 @@
+"""Stored benchmark results: the raw per-run records a BENCHMARKS.md section is rendered from.
+
+A sitting (one run of a benchmark command) is kept as ``docs/benchmarks/<section>.json``: the
+machine, the command, the code fingerprint, the load average, and one record per run, written
+after every run so an interrupted sitting keeps what it measured. The section is rendered from
+that file alone (``python -m tests.benchmarks.<module> render`` redoes it without measuring),
+so every figure and verdict in it comes from stored data, never from a hand.
+
+The fingerprint is a hash of the source files a section measures (as they were in the working
+tree when it ran). Rendering compares it with the files now: a section whose code changed
+since its results says **stale** at its top.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from tests.benchmarks._report import ROOT, load_average, machine
+
+__all__ = ["Sitting", "fingerprint", "stale_note"]
+
+STORE = ROOT / "docs" / "benchmarks"
+
+
+def _files(paths: Sequence[str]) -> list[str]:
+    """The tracked files under ``paths`` (git's list; every file when git is not there)."""
+    try:
+        out = subprocess.run(
+            ["git", "ls-files", "--", *paths], cwd=ROOT, capture_output=True, text=True, check=True
+        ).stdout
+        return sorted(line for line in out.splitlines() if line.endswith(".py"))
+    except (OSError, subprocess.CalledProcessError):
+        found = [p for path in paths for p in (ROOT / path).rglob("*.py")]
+        return sorted(str(p.relative_to(ROOT)) for p in found)
+
+
+def fingerprint(paths: Sequence[str]) -> str:
+    """sha256 (first 16 hex digits) of the names and contents of the Python files under
+    ``paths``, as they are in the working tree now."""
+    digest = hashlib.sha256()
+    for name in _files(paths):
+        file = ROOT / name
+        if file.exists():
+            digest.update(name.encode() + b"\0" + file.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
+
+
+def _commit() -> str:
+    try:
+        return subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def _dirty(paths: Sequence[str]) -> list[str]:
+    try:
+        out = subprocess.run(
+            ["git", "status", "--porcelain", "--", *paths],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return []
+    return sorted(line[3:] for line in out.splitlines() if line.endswith(".py"))
+
+
+class Sitting:
+    """One sitting's stored results: ``Sitting.start(...)`` to measure, ``Sitting.load(...)``
+    to render."""
+
+    def __init__(self, name: str, data: dict[str, Any]) -> None:
+        self.name = name
+        self.data = data
+
+    @classmethod
+    def path(cls, name: str) -> Path:
+        return STORE / f"{name}.json"
+
+    @classmethod
+    def start(cls, name: str, command: str, code: Sequence[str], **extra: Any) -> Sitting:
+        """A new sitting (replacing the stored one when its first run is recorded)."""
+        data = {
+            "command": command,
+            "machine": machine(),
+            "commit": _commit(),
+            "code": list(code),
+            "fingerprint": fingerprint(code),
+            "uncommitted": _dirty(code),
+            "started": _now(),
+            "load_at_start": load_average(),
+            "runs": [],
+            **extra,
+        }
+        return cls(name, data)
+
+    @classmethod
+    def load(cls, name: str) -> Sitting:
+        path = cls.path(name)
+        if not path.exists():
+            raise SystemExit(f"{path}: no stored results; run the benchmark first")
+        return cls(name, json.loads(path.read_text()))
+
+    @property
+    def runs(self) -> list[dict[str, Any]]:
+        runs: list[dict[str, Any]] = self.data["runs"]
+        return runs
+
+    def record(self, run: dict[str, Any]) -> None:
+        """Add one run (with the time and load average) and write the file at once."""
+        self.runs.append({**run, "at": _now(), "load": os.getloadavg()[0]})
+        self.data["ended"] = _now()
+        self.data["load_at_end"] = load_average()
+        path = self.path(self.name)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(self.data, indent=1) + "\n")
+        tmp.replace(path)
+
+
+def stale_note(sitting: Sitting) -> str:
+    """``""`` when the measured code is unchanged since the sitting, else a **stale** line."""
+    now = fingerprint(sitting.data["code"])
+    if now == sitting.data["fingerprint"]:
+        return ""
+    return (
+        f"**stale**: the code this section measures ({', '.join(sitting.data['code'])}) changed "
+        f"since these results (fingerprint {sitting.data['fingerprint']} then, {now} now); "
+        "rerun the command below.\n\n"
+    )
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
