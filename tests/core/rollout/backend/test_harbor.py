@@ -341,7 +341,11 @@ async def test_each_trial_starts_a_container_runs_the_worker_once_and_removes_it
         for i, q in enumerate(["a", "exit", "b"])
     ]
     async with RolloutRunner(
-        entry, endpoint, backend=backend.runner_backend(entry, endpoint), concurrency=2
+        entry,
+        endpoint,
+        backend=backend.runner_backend(entry, endpoint),
+        concurrency=2,
+        workflow_timeout_s=30,
     ) as runner:
         outcomes = sorted(await runner.run_all(rows), key=lambda o: o.row_index)
 
@@ -362,6 +366,9 @@ async def test_each_trial_starts_a_container_runs_the_worker_once_and_removes_it
     create = next(c for c in calls if c[0] == "create")
     assert create[create.index("--cpus") + 1] == "2" and "2048m" in create
     assert create[create.index("--network") + 1] == "host"
+    # an orphaned container (runner killed) stops and removes itself: start 120 s + workflow
+    # 30 s + kill grace 5 s + 300 s of slack
+    assert "--rm" in create and create[-1] == "455"
     # a secret travels by name only: its value is never on a docker command line
     assert "s3cret-value" not in log.read_text()
     assert any(c[0] == "exec" and "HARBOR_TEST_SECRET" in c for c in calls)

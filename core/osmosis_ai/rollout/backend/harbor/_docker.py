@@ -101,7 +101,11 @@ _HOST_ONLY_ENV = frozenset(
 )
 _HOST_ONLY_PREFIXES = ("SSH_", "XDG_", "DBUS_", "DOCKER_")
 _SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-_ROLLOUT: contextvars.ContextVar[str] = contextvars.ContextVar("osmosis_harbor_rollout", default="")
+_TRIAL: contextvars.ContextVar[tuple[str, float | None]] = contextvars.ContextVar(
+    "osmosis_harbor_trial", default=("", None)
+)
+"""The rollout id a container is being started for, and how long it may live (``None``: no
+limit)."""
 
 
 class ContainerRuntimeError(OsmosisError, RuntimeError):
@@ -350,9 +354,13 @@ class TrialPlan:
             self._archive = rollout_archive(self.rollout_dir)
         return self._archive
 
-    def create_args(self, name: str) -> list[str]:
+    def create_args(self, name: str, lifetime_s: float | None = None) -> list[str]:
+        """``docker create`` for one trial. Its main process sleeps for ``lifetime_s`` (a
+        container orphaned by a killed runner stops by itself then, and is removed unless
+        containers are kept)."""
         args = [
             "create",
+            *([] if self.keep_containers else ["--rm"]),
             "--name",
             name,
             "--label",
@@ -367,7 +375,8 @@ class TrialPlan:
         if self.memory_mb is not None:
             args += ["--memory", f"{self.memory_mb}m"]
         args += mount_args(host_python_mounts(self.rollout_dir))
-        return [*args, self.image, "infinity"]
+        lifetime = "infinity" if lifetime_s is None else str(math.ceil(lifetime_s))
+        return [*args, self.image, lifetime]
 
     def exec_args(self, name: str, rollout_id: str) -> list[str]:
         venv_bin = str(Path(sys.executable).parent)
@@ -467,7 +476,7 @@ class ContainerTrials(ProcessBackend):
         try:
             archive = await asyncio.to_thread(plan.archive)
             steps: list[tuple[list[str], bytes | None]] = [
-                (plan.create_args(name), None),
+                (plan.create_args(name, _TRIAL.get()[1]), None),
                 (["cp", "-", f"{name}:/"], archive),
                 (["start", name], None),
             ]
@@ -483,7 +492,7 @@ class ContainerTrials(ProcessBackend):
                     )
             proc = await asyncio.create_subprocess_exec(
                 plan.docker.path(),
-                *plan.exec_args(name, _ROLLOUT.get()),
+                *plan.exec_args(name, _TRIAL.get()[0]),
                 stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE,
             )
@@ -497,9 +506,12 @@ class ContainerTrials(ProcessBackend):
         if self._gate is None:
             self._gate = asyncio.Semaphore(self.max_workers)
         async with self._gate:
-            token = _ROLLOUT.set(request.rollout_id)
+            token = _TRIAL.set((request.rollout_id, None))
             try:
                 plan = await self.plan()
+                if request.timeout_s is None and plan.agent_timeout_s is not None:
+                    request = dataclasses.replace(request, timeout_s=plan.agent_timeout_s)
+                _TRIAL.set((request.rollout_id, self._lifetime(plan, request)))
                 worker = await self._spawn()
             except (TimeoutError, Exception) as exc:
                 return _error_run(
@@ -507,16 +519,21 @@ class ContainerTrials(ProcessBackend):
                     f"could not start a trial container for rollout {request.rollout_id}: {exc}",
                 )
             finally:
-                _ROLLOUT.reset(token)
+                _TRIAL.reset(token)
             try:
-                if request.timeout_s is None and plan.agent_timeout_s is not None:
-                    request = dataclasses.replace(request, timeout_s=plan.agent_timeout_s)
                 run = await self._run_on(worker, request)
                 if plan.tests_dir is not None and run.error is None:
                     await verify_trial(plan, _container_of(worker), run)
                 return run
             finally:
                 await self._discard(worker)
+
+    def _lifetime(self, plan: TrialPlan, request: WorkflowRequest) -> float | None:
+        """How long a trial's container may live: start, workflow, verifier, with slack."""
+        if request.timeout_s is None:
+            return None
+        verifier = (plan.verifier_timeout_s or 600.0) if plan.tests_dir is not None else 0.0
+        return self.start_timeout_s + request.timeout_s + self.kill_grace_s + verifier + 300.0
 
     async def aclose(self) -> None:
         """Stop and remove every trial container still running."""
