@@ -437,3 +437,66 @@ def test_a_bad_file_is_one_clear_problem(ws: Workspace, place_name: str, kind: s
         assert str(bad) in text, (
             f"{place_name}/{kind}: the answer does not name {bad}: {text[:600]}"
         )
+
+
+# -- links and paths in eval folders and run traces (issue 41 §3) ------------------------------
+
+
+def test_a_linked_eval_folder_is_not_listed(ws: Workspace) -> None:
+    from osmosis_ai.eval._store import list_eval_runs
+
+    elsewhere = _make_eval(ws.outside.parent, "planted-eval")
+    (ws.evals / "linked-eval").symlink_to(elsewhere, target_is_directory=True)
+    names = [v.name for v in list_eval_runs(ws.evals)]
+    assert names == ["good-eval", "victim-eval"]
+    api = _api(ws, "/api/evals", "/api/evals/linked-eval")
+    assert [e["name"] for e in api["/api/evals"]["evals"]] == ["victim-eval", "good-eval"]
+    assert "detail" in api["/api/evals/linked-eval"]  # 404: not one of the store's eval runs
+
+
+def _set_trace(ws: Workspace, trace: str) -> None:
+    results = ws.evals / "victim-eval" / "results.jsonl"
+    record = json.loads(results.read_text())
+    results.write_text(json.dumps({**record, "trace": trace}) + "\n")
+
+
+def test_from_eval_reads_a_trace_only_from_the_eval_runs_traces_folder(ws: Workspace) -> None:
+    _set_trace(ws, str(ws.outside))  # an absolute path to a file outside
+    answer = json.dumps(read_eval_trace(ws))
+    assert SECRET not in answer
+    assert "no such trace file" in answer
+
+
+def test_from_eval_says_the_same_for_a_path_outside_and_a_missing_trace(ws: Workspace) -> None:
+    def problem(trace: str) -> str:
+        _set_trace(ws, trace)
+        report = read_eval_trace(ws)["from-eval"]
+        (message,) = report["problems"]
+        return str(message).replace(repr(trace), "TRACE")
+
+    up = "../" * 40  # enough to reach / from any temporary folder
+    there = "etc/hostname" if Path("/etc/hostname").exists() else "etc/passwd"
+    outside = problem(up + there)
+    missing = problem("traces/not-there.json")
+    absent_outside = problem(up + "etc/no-such-file")
+    assert outside == missing == absent_outside, "the error tells whether a file exists"
+
+
+def test_from_run_does_not_follow_a_linked_traces_folder(ws: Workspace) -> None:
+    from osmosis_ai.eval._demos import demos_from_run
+
+    planted = ws.outside.parent / "traces"
+    planted.mkdir()
+    (planted / "step_000001.jsonl").write_text(_trace_line(1).replace("2+3?", SECRET))
+    traces = ws.run("victim") / "traces"
+    for p in traces.iterdir():
+        p.unlink()
+    traces.rmdir()
+    traces.symlink_to(planted, target_is_directory=True)
+    out = ws.root / "d.jsonl"
+    with pytest.raises(OsmosisError, match="symbolic link") as caught:
+        demos_from_run(ws.run("victim").name, out, root=ws.runs)
+    assert str(traces) in str(caught.value)
+    assert not out.exists() or SECRET not in out.read_text()
+    api = _api(ws, f"/api/runs/{ws.run('victim').name}/traces")
+    assert next(iter(api.values())) == {"steps": []}

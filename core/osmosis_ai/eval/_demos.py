@@ -523,7 +523,12 @@ def _trace_files(run_dir: Path, step: int | None, spec: str) -> list[Path]:
     from osmosis_ai.runs import TRACES_DIR, trace_files
 
     folder = run_dir / TRACES_DIR
-    found = trace_files(run_dir)  # a linked traces/ folder or step file is never followed
+    if folder.is_symlink():
+        raise OsmosisError(
+            f"{folder} is a symbolic link: a run's traces are read only from its own traces/ "
+            "folder, never through a link (replace the link with the folder)"
+        )
+    found = trace_files(run_dir)  # a linked step file is named unreadable, never followed
     files = list(found.values())
     if step is not None:
         files = [found[step]] if step in found else []
