@@ -500,3 +500,36 @@ def test_from_run_does_not_follow_a_linked_traces_folder(ws: Workspace) -> None:
     assert not out.exists() or SECRET not in out.read_text()
     api = _api(ws, f"/api/runs/{ws.run('victim').name}/traces")
     assert next(iter(api.values())) == {"steps": []}
+
+
+# -- the commands people type ------------------------------------------------------------------
+
+CLI_CASES = {
+    "train list": (_victim("status.json"), "json", ["train", "list"], "good-"),
+    "train stop OTHER_RUN": (_victim("status.json"), "json", ["train", "stop", "good"], "good-"),
+    "train info": (_victim("metrics.jsonl"), "jsonl", ["train", "info", "victim"], None),
+    "eval list": (_victim_eval("submit.json"), "json", ["eval", "list"], "good-eval"),
+}
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("kind", ["deep", "huge_int", "fifo", "link"])
+@pytest.mark.parametrize("case", list(CLI_CASES))
+def test_the_commands_name_the_bad_file_and_go_on(
+    ws: Workspace, case: str, kind: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from osmosis_ai.cli._app import main
+
+    where, fmt, argv, other = CLI_CASES[case]
+    bad = where(ws)
+    plant(bad, kind, fmt, ws.outside)
+    code = main(["--plain", *argv])
+    out, err = capsys.readouterr()
+    text = out + err
+    assert "Traceback" not in text and "RecursionError" not in text, text[-2000:]
+    assert code in (0, 1), text[-2000:]  # stop: 1, the other run is already finished
+    assert SECRET not in text
+    if other is not None:
+        assert other in text, text[-2000:]
+    if case in ("train info", "eval list"):
+        assert str(bad) in text, text[-2000:]

@@ -154,7 +154,7 @@ def _print_info(d: dict[str, Any]) -> None:
     if d.get("error"):
         con.print(f"[red]error[/]      {d['error']}", highlight=False)
     for problem in d.get("problems") or []:  # files of the run left out (safe_io)
-        con.print(f"unreadable {problem}", highlight=False, markup=False)
+        con.print(f"skipped    {problem}", highlight=False, markup=False)
     con.print(f"log        {d['log_file']}", highlight=False, markup=False)
 
 

@@ -435,8 +435,10 @@ def list_command(
     table = Table(box=None, pad_edge=False)
     for col in ("name", "status", "model", "done", "reward", "pass rate", "failed", "vs baseline"):
         table.add_column(col, overflow="fold")
+    problems: list[str] = []
     for v in views:
         d = v.as_dict()
+        problems += d["problems"]
         s = d["summary"] or {}
         total = d["work_items"]
         cmp = d["comparison"]
@@ -451,6 +453,8 @@ def list_command(
             fmt_cmp(cmp),
         )
     state.console.print(table)
+    for problem in problems:  # files left out (osmosis_ai.safe_io): the rest is listed
+        state.console.print(f"skipped {problem}", highlight=False, markup=False)
 
 
 @eval_app.command("info")
