@@ -13,21 +13,32 @@ layers of the decoder, as the trainer's default targets) it measures, over ``SWA
 the base weights' drift after the run (peft: unmerged; ours: the originals), and the served
 weights' error against the exact ``round_bf16(W0 + delta)``.
 
-Run: ``python -m tests.benchmarks merge``.
+Run: ``python -m tests.benchmarks merge``; each run's figures go to
+``docs/benchmarks/merge.json`` as it ends, and the section is rendered from that file
+(``python -m tests.benchmarks.bench_merge render`` redoes it, marked **stale** when the merge
+code changed since).
 """
 
 from __future__ import annotations
 
 import statistics
+import sys
 import time
 from typing import Any
 
 from tests.benchmarks._report import write_section
+from tests.benchmarks._stored import Sitting, stale_note
 
 SWAPS = 20
 ROUNDS = 3
 RANK = 8
 TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+CODE = ("trainer/osmosis_trainer/engines/_hf_merge.py", "tests/benchmarks/bench_merge.py")
+"""What the section measures (its fingerprint)."""
+_LABELS = {
+    "ours": "ours (`MergedLoRA`: peft's `get_delta_weight`, originals kept)",
+    "peft": "peft (`unmerge_adapter` / `merge_adapter`, in place)",
+}
 
 
 def _base() -> Any:
@@ -47,7 +58,8 @@ def _adapters(model: Any, n: int, seed: int) -> list[dict[str, Any]]:
 
     g = torch.Generator().manual_seed(seed)
     layers = [
-        (name, m) for name, m in model.named_modules()
+        (name, m)
+        for name, m in model.named_modules()
         if isinstance(m, torch.nn.Linear) and name.split(".")[-1] in TARGETS
     ]
     out = []
@@ -96,7 +108,8 @@ def run_ours(adapters: list[dict[str, Any]]) -> dict[str, float]:
     config = {"peft_type": "LORA", "r": RANK, "lora_alpha": 2 * RANK}
     originals = {
         k.removeprefix("base_model.model.").replace(".lora_A.weight", ".weight"): None
-        for k in adapters[0] if ".lora_A." in k
+        for k in adapters[0]
+        if ".lora_A." in k
     }
     originals = {k: params[k].detach().clone() for k in originals}
     merged = MergedLoRA()
@@ -113,8 +126,13 @@ def run_ours(adapters: list[dict[str, Any]]) -> dict[str, float]:
     after = dict(model.named_parameters())
     drift = max(_ulps(after[k], originals[k])[1] for k in originals)
     drift_share = statistics.fmean(_ulps(after[k], originals[k])[0] for k in originals)
-    return {"swap_s": statistics.median(times), "served_err_ulp": err, "served_diff_share": share,
-            "drift_ulp": drift, "drift_share": drift_share}
+    return {
+        "swap_s": statistics.median(times),
+        "served_err_ulp": err,
+        "served_diff_share": share,
+        "drift_ulp": drift,
+        "drift_share": drift_share,
+    }
 
 
 def run_peft(adapters: list[dict[str, Any]]) -> dict[str, float]:
@@ -124,7 +142,8 @@ def run_peft(adapters: list[dict[str, Any]]) -> dict[str, float]:
     params = dict(model.named_parameters())
     names = [
         k.removeprefix("base_model.model.").replace(".lora_A.weight", ".weight")
-        for k in adapters[0] if ".lora_A." in k
+        for k in adapters[0]
+        if ".lora_A." in k
     ]
     originals = {k: params[k].detach().clone() for k in names}
     peft_model: Any = get_peft_model(
@@ -145,57 +164,97 @@ def run_peft(adapters: list[dict[str, Any]]) -> dict[str, float]:
     err = max(_ulps(served[k], exact[k])[1] for k in exact)
     share = statistics.fmean(_ulps(served[k], exact[k])[0] for k in exact)
     peft_model.unmerge_adapter()
-    after = {n.replace(".base_layer.weight", ".weight"): p for n, p in base.named_parameters()
-             if n.endswith(".base_layer.weight")}
+    after = {
+        n.replace(".base_layer.weight", ".weight"): p
+        for n, p in base.named_parameters()
+        if n.endswith(".base_layer.weight")
+    }
     drift = max(_ulps(after[k], originals[k])[1] for k in originals)
     drift_share = statistics.fmean(_ulps(after[k], originals[k])[0] for k in originals)
-    return {"swap_s": statistics.median(times), "served_err_ulp": err, "served_diff_share": share,
-            "drift_ulp": drift, "drift_share": drift_share}
+    return {
+        "swap_s": statistics.median(times),
+        "served_err_ulp": err,
+        "served_diff_share": share,
+        "drift_ulp": drift,
+        "drift_share": drift_share,
+    }
 
 
 def main() -> None:
     import torch
 
     torch.manual_seed(0)
-    rows: dict[str, list[dict[str, float]]] = {"ours": [], "peft": []}
+    sitting = Sitting.start("merge", "python -m tests.benchmarks merge", CODE, rounds=ROUNDS)
     for r in range(ROUNDS):
         adapters = _adapters(_base(), SWAPS, seed=r)
         for name, fn in (("ours", run_ours), ("peft", run_peft)):
-            rows[name].append(fn(adapters))
-            print(name, r, rows[name][-1], flush=True)
-    med = {n: {k: statistics.median(x[k] for x in v) for k in v[0]} for n, v in rows.items()}
-    ratio = [p["swap_s"] / o["swap_s"] for o, p in zip(rows["ours"], rows["peft"], strict=True)]
+            result = fn(adapters)
+            sitting.record({"row": name, "round": r, "result": result})
+            print(name, r, result, flush=True)
+    render()
+
+
+def render() -> None:
+    """Rewrite the section from ``docs/benchmarks/merge.json``."""
+    sitting = Sitting.load("merge")
+    rows: dict[str, list[dict[str, float]]] = {"ours": [], "peft": []}
+    for run in sitting.runs:
+        rows[run["row"]].append(run["result"])
+    med = {n: {k: statistics.median(x[k] for x in v) for k in v[0]} for n, v in rows.items() if v}
+    ratio = [p["swap_s"] / o["swap_s"] for o, p in zip(rows["ours"], rows["peft"], strict=False)]
     table = "\n".join(
-        f"| {label} | {med[n]['swap_s'] * 1e3:.0f} ms | {med[n]['served_diff_share']:.2%} "
+        f"| {_LABELS[n]} | {med[n]['swap_s'] * 1e3:.0f} ms | {med[n]['served_diff_share']:.2%} "
         f"| {med[n]['served_err_ulp']:.1f} | {med[n]['drift_share']:.2%} "
         f"| {med[n]['drift_ulp']:.1f} |"
-        for n, label in (("ours", "ours (`MergedLoRA`, originals kept)"),
-                         ("peft", "peft (`unmerge_adapter` / `merge_adapter`, in place)"))
+        for n in med
     )
+    verdicts = [
+        f"- {_LABELS[n]}: "
+        + (
+            "serves the exact merge"
+            if med[n]["served_err_ulp"] == 0
+            else f"serves {med[n]['served_diff_share']:.2%} of the weights off the exact merge"
+        )
+        + (
+            " and never changes the base weights"
+            if med[n]["drift_ulp"] == 0
+            else f"; {med[n]['drift_share']:.2%} of the base weights changed"
+        )
+        + "."
+        for n in med
+    ]
+    data = sitting.data
     body = (
+        stale_note(sitting)
+        + f"Code: {data['commit']} (fingerprint {data['fingerprint']}); raw runs: "
+        "`docs/benchmarks/merge.json`.\n\n"
         f"Serving {SWAPS} successive adapters merged into the embedded SmolLM2-135M's bf16 "
         f"weights (LoRA r={RANK} on all decoder linear layers, random factors of a trained "
-        f"adapter's size), {ROUNDS} interleaved rounds, medians. Served error: the merged "
+        f"adapter's size), {len(ratio)} interleaved round(s), medians. Served error: the merged "
         "weights of the last adapter against the exact `round_bf16(W0 + delta)`; base drift: "
         "the base weights after the run against the ones loaded.\n\n"
         "| merge | time per swap | served weights off the exact merge | largest error (bf16 ulps) "
         "| base weights changed | largest drift (ulps) |\n|---|---|---|---|---|---|\n"
-        + table + "\n\n"
-        f"peft / ours time per swap, paired by round: "
-        f"{', '.join(f'{x:.2f}x' for x in ratio)}. Both take a small part of a training step "
-        "(17-19 s on this model), so neither is a speed path; ours stays for what peft's "
-        "in-place merge cannot give: the originals are never written (so the engine may share "
-        "them with the trainer instead of holding a copy) and the served weights are the exact "
-        "merge every step, where peft's unmerge/merge cycle rounds twice per step in bf16.\n"
+        + table
+        + "\n\n"
+        + "\n".join(verdicts)
+        + "\n"
+        f"- peft / ours time per swap, paired by round: {', '.join(f'{x:.2f}x' for x in ratio)}.\n"
     )
     print(body, flush=True)
     write_section(
         "merge",
         "LoRA merge for serving: ours against peft's merge_adapter (bf16, real model)",
         body,
-        "python -m tests.benchmarks merge",
+        data["command"],
+        machine_text=f"{data['machine']}; load average {data['load_at_start']} at the start, "
+        f"{data.get('load_at_end', '-')} at the end",
+        date=f"{data['started']} to {data.get('ended', data['started'])}",
     )
 
 
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:] == ["render"]:
+        render()
+    else:
+        main()

@@ -172,3 +172,51 @@ def test_trainer_real_needs_three_rounds_and_says_stale(
     assert text.count("not decided (2 complete round(s), 3 needed)") == 3
     assert "met." not in text
     assert "**stale**: the code this section measures" in text
+
+
+def test_merge_section_says_which_merge_is_exact(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.benchmarks import bench_merge
+
+    exact = {
+        "swap_s": 0.07,
+        "served_err_ulp": 0.0,
+        "served_diff_share": 0.0,
+        "drift_ulp": 0.0,
+        "drift_share": 0.0,
+    }
+    drifted = {
+        "swap_s": 0.21,
+        "served_err_ulp": 1.0,
+        "served_diff_share": 0.034,
+        "drift_ulp": 80.0,
+        "drift_share": 0.037,
+    }
+    runs = [
+        {"row": row, "round": r, "load": 1.0, "result": result}
+        for r in range(3)
+        for row, result in (("ours", exact), ("peft", drifted))
+    ]
+    data = {
+        "command": "python -m tests.benchmarks merge",
+        "machine": "a CPU",
+        "commit": "abc",
+        "code": ["tests/benchmarks/_stored.py"],
+        "uncommitted": [],
+        "fingerprint": _stored_mod.fingerprint(["tests/benchmarks/_stored.py"]),
+        "started": "2026-11-27 18:00 UTC",
+        "load_at_start": "1.0",
+        "rounds": 3,
+        "runs": runs,
+    }
+    store = tmp_path / "store"
+    store.mkdir()
+    (store / "merge.json").write_text(json.dumps(data))
+    monkeypatch.setattr(_stored_mod, "STORE", store)
+    monkeypatch.setattr(_report, "REPORT", tmp_path / "BENCHMARKS.md")
+    bench_merge.render()
+    text = (tmp_path / "BENCHMARKS.md").read_text()
+    assert "originals kept): serves the exact merge and never changes the base weights." in text
+    assert "in place): serves 3.40% of the weights off the exact merge; 3.70% of the base" in text
+    assert "paired by round: 3.00x, 3.00x, 3.00x" in text and "**stale**" not in text
