@@ -121,8 +121,9 @@ class TrainRun:
         return [float(r["reward_mean"]) for r in self.records]
 
     def series(self, key: str) -> list[float]:
-        return [float(r[key]) if isinstance(r.get(key), int | float) else math.nan
-                for r in self.records]
+        return [
+            float(r[key]) if isinstance(r.get(key), int | float) else math.nan for r in self.records
+        ]
 
 
 def scaffold(work: Path, template: str = "strands") -> Path:
@@ -155,7 +156,11 @@ def read_run(
     status = json.loads((run_dir / "status.json").read_text()).get("status", "unknown")
     heldout_file = run_dir / "heldout.json"
     return TrainRun(
-        seed, str(run_dir), status, wall, cpu,
+        seed,
+        str(run_dir),
+        status,
+        wall,
+        cpu,
         [r for r in records if r.get("kind", "train") == "train"],
         [r for r in records if r.get("kind") == "warm_start"],
         json.loads(heldout_file.read_text()) if heldout_file.is_file() else None,
@@ -172,14 +177,25 @@ def compare(
     ws: Path, run: TrainRun, dataset: str = "data/calc_heldout.jsonl", n: int = EVAL_SAMPLES
 ) -> dict[str, Any]:
     """The trained adapter against its base model on the same rows (paired bootstrap)."""
-    args = ["eval", "run", "configs/eval/calc.toml", "--model", Path(run.run).name, "--baseline",
-            "--n", str(n), "--json"]
+    args = [
+        "eval",
+        "run",
+        "configs/eval/calc.toml",
+        "--model",
+        Path(run.run).name,
+        "--baseline",
+        "--n",
+        str(n),
+        "--json",
+    ]
     # One batch of rollouts at once, as training samples them (the engine batches them).
     args += ["--dataset-file", dataset, "--concurrency", "32"]
     out = json.loads(_osmosis(args, ws).stdout)
     cmp = out.get("comparison", out)
-    result = {k: cmp.get(k) for k in ("rows", "candidate_mean", "baseline_mean", "diff",
-                                      "ci_low", "ci_high")}
+    result = {
+        k: cmp.get(k)
+        for k in ("rows", "candidate_mean", "baseline_mean", "diff", "ci_low", "ci_high")
+    }
     run_dir = Path(out["run_dir"])
     for who, folder in (("candidate", run_dir), ("baseline", run_dir / "baseline")):
         result[f"{who}_samples"] = _sample_stats(folder / "results.jsonl")
@@ -195,7 +211,8 @@ def _sample_stats(results: Path) -> dict[str, float]:
         "samples": float(len(graded)),
         "tool_use_share": sum(r.get("num_calls", 0) > 1 for r in graded) / max(1, len(graded)),
         "completion_tokens": statistics.fmean(r.get("completion_tokens", 0) for r in graded)
-        if graded else math.nan,
+        if graded
+        else math.nan,
     }
 
 
@@ -223,7 +240,8 @@ def diagnostics(run: TrainRun) -> dict[str, Any]:
         "is_ratio_min": min((r.get("is_ratio_min", 1.0) for r in updated), default=1.0),
         "is_ratio_max": max((r.get("is_ratio_max", 1.0) for r in updated), default=1.0),
         "clip_frac_mean": statistics.fmean(r.get("clip_frac", 0.0) for r in updated)
-        if updated else 0.0,
+        if updated
+        else 0.0,
         "pass_first": recs[0].get("pass_rate", math.nan),
         "pass_last": recs[-1].get("pass_rate", math.nan),
         "call_rate_first": _mean_of(recs[:3], "tools/call_rate"),
@@ -232,13 +250,15 @@ def diagnostics(run: TrainRun) -> dict[str, Any]:
         "turns_last": _mean_of(recs[-3:], "tools/turns_per_rollout"),
         "warm_steps": len(run.warm_records),
         "warm_loss_last": run.warm_records[-1].get("warm_start/loss", math.nan)
-        if run.warm_records else math.nan,
+        if run.warm_records
+        else math.nan,
         "wall_s": run.wall_s,
         "cpu_s_per_step": run.cpu_s / max(1, len(recs)),
     }
 
 
 # --- probes ---------------------------------------------------------------------------------
+
 
 def probe(argv: list[str]) -> None:
     name, rest = argv[0], argv[1:]
@@ -260,14 +280,28 @@ def probe(argv: list[str]) -> None:
         out = json.loads((ws / "out.json").read_text())
         lines = (Path(out["run"]) / "metrics.jsonl").read_text().splitlines()
         records = [r for r in map(json.loads, lines) if r.get("kind", "train") == "train"]
-        run = TrainRun(seed, out["run"], out["status"], float(overrides.pop("wall_s")),
-                       float(overrides.pop("cpu_s")), records)
+        run = TrainRun(
+            seed,
+            out["run"],
+            out["status"],
+            float(overrides.pop("wall_s")),
+            float(overrides.pop("cpu_s")),
+            records,
+        )
     else:
         ws = scaffold(Path(tempfile.mkdtemp(prefix=f"learn_{name}_")), template)
         run = train(ws, seed, overrides)
-    entry: dict[str, Any] = {"name": name, "task": TASK, "template": template,
-                             "settings": overrides, "seed": seed, **diagnostics(run),
-                             "rewards": run.rewards, "heldout": run.heldout, "load": run.load}
+    entry: dict[str, Any] = {
+        "name": name,
+        "task": TASK,
+        "template": template,
+        "settings": overrides,
+        "seed": seed,
+        **diagnostics(run),
+        "rewards": run.rewards,
+        "heldout": run.heldout,
+        "load": run.load,
+    }
     if eval_rows:
         dataset = "data/calc.jsonl" if eval_rows == "train" else "data/calc_heldout.jsonl"
         entry["eval_rows"] = eval_rows
@@ -287,8 +321,10 @@ def _seconds(value: float) -> str:
 def _fmt_eval(e: dict[str, Any] | None) -> str:
     if not e or e.get("diff") is None:
         return "–"
-    return (f"{e['baseline_mean']:.3f} → {e['candidate_mean']:.3f} "
-            f"({e['diff']:+.3f}, CI [{e['ci_low']:+.3f}, {e['ci_high']:+.3f}])")
+    return (
+        f"{e['baseline_mean']:.3f} → {e['candidate_mean']:.3f} "
+        f"({e['diff']:+.3f}, CI [{e['ci_low']:+.3f}, {e['ci_high']:+.3f}])"
+    )
 
 
 def _settings(probe: dict[str, Any]) -> str:
@@ -313,7 +349,8 @@ def _heldout_cells(report: dict[str, Any] | None) -> list[str]:
     vs_warm = report.get("pass_vs_warm") or {}
     diff = (
         f"{vs_warm['diff']:+.3f} [{vs_warm['ci_low']:+.3f}, {vs_warm['ci_high']:+.3f}]"
-        if vs_warm.get("diff") is not None else "–"
+        if vs_warm.get("diff") is not None
+        else "–"
     )
     return [
         f"{pass_of('base')} / {pass_of('warm')} / {pass_of('trained')}",
@@ -349,6 +386,7 @@ def findings_table(probes: list[dict[str, Any]]) -> str:
 
 # --- the benchmark --------------------------------------------------------------------------
 
+
 def plot(runs: list[TrainRun], path: Path) -> None:
     import matplotlib
 
@@ -376,8 +414,11 @@ def plot(runs: list[TrainRun], path: Path) -> None:
             ax.set_ylim(*ylim)
         ax.grid(alpha=0.3)
     axes[0].legend(fontsize=8)
-    fig.suptitle("Quick start: Strands calculator, SmolLM2-135M-Instruct, warm start then "
-                 "GRPO + LoRA on multi-step questions, CPU", fontsize=10)
+    fig.suptitle(
+        "Quick start: Strands calculator, SmolLM2-135M-Instruct, warm start then "
+        "GRPO + LoRA on multi-step questions, CPU",
+        fontsize=10,
+    )
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path)
@@ -402,8 +443,18 @@ def template_fingerprint() -> str:
     return digest.hexdigest()[:16]
 
 
-_RUN_FIELDS = ("seed", "run", "status", "wall_s", "cpu_s", "records", "warm_records",
-               "heldout", "load", "omp_wait_policy")
+_RUN_FIELDS = (
+    "seed",
+    "run",
+    "status",
+    "wall_s",
+    "cpu_s",
+    "records",
+    "warm_records",
+    "heldout",
+    "load",
+    "omp_wait_policy",
+)
 
 
 def _stored(entry: dict[str, Any]) -> TrainRun:
@@ -421,8 +472,10 @@ def main() -> None:
     stamp = template_fingerprint()
     for seed in SEEDS:
         stored = json.loads(RUNS.read_text()) if RUNS.exists() else []
-        done = sum(m.get("task") == TASK and m["seed"] == seed and m.get("template") == stamp
-                   for m in stored)
+        done = sum(
+            m.get("task") == TASK and m["seed"] == seed and m.get("template") == stamp
+            for m in stored
+        )
         for _ in range(done, RUNS_PER_SEED):
             run_one(seed, render_after=False)
     render()
@@ -439,9 +492,11 @@ def run_one(seed: int, render_after: bool = True) -> TrainRun:
     stored.append({**asdict(run), "task": TASK, "template": stamp, "workspace": str(ws)})
     RUNS.parent.mkdir(parents=True, exist_ok=True)
     RUNS.write_text(json.dumps(stored, indent=1) + "\n")
-    print(f"seed {seed}: rewards {[round(r, 3) for r in run.rewards]}; held-out "
-          + "; ".join(f"{name}: {_set_cells(s)}" for name, s in heldout_sets(run.heldout)),
-          flush=True)
+    print(
+        f"seed {seed}: rewards {[round(r, 3) for r in run.rewards]}; held-out "
+        + "; ".join(f"{name}: {_set_cells(s)}" for name, s in heldout_sets(run.heldout)),
+        flush=True,
+    )
     if render_after:
         render()
     return run
@@ -455,8 +510,14 @@ def add_run(run_dir: str, seed: str, wall_s: str, cpu_s: str, load: str) -> None
     run = read_run(Path(run_dir), int(seed), float(wall_s), float(cpu_s), (low, high))
     run.omp_wait_policy = os.environ.get("OMP_WAIT_POLICY")
     measured = json.loads(RUNS.read_text()) if RUNS.exists() else []
-    measured.append({**asdict(run), "task": TASK, "template": template_fingerprint(),
-                     "workspace": str(Path(run_dir).parent.parent)})
+    measured.append(
+        {
+            **asdict(run),
+            "task": TASK,
+            "template": template_fingerprint(),
+            "workspace": str(Path(run_dir).parent.parent),
+        }
+    )
     RUNS.write_text(json.dumps(measured, indent=1) + "\n")
     render()
 
@@ -533,8 +594,11 @@ def _ablations(probes: list[dict[str, Any]], shipped: dict[int, dict[str, Any]])
             f"{base['response_tokens_last']:.0f}."
         )
     if out:
-        out.insert(0, f"- One setting changed at a time (the shipped seeds' gains spread over "
-                      f"{spread:.3f}, the noise scale of one run):")
+        out.insert(
+            0,
+            f"- One setting changed at a time (the shipped seeds' gains spread over "
+            f"{spread:.3f}, the noise scale of one run):",
+        )
         out[1:] = ["  " + line for line in out[1:]]
     return out
 
@@ -566,8 +630,10 @@ def _second_call_table() -> str:
         "Why no chaining: the probability of a tool call on the first turn, and of a second "
         "call right after a correct first result (teacher forced, 6 held-out questions):\n\n"
         "| checkpoint | P(call), first turn | P(call), after a right result |\n|---|---|---|\n"
-        + "\n".join(f"| {r['checkpoint']} | {r['p_call_first_turn']:.3f} | "
-                    f"{r['p_call_after_result']:.4f} |" for r in rows)
+        + "\n".join(
+            f"| {r['checkpoint']} | {r['p_call_first_turn']:.3f} | {r['p_call_after_result']:.4f} |"
+            for r in rows
+        )
         + "\n"
     )
 
@@ -598,7 +664,8 @@ def _task_probe_table() -> str:
         "| task shape and warm start | rollouts | a tool call | malformed call text "
         "| a second call | second calls carrying the previous result | exact | mean reward "
         "| what the traces show |\n|---|---|---|---|---|---|---|---|---|\n"
-        + "\n".join(lines) + "\n"
+        + "\n".join(lines)
+        + "\n"
     )
 
 
@@ -614,8 +681,11 @@ def _warm_probe_table() -> str:
     by_label: dict[str, dict[int, dict[str, Any]]] = {}
     for r in doc["runs"]:
         by_label.setdefault(r["label"], {})[r["seed"]] = r
-    names = {"e2": "epochs 2, lr 1e-3 (before)", "e1": "epochs 1, lr 1e-3 (shipped)",
-             "lr5": "epochs 2, lr 5e-4"}
+    names = {
+        "e2": "epochs 2, lr 1e-3 (before)",
+        "e1": "epochs 1, lr 1e-3 (shipped)",
+        "lr5": "epochs 2, lr 5e-4",
+    }
     seeds = sorted({r["seed"] for r in doc["runs"]})
     lines = [
         f"| {names.get(label, label)} | "
@@ -627,8 +697,11 @@ def _warm_probe_table() -> str:
         f"\nThe warm start's own carrying, before RL ({doc['what']} {doc['cpu']}; stored in "
         "`docs/learning_warm_start_probe.json`):\n\n"
         f"| warm start | {' | '.join(f'seed {s}: exact answers' for s in seeds)} "
-        "| tool-call rate (lowest) |\n|---|" + "---|" * (len(seeds) + 1) + "\n"
-        + "\n".join(lines) + "\n"
+        "| tool-call rate (lowest) |\n|---|"
+        + "---|" * (len(seeds) + 1)
+        + "\n"
+        + "\n".join(lines)
+        + "\n"
     )
 
 
@@ -642,7 +715,10 @@ def _where_rl_stands(runs: list[TrainRun]) -> str:
         recs = run.records
         passes = sum(r.get("pass_rate", 0.0) * r.get("samples", 0.0) for r in recs)
         last = recs[-3:]
-        calls, turns = _mean_of(last, "tools/calls_per_rollout"), _mean_of(last, "tools/turns_per_rollout")
+        calls, turns = (
+            _mean_of(last, "tools/calls_per_rollout"),
+            _mean_of(last, "tools/turns_per_rollout"),
+        )
         lines.append(
             f"- {label}: over {d['steps']} RL steps the rollouts that call a tool went "
             f"from {_rate(d['call_rate_first'], '.0%')} to {_rate(d['call_rate_last'], '.0%')} "
@@ -686,8 +762,11 @@ def _set_cells(report: dict[str, Any]) -> str:
     """``warm → trained (+diff [low, high])`` of one held-out file."""
     warm, trained = _pass(report, "warm"), _pass(report, "trained")
     vs = report.get("pass_vs_warm") or {}
-    ci = (f" ({vs['diff']:+.2f} [{vs['ci_low']:+.2f}, {vs['ci_high']:+.2f}])"
-          if vs.get("diff") is not None else "")
+    ci = (
+        f" ({vs['diff']:+.2f} [{vs['ci_low']:+.2f}, {vs['ci_high']:+.2f}])"
+        if vs.get("diff") is not None
+        else ""
+    )
     return f"{_rate(warm)} → {_rate(trained)}{ci}"
 
 
@@ -698,8 +777,8 @@ def transfer_targets(run: TrainRun) -> dict[str, bool]:
     sets = dict(heldout_sets(run.heldout))
     phrasings = (sets.get(TRANSFER_SET) or {}).get("pass_vs_warm") or {}
     return {
-        "every_file": bool(sets) and all((_pass(r, "trained") or 0.0) >= TARGET_PASS
-                                         for r in sets.values()),
+        "every_file": bool(sets)
+        and all((_pass(r, "trained") or 0.0) >= TARGET_PASS for r in sets.values()),
         "transfer": (phrasings.get("diff") or -1.0) >= TARGET_OVER_WARM
         and (phrasings.get("ci_low") or -1.0) > 0,
     }
@@ -729,8 +808,10 @@ def transfer_tables(runs: list[TrainRun]) -> str:
         trained = [v for r in got if (v := _pass(r, "trained")) is not None]
         diffs = [(r.get("pass_vs_warm") or {}) for r in got]
         above = sum((d.get("ci_low") or -1.0) > 0 for d in diffs)
-        big = sum((d.get("diff") or -1.0) >= TARGET_OVER_WARM and (d.get("ci_low") or -1.0) > 0
-                  for d in diffs)
+        big = sum(
+            (d.get("diff") or -1.0) >= TARGET_OVER_WARM and (d.get("ci_low") or -1.0) > 0
+            for d in diffs
+        )
 
         def span(values: list[float]) -> str:
             if not values:
@@ -746,18 +827,27 @@ def transfer_tables(runs: list[TrainRun]) -> str:
     detail = []
     for label, run in zip(_run_labels(runs), runs, strict=True):
         sets = dict(heldout_sets(run.heldout))
-        detail.append(f"| {label} | " + " | ".join(
-            _set_cells(sets[n]) if n in sets else "–" for n in names) + " |")
+        detail.append(
+            f"| {label} | "
+            + " | ".join(_set_cells(sets[n]) if n in sets else "–" for n in names)
+            + " |"
+        )
     return (
         "Held-out pass rate per file (one sample per row; mean over the runs, lowest–highest "
         "in brackets):\n\n"
         "| held-out file | what it holds out | rows | warm start | trained "
         f"| runs trained ≥ {TARGET_PASS:.2f} | runs trained − warm CI above 0 "
         f"| runs trained − warm ≥ +{TARGET_OVER_WARM:.2f}, CI above 0 |\n"
-        "|---|---|---|---|---|---|---|---|\n" + "\n".join(summary)
+        "|---|---|---|---|---|---|---|---|\n"
+        + "\n".join(summary)
         + "\n\nEach run, per held-out file: warm start → trained pass rate (trained − warm "
-        "[paired 95% CI]):\n\n| run | " + " | ".join(names) + " |\n|---|"
-        + "---|" * len(names) + "\n" + "\n".join(detail) + "\n"
+        "[paired 95% CI]):\n\n| run | "
+        + " | ".join(names)
+        + " |\n|---|"
+        + "---|" * len(names)
+        + "\n"
+        + "\n".join(detail)
+        + "\n"
     )
 
 
@@ -772,10 +862,174 @@ def previous_task_table(stored: list[dict[str, Any]]) -> str:
         for m in sorted(rows, key=lambda m: m["seed"])
     ]
     return (
-        "\nBefore (issue 26's task: every follow-up worded \"What is the result - 523?\", seven "
+        '\nBefore (issue 26\'s task: every follow-up worded "What is the result - 523?", seven '
         "shapes of two or three operations; its one held-out file was drawn like its training "
         "rows):\n\n| seed | held-out: warm → trained (diff [95% CI]) | wall |\n|---|---|---|\n"
-        + "\n".join(lines) + "\n"
+        + "\n".join(lines)
+        + "\n"
+    )
+
+
+CURVE = ROOT / "docs" / "learning_transfer_curve.json"
+CURVE_PLOT = ROOT / "docs" / "learning_transfer_curve.png"
+
+
+def transfer_curve(argv: list[str]) -> None:
+    """``curve SEED STEPS EVERY [FILE ...]``: one quick start trained for ``STEPS`` RL steps with
+    a checkpoint every ``EVERY``; each checkpoint (and the warm start) evaluated on the named
+    held-out sets (default: the new wordings), one sample per row as ``[heldout]`` runs them.
+    Stored in ``docs/learning_transfer_curve.json``: held-out pass against RL steps and the
+    minutes they took, how far the model gets per extra minute."""
+    seed, steps, every = (int(x) for x in argv[:3])
+    names = argv[3:] or [TRANSFER_SET]
+    ws = scaffold(Path(tempfile.mkdtemp(prefix=f"qs-curve-{seed}-")))
+    run = train(
+        ws, seed, {"training.max_steps": str(steps), "checkpoints.checkpoint_save_freq": str(every)}
+    )
+    run.omp_wait_policy = os.environ.get("OMP_WAIT_POLICY")
+    files = dict(_heldout_files(ws))
+    start = run.warm_records[0]["time"] if run.warm_records else run.records[0]["time"]
+    minutes = {0: (run.records[0]["time"] - run.records[0].get("step_time_s", 0.0) - start) / 60}
+    minutes |= {int(r["step"]): (r["time"] - start) / 60 for r in run.records}
+    points = []
+    for step in [0, *range(every, steps + 1, every)]:
+        ref = f"{Path(run.run).name}:{'warm' if step == 0 else step}"
+        for name in names:
+            done = _osmosis(
+                [
+                    "eval",
+                    "run",
+                    "configs/eval/calc.toml",
+                    "--model",
+                    ref,
+                    "--dataset-file",
+                    files[name],
+                    "--n",
+                    "1",
+                    "--concurrency",
+                    "32",
+                    "--json",
+                ],
+                ws,
+            )
+            summary = json.loads(
+                (Path(json.loads(done.stdout)["run_dir"]) / "summary.json").read_text()
+            )
+            points.append(
+                {
+                    "step": step,
+                    "minutes": round(minutes.get(step, math.nan), 2),
+                    "set": name,
+                    "pass_rate": summary.get("pass_rate"),
+                }
+            )
+            print(points[-1], flush=True)
+    stored = json.loads(CURVE.read_text()) if CURVE.exists() else []
+    stored.append(
+        {
+            "seed": seed,
+            "steps": steps,
+            "every": every,
+            "task": TASK,
+            "template": template_fingerprint(),
+            "wall_s": run.wall_s,
+            "load": run.load,
+            "omp_wait_policy": run.omp_wait_policy,
+            "run": run.run,
+            "points": points,
+            "heldout": run.heldout,
+            "records": run.records,
+        }
+    )
+    CURVE.write_text(json.dumps(stored, indent=1) + "\n")
+    render()
+
+
+def _heldout_files(ws: Path) -> list[tuple[str, str]]:
+    """(name, file) of the workspace's ``[heldout.datasets]``, as the template ships it."""
+    import tomllib
+
+    config = tomllib.loads((ws / "configs" / "training" / "calc.toml").read_text())
+    return list(config["heldout"]["datasets"].items())
+
+
+def curve_section() -> str:
+    """The stored curves as a table (held-out pass per checkpoint) and ``docs/
+    learning_transfer_curve.png``; empty when none was measured."""
+    stored = [
+        c
+        for c in (json.loads(CURVE.read_text()) if CURVE.exists() else [])
+        if c.get("task") == TASK
+    ]
+    if not stored:
+        return ""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 3.6), dpi=110)
+    lines = []
+    for c in stored:
+        for name in dict.fromkeys(p["set"] for p in c["points"]):
+            pts = [p for p in c["points"] if p["set"] == name]
+            ax.plot(
+                [p["minutes"] for p in pts],
+                [p["pass_rate"] for p in pts],
+                marker="o",
+                label=f"seed {c['seed']}: {name}",
+            )
+            lines.append(
+                f"| seed {c['seed']} | {name} | "
+                + " | ".join(
+                    f"step {p['step']} ({p['minutes']:.1f} min): {_rate(p['pass_rate'], '.3f')}"
+                    for p in pts
+                )
+                + " |"
+            )
+    ax.axhline(TARGET_PASS, color="grey", lw=1, ls="--")
+    ax.set_xlabel("minutes of training (warm start at 0 steps)")
+    ax.set_ylabel("held-out pass rate")
+    ax.set_ylim(0, 1.02)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(CURVE_PLOT)
+    plt.close(fig)
+    return (
+        "\nHow far more RL steps take it (`python -m tests.benchmarks.bench_learning curve SEED "
+        "STEPS EVERY`: one run trained longer, each checkpoint evaluated on a held-out file, "
+        "one sample per row; stored in `docs/learning_transfer_curve.json`):\n\n"
+        "| run | held-out file | pass rate per checkpoint (minutes since the warm start "
+        "began) |\n|---|---|---|\n"
+        + "\n".join(lines)
+        + "\n\n![held-out pass rate against training minutes](docs/learning_transfer_curve.png)\n"
+    )
+
+
+def _cpu_minutes(run: TrainRun) -> str:
+    return f"{run.cpu_s / 60:.1f} min" if math.isfinite(run.cpu_s) else "–"
+
+
+def quiet_wall_note(runs: list[TrainRun], stored: list[dict[str, Any]]) -> str:
+    """For runs measured on a loaded machine: the wall time a quiet one would take, estimated
+    from their CPU time and the wall/CPU ratio of the stored runs that ran at a load under 2
+    (an estimate, not a measurement; empty when no run was loaded or no quiet run exists)."""
+    quiet = [m for m in stored if m.get("load") and max(m["load"]) < 2 and m.get("cpu_s")]
+    loaded = [
+        (label, r)
+        for label, r in zip(_run_labels(runs), runs, strict=True)
+        if r.load and max(r.load) >= 2 and math.isfinite(r.cpu_s)
+    ]
+    if not quiet or not loaded:
+        return ""
+    ratio = statistics.fmean(m["wall_s"] / m["cpu_s"] for m in quiet)
+    return (
+        "Runs on a loaded machine (load ≥ 2 on 2 cores): their wall time says little about the "
+        f"quick start's. Their CPU time × {ratio:.2f} (wall / CPU time of the {len(quiet)} "
+        "stored runs at a load under 2) estimates a quiet machine's wall: "
+        + ", ".join(f"{label} ≈ {r.cpu_s * ratio / 60:.1f} min" for label, r in loaded)
+        + " (an estimate, not a measurement).\n\n"
     )
 
 
@@ -788,8 +1042,7 @@ def render() -> None:
     if runs:
         plot(runs, PLOT)
     stamp = template_fingerprint()
-    stale = [label for label, m in zip(labels, measured, strict=True)
-             if m.get("template") != stamp]
+    stale = [label for label, m in zip(labels, measured, strict=True) if m.get("template") != stamp]
     rows = []
     for label, run in zip(labels, runs, strict=True):
         d = diagnostics(run)
@@ -804,18 +1057,23 @@ def render() -> None:
             f"{_rate(d['turns_first'])} → {_rate(d['turns_last'])} | "
             f"{d['zero_variance_share']:.0%} | {d['truncated_share']:.0%} | "
             f"{cells[0]} | {cells[1]} | {cells[2]} | {cells[3]} | "
-            f"{run.wall_s / 60:.1f} min | {load} |"
+            f"{run.wall_s / 60:.1f} min | {_cpu_minutes(run)} | {load} |"
         )
-    probes = [p for p in (json.loads(PROBES.read_text()) if PROBES.exists() else [])
-              if p.get("task") == TASK]
+    probes = [
+        p
+        for p in (json.loads(PROBES.read_text()) if PROBES.exists() else [])
+        if p.get("task") in (TASK, PREVIOUS_TASK)
+    ]
     complete = all(sum(r.seed == seed for r in runs) >= RUNS_PER_SEED for seed in SEEDS)
     met = [{**_targets(r), **transfer_targets(r)} for r in runs]
 
     def verdict(key: str) -> str:
         hits = sum(m[key] for m in met)
         if not complete:
-            return (f"{hits} of {len(runs)} runs measured so far (the target: {len(SEEDS)} "
-                    f"seeds × {RUNS_PER_SEED} runs)")
+            return (
+                f"{hits} of {len(runs)} runs measured so far (the target: {len(SEEDS)} "
+                f"seeds × {RUNS_PER_SEED} runs)"
+            )
         return "met" if hits == len(runs) else f"NOT met ({hits} of {len(runs)} runs)"
 
     body = (
@@ -834,32 +1092,44 @@ def render() -> None:
         f"+{TARGET_OVER_WARM:.2f} — **{verdict('over_warm')}**. The 2 cores were shared with "
         "other work while these ran (the load column: 1-minute load average at the start and "
         "the end of the run, with the OpenMP wait policy when one was set; above 2, the wall "
-        "time is an upper bound).\n\n"
-        + transfer_tables(runs) + "\n"
+        "time is an upper bound).\n\n" + transfer_tables(runs) + "\n"
         "All runs (held-out columns: the first file, rows like the training ones):\n\n"
         "| run | status | warm-start steps | RL steps | reward first 3 → last 3 "
         "| tool-call rate first 3 → last 3 | turns first 3 → last 3 | zero-variance groups "
         "| replies cut at the cap | held-out pass base / warm / trained "
         "| trained: tool-call rate | trained: calls per rollout "
-        "| trained vs warm: pass diff [95% CI] | wall | load |\n"
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n"
+        "| trained vs warm: pass diff [95% CI] | wall | CPU time | load |\n"
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n"
         + "\n".join(rows)
         + "\n\n"
-        + (f"**Stale:** {'; '.join(stale)} ran an earlier version of the "
-           "template or the trainer (a different fingerprint of their files): rerun "
-           "`python -m tests.benchmarks learning` for the shipped one; the probes below ran "
-           "the changes since.\n\n" if stale else "")
-        + _where_rl_stands(runs) + previous_task_table(stored) + "\n" + _second_call_table()
+        + quiet_wall_note(runs, stored)
+        + (
+            f"**Stale:** {'; '.join(stale)} ran an earlier version of the "
+            "template or the trainer (a different fingerprint of their files): rerun "
+            "`python -m tests.benchmarks learning` for the shipped one; the probes below ran "
+            "the changes since.\n\n"
+            if stale
+            else ""
+        )
+        + curve_section()
+        + _where_rl_stands(runs)
+        + previous_task_table(stored)
+        + "\n"
+        + _second_call_table()
         + _task_probe_table()
         + _warm_probe_table()
         + "\n![reward, tool-call rate and turns per rollout per step](docs/learning.png)\n"
     )
     if probes:
         body += (
-            "\n### Probes\n\nEach row is one measured run (`python -m "
+            "\n### Probes\n\nThe probes of issue 26's task (one wording), kept for what they "
+            "ruled out. Each row is one measured run (`python -m "
             "tests.benchmarks.bench_learning probe ...`, stored in `docs/learning_probes.json`). "
             "Zero-variance groups: groups whose samples all got the same reward (no "
-            "gradient).\n\n" + findings_table(probes) + "\n" + _reading(probes, runs)
+            "gradient).\n\n"
+            + findings_table(probes)
+            + "\n"
+            + _reading(probes, runs)
             + "".join(f"- {p['name']}: {p['note']}\n" for p in probes if p.get("note"))
         )
     from tests.benchmarks.bench_learning_search import search_table
@@ -884,5 +1154,7 @@ if __name__ == "__main__":
         add_run(*sys.argv[2:7])
     elif len(sys.argv) > 2 and sys.argv[1] == "run":
         run_one(int(sys.argv[2]))
+    elif len(sys.argv) > 4 and sys.argv[1] == "curve":
+        transfer_curve(sys.argv[2:])
     else:
         main()
