@@ -64,9 +64,7 @@ def register(app: typer.Typer) -> None:
     for command in PLATFORM_ONLY:
         if " " in command:
             continue
-        app.command(command, context_settings=_PASS_THROUGH, add_help_option=False)(
-            _make(command)
-        )
+        app.command(command, context_settings=_PASS_THROUGH, add_help_option=False)(_make(command))
 
 
 def add_dataset_upload(dataset_app: typer.Typer) -> None:

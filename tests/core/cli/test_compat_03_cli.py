@@ -25,9 +25,7 @@ def test_version_prints_the_installed_version(run_cli: RunCli) -> None:
         assert (result.code, result.out.strip()) == (0, f"osmosis-ai {__version__}")
 
 
-def test_json_anywhere_on_the_line_reaches_the_command(
-    run_cli: RunCli, tmp_path: Path
-) -> None:
+def test_json_anywhere_on_the_line_reaches_the_command(run_cli: RunCli, tmp_path: Path) -> None:
     (tmp_path / "rollouts" / "calc").mkdir(parents=True)
     before = run_cli("--json", "rollout", "list", "--dir", str(tmp_path))
     after = run_cli("rollout", "list", "--dir", str(tmp_path), "--json")
@@ -126,11 +124,12 @@ def test_template_apply_maps_the_03_recipes(run_cli: RunCli, tmp_path: Path) -> 
 
 def test_secrets_file_reads_dotenv_lines(tmp_path: Path) -> None:
     f = tmp_path / "secrets.env"
-    f.write_text(
-        "# keys\n\nOPENAI_API_KEY=sk-1\nexport JUDGE_KEY = 'q u'\nEMPTY=\nURL=\"a=b\"\n"
-    )
+    f.write_text("# keys\n\nOPENAI_API_KEY=sk-1\nexport JUDGE_KEY = 'q u'\nEMPTY=\nURL=\"a=b\"\n")
     assert read_secrets_file(f) == {
-        "OPENAI_API_KEY": "sk-1", "JUDGE_KEY": "q u", "EMPTY": "", "URL": "a=b",
+        "OPENAI_API_KEY": "sk-1",
+        "JUDGE_KEY": "q u",
+        "EMPTY": "",
+        "URL": "a=b",
     }
 
 

@@ -34,9 +34,7 @@ def test_the_context_window_caps_a_call_and_is_said_once(
 
 
 def test_sampling_max_tokens_caps_below_the_window(caplog: pytest.LogCaptureFixture) -> None:
-    gw = PolicyGateway(
-        ScriptedEngine(context_window=8192), sampling=SamplingConfig(max_tokens=64)
-    )
+    gw = PolicyGateway(ScriptedEngine(context_window=8192), sampling=SamplingConfig(max_tokens=64))
     with caplog.at_level(logging.WARNING, logger="osmosis"):
         assert gw.clamp_max_tokens(16384) == 64
     assert gw.clamp_max_tokens(None) == 64  # applies when the call asks none
