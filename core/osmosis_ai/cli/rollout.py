@@ -6,8 +6,8 @@ original osmosis-ai 0.3 scaffolding commands, mapped onto our templates.
 - ``rollout list`` lists ``rollouts/*`` of the workspace with their entrypoint and the configs
   that name them.
 - ``template apply RECIPE`` takes the 0.3 starter recipes (``multiply-local-strands``,
-  ``multiply-local-openai``, ``multiply-harbor-strands``: rollout ``multiply``) or any of our
-  template names (the rollout is named after the template).
+  ``multiply-local-openai``, ``multiply-harbor-strands``; the rollout and its configs take the
+  recipe's name) or any of our template names (the rollout is named after the template).
 """
 
 from __future__ import annotations
@@ -24,12 +24,13 @@ from osmosis_ai.errors import ConfigError
 __all__ = ["RECIPES", "RolloutEntry", "list_rollouts", "recipe_template", "register"]
 
 RECIPES: dict[str, tuple[str, str]] = {
-    "multiply-local-strands": ("strands", "multiply"),
-    "multiply-local-openai": ("openai-agents", "multiply"),
-    "multiply-harbor-strands": ("harbor", "multiply"),
+    "multiply-local-strands": ("strands", "multiply-local-strands"),
+    "multiply-local-openai": ("openai-agents", "multiply-local-openai"),
+    "multiply-harbor-strands": ("harbor", "multiply-harbor-strands"),
 }
-"""0.3 workspace-template recipe -> (our template, rollout name). ``harbor`` is any installed
-template whose name contains it."""
+"""0.3 workspace-template recipe -> (our template, rollout name). The rollout and its configs
+keep the recipe's name, as 0.3 wrote them (``configs/eval/multiply-local-strands.toml``);
+``harbor`` is any installed template whose name contains it."""
 
 rollout_app = typer.Typer(
     name="rollout",

@@ -108,13 +108,13 @@ def test_rollout_list_names_entrypoints_and_configs(run_cli: RunCli, tmp_path: P
 
 
 def test_template_apply_maps_the_03_recipes(run_cli: RunCli, tmp_path: Path) -> None:
-    assert recipe_template("multiply-local-strands") == ("strands", "multiply")
-    assert recipe_template("multiply-local-openai") == ("openai-agents", "multiply")
+    assert recipe_template("multiply-local-strands") == ("strands", "multiply-local-strands")
+    assert recipe_template("multiply-local-openai") == ("openai-agents", "multiply-local-openai")
     assert recipe_template("single-call") == ("single-call", "single-call")
     result = run_cli("template", "apply", "multiply-local-openai", "--dir", str(tmp_path))
     assert result.code == 0, result.err
-    assert (tmp_path / "rollouts" / "multiply" / "main.py").is_file()
-    assert (tmp_path / "configs" / "eval" / "multiply.toml").is_file()
+    assert (tmp_path / "rollouts" / "multiply-local-openai" / "main.py").is_file()
+    assert (tmp_path / "configs" / "eval" / "multiply-local-openai.toml").is_file()
     unknown = run_cli("template", "apply", "multiply-remote", "--dir", str(tmp_path))
     assert unknown.code == 1 and all(r in unknown.err for r in RECIPES)
 
