@@ -42,13 +42,37 @@ RESULTS = Path(os.environ.get("OSMOSIS_GPU_RESULTS", ROOT / "docs" / "gpu_runs.j
 COMMAND = "bash tests/benchmarks/gpu_device.sh (python -m tests.benchmarks gpu, offline wheels)"
 SHAPES: dict[str, dict[str, int]] = {
     # Qwen3-0.6B / Qwen3-1.7B's published shapes (head_dim 128, 8 KV heads, tied embeddings).
-    "qwen3-0.6b": {"hidden": 1024, "layers": 28, "heads": 16, "kv": 8, "inter": 3072,
-                   "head_dim": 128, "vocab": 151936, "new_tokens": 128},
-    "qwen3-1.7b": {"hidden": 2048, "layers": 28, "heads": 16, "kv": 8, "inter": 6144,
-                   "head_dim": 128, "vocab": 151936, "new_tokens": 128},
+    "qwen3-0.6b": {
+        "hidden": 1024,
+        "layers": 28,
+        "heads": 16,
+        "kv": 8,
+        "inter": 3072,
+        "head_dim": 128,
+        "vocab": 151936,
+        "new_tokens": 128,
+    },
+    "qwen3-1.7b": {
+        "hidden": 2048,
+        "layers": 28,
+        "heads": 16,
+        "kv": 8,
+        "inter": 6144,
+        "head_dim": 128,
+        "vocab": 151936,
+        "new_tokens": 128,
+    },
     # Dry runs of this script on a CPU (OSMOSIS_GPU_DRY_RUN=cpu OSMOSIS_GPU_SHAPES=qwen3-tiny).
-    "qwen3-tiny": {"hidden": 64, "layers": 2, "heads": 4, "kv": 2, "inter": 128,
-                   "head_dim": 16, "vocab": 512, "new_tokens": 16},
+    "qwen3-tiny": {
+        "hidden": 64,
+        "layers": 2,
+        "heads": 4,
+        "kv": 2,
+        "inter": 128,
+        "head_dim": 16,
+        "vocab": 512,
+        "new_tokens": 16,
+    },
 }
 SETUPS = [
     Setup("osmosis (defaults)"),
@@ -120,7 +144,10 @@ def _one(case: Case, setup: Setup, model: str, root: Path) -> dict[str, Any]:
     )
     proc = subprocess.run(
         [sys.executable, "-m", "tests.benchmarks.bench_gpu", "--worker", spec],
-        capture_output=True, text=True, check=False, timeout=600,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=600,
     )
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
     if proc.returncode != 0 or not lines:
@@ -133,14 +160,32 @@ def _gpu_tests() -> dict[str, Any]:
     """The ``gpu``-marked tests; their last line (the pytest tally) and exit status."""
     started = time.perf_counter()
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-m", "gpu", "tests/trainer/gpu", "-q",
-         "-p", "no:cacheprovider", "-W", "ignore::UserWarning"],
-        capture_output=True, text=True, check=False, timeout=420, cwd=ROOT,
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-m",
+            "gpu",
+            "tests/trainer/gpu",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-W",
+            "ignore::UserWarning",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=420,
+        cwd=ROOT,
     )
     print(proc.stdout[-4000:], proc.stderr[-2000:], flush=True)
     tally = [ln for ln in proc.stdout.splitlines() if ln.strip()][-1:] or ["no output"]
-    return {"exit": proc.returncode, "tally": tally[0].strip("= "),
-            "seconds": round(time.perf_counter() - started, 1)}
+    return {
+        "exit": proc.returncode,
+        "tally": tally[0].strip("= "),
+        "seconds": round(time.perf_counter() - started, 1),
+    }
 
 
 def measure(device: str = "cuda") -> dict[str, Any]:
@@ -176,10 +221,16 @@ def measure(device: str = "cuda") -> dict[str, Any]:
             for setup in SETUPS:
                 rows[setup.label].append(_one(case, setup, str(folder), root))
                 print(f"  {shape} | {setup.label}: {rows[setup.label][-1]}", flush=True)
+                _store(out)  # what a cut-short device session leaves is still a result
             took = time.perf_counter() - t0
             if time.perf_counter() - started + took > share or len(rows[SETUPS[0].label]) >= 3:
                 break
     return out
+
+
+def _store(data: dict[str, Any]) -> None:
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps(data, indent=1) + "\n")
 
 
 def _software() -> str:
@@ -216,8 +267,7 @@ def render(data: dict[str, Any]) -> str:
         fastest = min(ok, key=lambda k: _median(ok[k], "step_s")) if ok else None
         default = next((k for k in trl if "defaults" in k), None)
         lines += [
-            f"**{shape}** (random init, {model['params'] / 1e9:.2f} B parameters; "
-            f"{model['case']})",
+            f"**{shape}** (random init, {model['params'] / 1e9:.2f} B parameters; {model['case']})",
             "",
             "| trainer | runs | step time | tokens/s | peak GPU memory | step vs TRL fastest "
             "| memory vs TRL defaults |",
@@ -258,8 +308,7 @@ def main() -> None:
         return
     if torch.cuda.is_available():
         data = measure("cuda")
-        RESULTS.parent.mkdir(parents=True, exist_ok=True)
-        RESULTS.write_text(json.dumps(data, indent=1) + "\n")
+        _store(data)
         print(f"raw results: {RESULTS}", flush=True)
     elif RESULTS.is_file():
         print(f"no CUDA GPU here: rendering the stored results in {RESULTS}", flush=True)
@@ -267,8 +316,13 @@ def main() -> None:
     else:
         print("no CUDA GPU here and no stored GPU results: nothing to measure", flush=True)
         return
-    write_section("gpu", "GPU: our GRPO step against TRL on one GPU", render(data), COMMAND,
-                  machine_text=f"{data['device']}; host {data['host']}; {data['software']}")
+    write_section(
+        "gpu",
+        "GPU: our GRPO step against TRL on one GPU",
+        render(data),
+        COMMAND,
+        machine_text=f"{data['device']}; host {data['host']}; {data['software']}",
+    )
 
 
 if __name__ == "__main__":

@@ -37,13 +37,12 @@ case "${1:-run}" in
       --target /tmp/site .whl/*.whl
     export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
     nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
-    status=0
-    python3 -m tests.benchmarks gpu 2>&1 | tee /tmp/osmosis-gpu.log || status=$?
-    if [ -n "${OUT:-}" ]; then
-      cp docs/gpu_runs.json "$OUT/" 2>/dev/null || true
-      cp /tmp/osmosis-gpu.log "$OUT/gpu.log"
+    log=/tmp/osmosis-gpu.log
+    if [ -n "${OUT:-}" ]; then  # results land there run by run, also if the session is cut
+      export OSMOSIS_GPU_RESULTS="$OUT/gpu_runs.json"
+      log="$OUT/gpu.log"
     fi
-    exit "$status"
+    python3 -m tests.benchmarks gpu 2>&1 | tee "$log"
     ;;
   *)
     echo "usage: $0 prepare|run" >&2
