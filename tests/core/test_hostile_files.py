@@ -131,6 +131,7 @@ def _make_run(root: Path, name: str, day: int) -> Path:
     ckpt = run.checkpoints / "step_000001"
     (ckpt / "adapter").mkdir(parents=True)
     (ckpt / "trainer_state.pt").write_bytes(b"x")
+    (ckpt / "adapter" / "adapter_config.json").write_text('{"base_model_name_or_path": "t"}')
     (ckpt / "checkpoint.json").write_text('{"step": 1, "saved_at": 1.0}')
     (ckpt / "published.json").write_text('{"deployments": [], "hub_uploads": []}')
     (run.path / "traces").mkdir()
@@ -331,6 +332,13 @@ def read_published(ws: Workspace) -> Any:
     return publish_status(ws.run("victim") / "checkpoints" / "step_000001")
 
 
+def read_model_ref(ws: Workspace) -> Any:
+    """``--model RUN`` (eval, deploy): the checkpoint and the run's base model."""
+    from osmosis_ai.models import resolve_checkpoint
+
+    return resolve_checkpoint(ws.run("victim").name, ws.runs).as_dict()
+
+
 def read_gguf_digest(ws: Workspace) -> Any:
     """The GGUF cache's digest memo only speeds a start up: a bad one is hashed again."""
     pytest.importorskip("torch")
@@ -395,6 +403,12 @@ PLACES: dict[str, Place] = {
     "demonstrations": Place(_at("demos.jsonl"), "jsonl", read_demonstrations, user_named=True),
     "dataset": Place(_at("data.jsonl"), "jsonl", read_dataset_file, user_named=True),
     "config": Place(_at("configs/train.toml"), "toml", read_config, user_named=True),
+    "run config.toml for --model RUN": Place(
+        _victim("config.toml"), "toml", read_model_ref, named=False
+    ),
+    "run checkpoints/latest for --model RUN": Place(
+        _victim("checkpoints/latest"), "json", read_model_ref, named=False
+    ),
     "gguf digest memo": Place(
         _at("cache/model-x.digest.json"), "json", read_gguf_digest, named=False
     ),

@@ -9,13 +9,13 @@ also has ``<run>/checkpoints/warm/`` (the adapter RL started from, step 0), name
 
 from __future__ import annotations
 
-import json
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from osmosis_ai.errors import UnreadableFileError
 from osmosis_ai.runs import RunNotFoundError, RunRecord, find_run, list_runs
+from osmosis_ai.safe_io import read_json_object, read_text, read_toml
 
 __all__ = [
     "CheckpointRef",
@@ -79,19 +79,22 @@ class CheckpointRef:
 def _base_model(run: RunRecord) -> str:
     """The run's base model, from its config copy (a relative folder made absolute)."""
     model: str | None = None
-    try:
-        cfg = tomllib.loads((run.path / "config.toml").read_text(encoding="utf-8"))
-        value = cfg.get("experiment", {}).get("model_path")
+    try:  # a snapshot that cannot be read safely (safe_io) is passed over
+        _text, cfg = read_toml(run.path / "config.toml", under=run.path.parent)
+        section = cfg.get("experiment")
+        value = section.get("model_path") if isinstance(section, dict) else None
         model = value if isinstance(value, str) else None
-    except (OSError, tomllib.TOMLDecodeError):
+    except UnreadableFileError:
         model = None
     if model is None:
         model = run.model if isinstance(run.model, str) else None
     if model is None:
         for cfg_file in sorted(run.path.glob("checkpoints/*/adapter/adapter_config.json")):
             try:
-                value = json.loads(cfg_file.read_text()).get("base_model_name_or_path")
-            except (OSError, ValueError):
+                value = read_json_object(cfg_file, under=run.path.parent).get(
+                    "base_model_name_or_path"
+                )
+            except UnreadableFileError:
                 continue
             model = value if isinstance(value, str) else model
     if model is None:
@@ -178,8 +181,9 @@ def resolve_checkpoint(spec: str, runs_root: Path) -> CheckpointRef:
         )
     if step is None or step == "latest":
         try:
-            name = (run.path / "checkpoints" / "latest").read_text(encoding="utf-8").strip()
-        except OSError:
+            latest = run.path / "checkpoints" / "latest"
+            name = read_text(latest, under=run.path.parent, max_bytes=4096).strip()
+        except UnreadableFileError:
             name = ""
         return next((c for c in checkpoints if c.path.name == name), checkpoints[-1])
     if step == "warm":
