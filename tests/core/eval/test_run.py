@@ -237,14 +237,19 @@ async def test_a_used_output_folder_needs_resume(workspace: Path) -> None:
         )
 
 
-async def test_missing_secrets_stop_before_running(
+async def test_missing_secrets_stop_a_hosted_model_before_running(
     workspace: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     cfg = workspace / "configs/eval/calc.toml"
     cfg.write_text(cfg.read_text() + '\n[secrets]\nrequired = ["OSMOSIS_TEST_KEY"]\n')
     monkeypatch.delenv("OSMOSIS_TEST_KEY", raising=False)
+    hosted = EvalOptions(limit=1, model="openai/gpt-4o-mini")
     with pytest.raises(ConfigError, match="OSMOSIS_TEST_KEY.*not set"):
-        await run_eval(cfg, EvalOptions(limit=1), endpoint_factory=fake_server_factory(_answer))
+        await run_eval(cfg, hosted, endpoint_factory=fake_server_factory(_answer))
+    # The template's model is the embedded one: the eval runs, and the plan says what is unset.
+    result = await run_eval(cfg, EvalOptions(limit=1), endpoint_factory=fake_server_factory(_answer))
+    assert result.info.status == "completed"
+    assert "OSMOSIS_TEST_KEY, which is not set; the model embedded is local" in result.plan.notes[0]
 
 
 def test_a_sample_left_unfinished_by_a_failed_rollout_counts_as_that_failure() -> None:
