@@ -37,6 +37,7 @@ from osmosis_ai.runs import (
     pinned_path,
     read_status,
     resolve_model_path,
+    take_environ,
     take_secrets,
     verify_pinned_code,
 )
@@ -218,6 +219,7 @@ def main(argv: list[str] | None = None) -> int:
     # Read before anything else runs, then stdin is /dev/null: no child inherits the pipe.
     try:
         secrets = take_secrets(sys.stdin.buffer) if args.secrets_stdin else {}
+        take_environ(secrets)  # --secrets-file pairs: the rollouts' environment
     except OsmosisError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

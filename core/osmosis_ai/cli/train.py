@@ -139,7 +139,8 @@ def submit(
         snapshot_secrets,
     )
 
-    apply_secrets_file(secrets_file)
+    # Set here for the checks below; the worker gets them on its stdin, not its environment.
+    from_file = apply_secrets_file(secrets_file)
     config = load_training_config(config_path)
     _require_trainer()
     ignored = config.ignored_advanced()
@@ -176,8 +177,13 @@ def submit(
                 )
                 run.update_status(status="failed", phase="error", error=message)
                 raise ConfigError(message)
+    import os
+
+    from osmosis_ai.runs import ENVIRON_PREFIX
+
+    environ = {f"{ENVIRON_PREFIX}{name}": os.environ[name] for name in from_file}
     _start(run, json_out=json_out, detach=detach, resume=False,
-           workspace=config.workspace_root, secrets=snapshot_secrets(config_path))
+           workspace=config.workspace_root, secrets={**snapshot_secrets(config_path), **environ})
 
 
 def _say_code(pin: Any, rollout_dir: Path, *, json_out: bool, yes: bool) -> None:
@@ -217,14 +223,17 @@ def _start(
     run: Any, *, json_out: bool, detach: bool, resume: bool, workspace: Path,
     secrets: dict[str, Any], from_step: int = 0,
 ) -> None:
-    from osmosis_ai.runs import SECRETS_FLAG, encode_secrets, spawn_worker
+    from osmosis_ai.runs import ENVIRON_PREFIX, SECRETS_FLAG, encode_secrets, spawn_worker
+
+    hidden = frozenset(k.removeprefix(ENVIRON_PREFIX) for k in secrets
+                       if k.startswith(ENVIRON_PREFIX))
 
     env = {"OSMOSIS_DEBUG": "1"} if state.debug else {}
     # The real values of the redacted snapshot: on the worker's stdin, never its environment.
     proc = spawn_worker(
         run, _WORKER, *(["--resume"] if resume else []), "--workspace", str(workspace),
         *([SECRETS_FLAG] if secrets else []), env=env or None,
-        stdin=encode_secrets(secrets) if secrets else None,
+        stdin=encode_secrets(secrets) if secrets else None, hide_env=hidden,
     )
     if detach:
         if json_out:

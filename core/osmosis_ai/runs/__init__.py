@@ -39,10 +39,12 @@ from osmosis_ai.runs._read import (
 from osmosis_ai.runs._resume import confined_path_errors, resume_secrets
 from osmosis_ai.runs._root import runs_root_for, workspace_root_here, workspace_runs_root
 from osmosis_ai.runs._secrets import (
+    ENVIRON_PREFIX,
     SECRETS_FLAG,
     apply_secrets,
     encode_secrets,
     snapshot_secrets,
+    take_environ,
     take_secrets,
 )
 from osmosis_ai.runs._store import (
@@ -65,6 +67,7 @@ from osmosis_ai.runs._traces import (
 )
 
 __all__ = [
+    "ENVIRON_PREFIX",
     "HELDOUT_FILE",
     "PHASES",
     "STATUSES",
@@ -107,6 +110,7 @@ __all__ = [
     "runs_root_for",
     "snapshot_secrets",
     "spawn_worker",
+    "take_environ",
     "take_secrets",
     "trace_file",
     "trace_files",

@@ -88,6 +88,7 @@ def spawn_worker(
     *args: str,
     env: dict[str, str] | None = None,
     stdin: bytes | None = None,
+    hide_env: frozenset[str] = frozenset(),
 ) -> subprocess.Popen[bytes]:
     """Start ``python -m <module> <run dir> <args>`` detached from this terminal; it survives
     this process. Its pid is recorded as the run's worker at once.
@@ -95,7 +96,10 @@ def spawn_worker(
     ``stdin`` (the run's secrets, :func:`encode_secrets`) is written to the worker's stdin, a
     pipe closed right after: unlike the environment, it is not readable by other processes in
     ``/proc/<pid>/environ`` while the worker lives. Without it, stdin is ``/dev/null``.
+    ``hide_env``: names of this process's environment the worker does not inherit (secrets it
+    gets on stdin instead).
     """
+    inherited = {k: v for k, v in os.environ.items() if k not in hide_env}
     run.path.mkdir(parents=True, exist_ok=True)
     with open(run.log_file, "ab") as log:
         proc = subprocess.Popen(
@@ -104,7 +108,7 @@ def spawn_worker(
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
-            env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
+            env={**inherited, "PYTHONUNBUFFERED": "1", **(env or {})},
         )
     if proc.stdin is not None:
         # A pipe holds 64 KiB; larger input blocks until the worker reads it at start. A worker

@@ -27,9 +27,11 @@ from osmosis_ai.config import (
 from osmosis_ai.errors import ConfigError
 
 __all__ = [
+    "ENVIRON_PREFIX",
     "SECRETS_FLAG",
     "apply_secrets",
     "encode_secrets",
+    "take_environ",
     "snapshot_secrets",
     "take_secrets",
     "write_config_snapshot",
@@ -37,6 +39,10 @@ __all__ = [
 
 SECRETS_FLAG = "--secrets-stdin"
 """The worker's flag: read the redacted values (one JSON object by dotted path) from stdin."""
+
+ENVIRON_PREFIX = "environ."
+"""Keys of the handed-over values that are process environment variables (``--secrets-file``
+pairs), not config paths: the worker sets them in its ``os.environ`` for the rollouts."""
 
 _MAX_SECRETS_BYTES = 1 << 20
 
@@ -94,6 +100,20 @@ def take_secrets(stream: IO[bytes]) -> dict[str, Any]:
             "object; start runs with 'osmosis train submit' or 'osmosis train resume'"
         )
     return values
+
+
+def take_environ(values: dict[str, Any]) -> list[str]:
+    """Move the ``environ.NAME`` entries of ``values`` into ``os.environ`` (the rollouts and
+    their tools inherit them from there; ``/proc/<pid>/environ`` keeps showing only what the
+    process started with). Returns the names set."""
+    names = []
+    for key in [k for k in values if k.startswith(ENVIRON_PREFIX)]:
+        value = values.pop(key)
+        name = key[len(ENVIRON_PREFIX):]
+        if name and isinstance(value, str):
+            os.environ[name] = value
+            names.append(name)
+    return names
 
 
 def apply_secrets(snapshot: Path, config: Any, values: dict[str, Any]) -> Any:

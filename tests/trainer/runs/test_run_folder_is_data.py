@@ -356,3 +356,38 @@ def test_take_secrets_reads_one_json_object() -> None:
     assert take_secrets(io.BytesIO(b"")) == {}
     with pytest.raises(ConfigError, match="one JSON object"):
         take_secrets(io.BytesIO(b"[1]"))
+
+
+def test_secrets_file_values_reach_the_worker_on_stdin_only(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    spawned: list[dict[str, Any]],
+) -> None:
+    """``train submit --secrets-file``: the pairs go to the worker on its stdin (it sets them
+    in its own ``os.environ`` for the rollouts), and its starting environment leaves them out."""
+    ws = tmp_path / "ws"
+    config = _workspace(ws)
+    entry = ws / "rollouts" / "r" / "main.py"
+    entry.parent.mkdir(parents=True)
+    entry.write_text("")
+    secrets = tmp_path / "secrets.env"
+    secrets.write_text("H41_TOOL_TOKEN=tool-secret-0f0f\n")
+    monkeypatch.setenv("H41_TOOL_TOKEN", "")  # restored (unset) after the test
+    monkeypatch.delenv("H41_TOOL_TOKEN")
+    monkeypatch.chdir(ws)
+    args = ["train", "submit", str(config), "--detach", "--json", "--secrets-file", str(secrets)]
+    assert main(args) == 0, capsys.readouterr().err
+    [call] = spawned
+    assert json.loads(call["stdin"]) == {"environ.H41_TOOL_TOKEN": "tool-secret-0f0f"}
+    assert "H41_TOOL_TOKEN" in call["hide_env"]
+    assert "tool-secret-0f0f" not in json.dumps(call.get("env"))
+
+
+def test_take_environ_sets_only_environ_entries(monkeypatch: pytest.MonkeyPatch) -> None:
+    from osmosis_ai.runs import take_environ
+
+    monkeypatch.setenv("H41_X", "")  # restored (unset) after the test
+    values: dict[str, Any] = {"environ.H41_X": "v", "env.OPENAI_API_KEY": "k"}
+    assert take_environ(values) == ["H41_X"]
+    assert os.environ["H41_X"] == "v" and values == {"env.OPENAI_API_KEY": "k"}
