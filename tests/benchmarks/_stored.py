@@ -109,6 +109,10 @@ class Sitting:
         return cls(name, data)
 
     @classmethod
+    def exists(cls, name: str) -> bool:
+        return cls.path(name).exists()
+
+    @classmethod
     def load(cls, name: str) -> Sitting:
         path = cls.path(name)
         if not path.exists():
@@ -140,7 +144,7 @@ def stale_note(sitting: Sitting) -> str:
     return (
         f"**stale**: the code this section measures ({', '.join(sitting.data['code'])}) changed "
         f"since these results (fingerprint {sitting.data['fingerprint']} then, {now} now); "
-        "rerun the command below.\n\n"
+        "rerun the command above.\n\n"
     )
 
 

@@ -33,6 +33,7 @@ SWAPS = 20
 ROUNDS = 3
 RANK = 8
 TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+TITLE = "LoRA merge for serving: ours against peft's merge_adapter (bf16, real model)"
 CODE = ("trainer/osmosis_trainer/engines/_hf_merge.py", "tests/benchmarks/bench_merge.py")
 """What the section measures (its fingerprint)."""
 _LABELS = {
@@ -196,6 +197,17 @@ def main() -> None:
 
 def render() -> None:
     """Rewrite the section from ``docs/benchmarks/merge.json``."""
+    if not Sitting.exists("merge"):
+        write_section(
+            "merge",
+            TITLE,
+            "No stored results for this section: nothing in it has been measured on the code "
+            "it describes. Run the command above (it stores `docs/benchmarks/merge.json`).",
+            "python -m tests.benchmarks merge",
+            machine_text="-",
+            date="-",
+        )
+        return
     sitting = Sitting.load("merge")
     rows: dict[str, list[dict[str, float]]] = {"ours": [], "peft": []}
     for run in sitting.runs:
@@ -244,7 +256,7 @@ def render() -> None:
     print(body, flush=True)
     write_section(
         "merge",
-        "LoRA merge for serving: ours against peft's merge_adapter (bf16, real model)",
+        TITLE,
         body,
         data["command"],
         machine_text=f"{data['machine']}; load average {data['load_at_start']} at the start, "

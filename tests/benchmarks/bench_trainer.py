@@ -414,7 +414,38 @@ def _worker(spec: str) -> None:
     print("RESULT " + json.dumps(asdict(result)), flush=True)
 
 
+def memory_need_gb(case: Case, setup: Setup) -> float:
+    """Free memory a run of ``setup`` needs before it starts: its expected peak plus a margin
+    (real model: TRL fp32 ~13 GB, TRL bf16 ~10 GB, TRL with gradient checkpointing ~6 GB,
+    ours ~4 GB; random models far less)."""
+    if not case.embedded:
+        return 2.0
+    if setup.who != "trl":
+        return 5.0
+    if setup.gradient_checkpointing or setup.trl_micro_rows:
+        return 8.0
+    return 12.0 if setup.dtype == "bfloat16" else 15.0
+
+
+def wait_for_memory(need_gb: float, label: str, timeout_s: float = 1800.0) -> None:
+    """Wait until the machine has ``need_gb`` of available memory (``MemAvailable``): on a
+    shared machine a run started without it would push other people's processes into the
+    OOM killer, and its own figures would be those of a thrashing machine."""
+    import psutil
+
+    deadline = time.monotonic() + timeout_s
+    while (free := psutil.virtual_memory().available / 1e9) < need_gb:
+        if time.monotonic() > deadline:
+            raise RuntimeError(
+                f"{label}: needs {need_gb:.0f} GB of free memory and the machine has had "
+                f"{free:.1f} GB for {timeout_s / 60:.0f} min; run it when the machine is quieter"
+            )
+        print(f"  waiting: {label} needs {need_gb:.0f} GB free, {free:.1f} GB now", flush=True)
+        time.sleep(30)
+
+
 def _run(case: Case, setup: Setup, root: Path) -> Result:
+    wait_for_memory(memory_need_gb(case, setup), setup.label)
     spec = json.dumps({"case": asdict(case), "setup": asdict(setup), "root": str(root)})
     proc = subprocess.run(
         [sys.executable, "-m", "tests.benchmarks.bench_trainer", "--worker", spec],

@@ -273,6 +273,18 @@ def _phase_table(row: _Row) -> str:
 
 def render() -> None:
     """Rewrite the section from ``docs/benchmarks/trainer_real.json``."""
+    if not Sitting.exists(NAME):
+        keys, case = list(DEFAULT_ROWS), _case()
+        write_section(
+            NAME,
+            TITLE,
+            "No stored results for this section: nothing in it has been measured on the code "
+            f"it describes. Run the command above (it stores `docs/benchmarks/{NAME}.json`).",
+            _command(keys, 3, case),
+            machine_text="-",
+            date="-",
+        )
+        return
     sitting = Sitting.load(NAME)
     data = sitting.data
     case = Case(**data["case"])
