@@ -27,7 +27,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from agents import MaxTurnsExceeded, Runner, SQLiteSession, function_tool
+from agents import MaxTurnsExceeded, ModelBehaviorError, Runner, SQLiteSession, function_tool
 
 from osmosis_ai.grading import final_text
 from osmosis_ai.rollout import AgentWorkflow, AgentWorkflowContext, Grader, GraderContext
@@ -192,9 +192,11 @@ class SearchWorkflow(AgentWorkflow):
         for turn in [question, *_follow_ups(ctx.metadata)]:
             try:
                 await Runner.run(agent, turn, session=session, max_turns=MAX_TURNS)
-            except MaxTurnsExceeded:
-                # The agent kept calling tools: its conversation so far is still the sample,
-                # graded as it stands (no final answer: no credit), not dropped as a failure.
+            except (MaxTurnsExceeded, ModelBehaviorError):
+                # The agent kept calling tools, or called one that does not exist ("readline"):
+                # its conversation so far is still the sample, graded as it stands (no final
+                # answer: no credit). Counting it as a failure would hide from RL exactly the
+                # behaviour it should train away (2 of 24 rollouts of the first RL step).
                 return
 
 

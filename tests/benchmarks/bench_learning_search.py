@@ -217,17 +217,21 @@ def train(seed: int) -> None:
     _store(entry(Measured(seed, run, wall, cpu, (load0, os.getloadavg()[0])), ws))
 
 
-def add_run(run_dir: str, seed: str, wall_s: str, cpu_s: str, load: str) -> None:
+def add_run(
+    run_dir: str, seed: str, wall_s: str, cpu_s: str, load: str, code: str | None = None
+) -> None:
     """Store a run made by hand (``osmosis train submit ... --json`` under ``time``, in a
-    scratch workspace made by ``osmosis template create kb --template search``)."""
+    scratch workspace made by ``osmosis template create kb --template search``).
+
+    ``code``: the commit the run started from, when the files have changed since (the run is
+    then stamped with it, not with today's fingerprint, and shows as stale)."""
     low, high = (float(x) for x in load.split(","))
     path = Path(run_dir).resolve()
-    _store(
-        entry(
-            Measured(int(seed), str(path), float(wall_s), float(cpu_s), (low, high)),
-            path.parent.parent,
-        )
-    )
+    measured = Measured(int(seed), str(path), float(wall_s), float(cpu_s), (low, high))
+    stored = entry(measured, path.parent.parent)
+    if code:
+        stored["template"] = f"ran at {code}"
+    _store(stored)
 
 
 # --- rendering ---------------------------------------------------------------------------------
@@ -281,8 +285,9 @@ def search_table() -> str:
         held = run.get("heldout_reading") or {}
         train_r = run.get("training_reading") or {}
         load = run.get("load") or [math.nan, math.nan]
+        stale = "" if run.get("template") == stamp else f" (stale: {run.get('template')})"
         rows.append(
-            f"| {run['seed']} | {run['status']} | {len(run.get('warm_records') or [])} | "
+            f"| {run['seed']} | {run['status']}{stale} | {len(run.get('warm_records') or [])} | "
             f"{len(records)} | {_f(sum(rewards[:3]) / max(1, len(rewards[:3])), '.3f')} → "
             f"{_f(sum(rewards[-3:]) / max(1, len(rewards[-3:])), '.3f')} | "
             f"{_reading_cell(train_r.get('first_step'))} → "
@@ -294,7 +299,6 @@ def search_table() -> str:
             f"{_reading_cell(held.get('warm'))} → {_reading_cell(held.get('trained'))} | "
             f"{run['wall_s'] / 60:.1f} min | {_f(load[0], '.1f')} → {_f(load[1], '.1f')}"
             f"{' (OMP ' + run['omp_wait_policy'] + ')' if run.get('omp_wait_policy') else ''} |"
-            + ("" if run.get("template") == stamp else " stale |")
         )
         met.append(targets(run))
 
@@ -348,7 +352,7 @@ if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "render":
         render()
     elif len(sys.argv) > 1 and sys.argv[1] == "add":
-        add_run(*sys.argv[2:7])
+        add_run(*sys.argv[2:8])
         render()
     else:
         main()

@@ -444,3 +444,24 @@ def test_template_create_as_the_readme_says(
     tr = load_training_config(tmp_path / "configs/training/kb.toml")
     assert tr.warm_start is not None and tr.heldout is not None
     assert not (tmp_path / "data" / "kb_kb.db").exists()  # built by main.py on first use
+
+
+async def test_a_call_to_a_tool_that_does_not_exist_is_graded_not_failed(workspace: Path) -> None:
+    """A small model sometimes calls "readline": a mistake for RL to train away, so the rollout
+    is graded as it stands (0), never dropped as a failed rollout."""
+
+    def policy(req: FakeRequest) -> ScriptItem:
+        if not req.new_tool_results:
+            return tool_call("search", query="Lisbon office")
+        return tool_call("readline", doc_id="D100")
+
+    out = workspace / ".osmosis" / "evals" / "kb-bad-tool"
+    options = EvalOptions(output=out, limit=2)
+    result = await run_eval(
+        workspace / "configs" / "eval" / "kb.toml",
+        options,
+        endpoint_factory=fake_server_factory(policy),
+    )
+    records = read_journal(out / "results.jsonl")
+    assert result.info.status == "completed"
+    assert [(r.status, r.reward, r.num_calls) for r in records] == [("success", 0.0, 2)] * 2
