@@ -176,6 +176,7 @@ def _heldout_eval(run: RunDir, plan: HeldOutPlan) -> None:
         )
     except Exception as exc:  # the training result stands; say why the comparison is missing
         message = str(exc) if isinstance(exc, OsmosisError) else f"{type(exc).__name__}: {exc}"
+        message = redact_urls(message)
         run.update_status(activity=None, heldout_error=message)
         state.console.print(f"held-out eval failed: {message}", markup=False)
         return
@@ -268,9 +269,10 @@ def main(argv: list[str] | None = None) -> int:
             return 143 if killed else 130
         except BaseException as exc:
             if isinstance(exc, OsmosisError):
-                print(f"error: {exc}", file=sys.stderr, flush=True)
+                print(f"error: {redact_urls(str(exc))}", file=sys.stderr, flush=True)
             else:
-                traceback.print_exc()
+                # train.log is shown by 'train logs' and the dashboard: no URL credential.
+                print(redact_urls(traceback.format_exc()), file=sys.stderr, end="", flush=True)
             current = read_status(run.path) or {}
             if current.get("status") in ("pending", "running"):
                 message = (
