@@ -168,6 +168,30 @@ def template_fingerprint() -> str:
     return digest.hexdigest()[:16]
 
 
+SET_BY_THE_BENCHMARK = {"training.seed", "logging.trace_samples_per_step"}
+
+
+def overrides(run_dir: Path) -> dict[str, Any]:
+    """Settings of the run's config that differ from the shipped template's (besides the seed
+    and the traced samples, which the benchmark sets)."""
+    import tomllib
+
+    def flat(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for key, value in data.items():
+            if isinstance(value, dict):
+                out.update(flat(value, f"{prefix}{key}."))
+            else:
+                out[f"{prefix}{key}"] = value
+        return out
+
+    shipped_text = (ROOT / "templates" / TEMPLATE / "training.toml").read_text()
+    shipped = flat(tomllib.loads(shipped_text.replace("{{name}}", NAME)))
+    ran = flat(tomllib.loads((run_dir / "config.toml").read_text()))
+    keys = (set(shipped) | set(ran)) - SET_BY_THE_BENCHMARK
+    return {k: ran.get(k) for k in sorted(keys) if ran.get(k) != shipped.get(k)}
+
+
 def entry(m: Measured, workspace: Path) -> dict[str, Any]:
     """What is stored of one run: its records and report, measured from its folder."""
     run_dir = Path(m.run)
@@ -186,6 +210,7 @@ def entry(m: Measured, workspace: Path) -> dict[str, Any]:
         # The worker spins its OpenMP threads unless the user sets a policy; on a machine
         # shared far beyond its cores, PASSIVE wastes less of the run's share.
         "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
+        "overrides": overrides(run_dir),
         "records": [r for r in records if r.get("kind", "train") == "train"],
         "warm_records": [r for r in records if r.get("kind") == "warm_start"],
         "heldout": json.loads(heldout.read_text()) if heldout.is_file() else None,
@@ -286,6 +311,8 @@ def search_table() -> str:
         train_r = run.get("training_reading") or {}
         load = run.get("load") or [math.nan, math.nan]
         stale = "" if run.get("template") == stamp else f" (stale: {run.get('template')})"
+        if run.get("overrides"):
+            stale += " (set: " + ", ".join(f"{k} = {v}" for k, v in run["overrides"].items()) + ")"
         rows.append(
             f"| {run['seed']} | {run['status']}{stale} | {len(run.get('warm_records') or [])} | "
             f"{len(records)} | {_f(sum(rewards[:3]) / max(1, len(rewards[:3])), '.3f')} → "
