@@ -18,6 +18,7 @@ import contextvars
 import dataclasses
 import io
 import json
+import logging
 import math
 import os
 import shutil
@@ -51,6 +52,8 @@ __all__ = [
     "tests_archive",
     "verify_trial",
 ]
+
+logger = logging.getLogger("osmosis")
 
 INSTALL_HINT = (
     "install Docker and start its daemon: on Debian/Ubuntu 'apt-get install -y docker.io' then "
@@ -355,12 +358,11 @@ class TrialPlan:
         return self._archive
 
     def create_args(self, name: str, lifetime_s: float | None = None) -> list[str]:
-        """``docker create`` for one trial. Its main process sleeps for ``lifetime_s`` (a
-        container orphaned by a killed runner stops by itself then, and is removed unless
-        containers are kept)."""
+        """``docker create`` for one trial. Its main process sleeps for ``lifetime_s``, so a
+        container orphaned by a killed runner stops by itself (``docker container prune
+        --filter label=osmosis.harbor.trial=1`` removes such leftovers)."""
         args = [
             "create",
-            *([] if self.keep_containers else ["--rm"]),
             "--name",
             name,
             "--label",
@@ -414,13 +416,26 @@ class _ContainerWorker(_Worker):
         return code
 
     async def remove(self) -> None:
+        """Remove the container (stop it when containers are kept); never raises: a trial's
+        outcome is already decided, and a leftover is named in the log."""
         if self.removed:
             return
         self.removed = True
-        verb = (
-            ["kill", self.container] if self.plan.keep_containers else ["rm", "-f", self.container]
-        )
-        await asyncio.to_thread(self.plan.docker.run, *verb, timeout=60.0)
+        keep = self.plan.keep_containers
+        verb = ["kill", self.container] if keep else ["rm", "-f", self.container]
+        try:
+            done = await asyncio.to_thread(self.plan.docker.run, *verb, timeout=120.0)
+            why = "" if done.returncode == 0 else _last_line(done.stderr)
+        except ContainerRuntimeError as exc:
+            why = str(exc)
+        if why and "No such container" not in why and "is not running" not in why:
+            logger.warning(
+                "could not %s trial container %s (%s); run 'docker rm -f %s'",
+                "stop" if keep else "remove",
+                self.container,
+                why,
+                self.container,
+            )
 
 
 class ContainerTrials(ProcessBackend):
