@@ -136,7 +136,7 @@ def test_deltas_are_peft_own(tiny_loaded: Any, tiny_model_dir: Path, tmp_path: P
     folder = save_adapter(tiny_model_dir, tmp_path / "rs", 3, use_rslora=True)
     deltas = lora_deltas(tiny_loaded.model, read_adapter(str(folder)))
     reference = PeftModel.from_pretrained(copy.deepcopy(tiny_loaded.model), str(folder))
-    layer = reference.get_submodule("base_model.model.model.layers.0.self_attn.q_proj")
+    layer: Any = reference.get_submodule("base_model.model.model.layers.0.self_attn.q_proj")
     expected = layer.get_delta_weight("default")
     assert torch.equal(deltas["model.layers.0.self_attn.q_proj.weight"], expected)
 
