@@ -86,6 +86,8 @@ def _accept(result: Any, workflow_name: str, run: WorkflowRun) -> None:
     if result is None:
         return
     if isinstance(result, AgentWorkflowOutput):
+        # Validated again: its metrics dict may have been changed in place after construction.
+        result = AgentWorkflowOutput.model_validate(result.model_dump())
         run.messages = result.messages
         run.metrics = dict(result.metrics)
         return

@@ -18,9 +18,10 @@ protocol:
 - ``GET /rollout/{id}/status``, ``POST /rollout/cancel`` (``ids`` | ``prefix`` | ``all``).
 
 Needs ``pip install "osmosis-ai[server]"`` (FastAPI).
-"""
 
-from __future__ import annotations
+No ``from __future__ import annotations`` here: FastAPI reads the route functions'
+annotations, and the request types are imported inside :func:`create_rollout_server`.
+"""
 
 import asyncio
 import logging
@@ -94,7 +95,7 @@ def create_rollout_server(
     backend: ExecutionBackend,
     lifespan: Any = None,
     configure_logging: bool = True,
-) -> FastAPI:
+) -> "FastAPI":
     """The FastAPI app that serves ``backend`` (see the module docstring for the routes).
 
     Args:
