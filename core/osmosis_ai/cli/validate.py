@@ -128,6 +128,7 @@ def discovery_report(target: Path) -> dict[str, Any]:
         "grader": _describe_class(entry.grader_cls),
         "workflow_config": _describe_config(entry.workflow_config),
         "grader_config": _describe_config(entry.grader_config),
+        "backend": type(entry.backend).__name__ if entry.backend is not None else None,
         **extra,
         "warnings": warnings,
     }
@@ -182,6 +183,11 @@ def _print_discovery(report: dict[str, Any]) -> None:
             console.print("  grader:   [yellow]none[/]")
     else:
         console.print(f"  grader:   [bold]{gr['name']}[/]{_doc(gr['doc'])}")
+    if report.get("backend"):
+        console.print(
+            f"  served by: {report['backend']} (an osmosis-ai 0.3 entrypoint: osmosis runs its "
+            "workflow and grader itself; main() is not run)"
+        )
     for key, label in (("workflow_config", "workflow config"), ("grader_config", "grader config")):
         cfg = report.get(key)
         if cfg is not None:
