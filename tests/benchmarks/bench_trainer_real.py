@@ -294,6 +294,11 @@ def render() -> None:
     }
     complete = min(len(r.by_round) for r in rows.values())
     loads = [float(r["load"]) for r in sitting.runs]
+    verdicts = (
+        _verdicts(rows, complete)
+        if complete
+        else ["- No verdicts: not every row has a finished run yet."]
+    )
     body = "\n".join(
         [
             stale_note(sitting)
@@ -308,7 +313,7 @@ def render() -> None:
             f"(from {data['load_at_start']} at the start); raw runs: "
             f"`docs/benchmarks/{NAME}.json`.",
             "",
-            *_verdicts(rows, complete),
+            *verdicts,
             "",
             _table(list(rows.values()), case),
             "",

@@ -220,3 +220,13 @@ def test_merge_section_says_which_merge_is_exact(
     assert "originals kept): serves the exact merge and never changes the base weights." in text
     assert "in place): serves 3.40% of the weights off the exact merge; 3.70% of the base" in text
     assert "paired by round: 3.00x, 3.00x, 3.00x" in text and "**stale**" not in text
+
+
+def test_trainer_real_with_a_row_not_yet_run_writes_no_verdict(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    data = _stored(1, ["tests/benchmarks/_stored.py"])
+    data["runs"] = [r for r in data["runs"] if r["row"] != "trl_bf16"]
+    text = _render(tmp_path, monkeypatch, data)
+    assert "- No verdicts: not every row has a finished run yet." in text
+    assert "0 complete interleaved round(s) of 3" in text and "met" not in text
