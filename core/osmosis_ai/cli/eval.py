@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -158,7 +159,6 @@ def _concurrency(concurrency: int | None, max_in_flight: int | None) -> int | No
 def _prepare_environment(config: Path, verbose: bool) -> None:
     """Before the run: the config's ``[env]`` into this process (the rollout runs here, or in a
     server it starts), ``[advanced]`` keys named as unused, and ``--verbose`` logging."""
-    import logging
     import os
 
     from osmosis_ai.config import load_eval_config
@@ -172,12 +172,15 @@ def _prepare_environment(config: Path, verbose: bool) -> None:
             "osmosis-ai 0.3, not used by a local eval (ignored)"
         )
     if verbose:
-        handler = logging.StreamHandler()
-        handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
         for name in ("osmosis", "osmosis_ai", "osmosis_trainer", "osmosis_integrations"):
             logger = logging.getLogger(name)
             logger.setLevel(logging.INFO)
-            logger.addHandler(handler)
+            if _VERBOSE_HANDLER not in logger.handlers:  # once, however often main() runs
+                logger.addHandler(_VERBOSE_HANDLER)
+
+
+_VERBOSE_HANDLER = logging.StreamHandler()
+_VERBOSE_HANDLER.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
 
 
 def _confirm_fresh(config: Path, name: str) -> None:

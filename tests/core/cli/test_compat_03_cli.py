@@ -267,3 +267,32 @@ def test_validate_remote_auto_without_a_grader_fails(run_cli: RunCli, tmp_path: 
     report = run_cli("validate", str(server), "--json").json()
     assert report["ok"] is True and report["grader"] is None
     assert report["remote"]["rewards"].startswith("rewards: the server's (a result without")
+
+
+def test_eval_environment_env_advanced_and_verbose(
+    run_cli: RunCli,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import logging
+
+    from osmosis_ai.cli.eval import _VERBOSE_HANDLER, _prepare_environment
+
+    run_cli("rollout", "init", "calc", "--dir", str(tmp_path))
+    config = tmp_path / "configs" / "eval" / "calc.toml"
+    config.write_text(config.read_text() + '\n[env]\nH39_MODE = "x"\n\n[advanced]\nkl_coef = 0.1\n')
+    monkeypatch.delenv("H39_MODE", raising=False)
+    for name in ("osmosis", "osmosis_ai", "osmosis_trainer", "osmosis_integrations"):
+        other = logging.getLogger(name)  # restored after the test: no handler left behind
+        monkeypatch.setattr(other, "handlers", [])
+        monkeypatch.setattr(other, "level", other.level)
+    logger = logging.getLogger("osmosis")
+    capsys.readouterr()
+    _prepare_environment(config, verbose=True)
+    _prepare_environment(config, verbose=True)
+    assert os.environ["H39_MODE"] == "x"
+    assert logger.handlers == [_VERBOSE_HANDLER] and logger.level == logging.INFO
+    err = " ".join(capsys.readouterr().err.split())
+    assert "[advanced] kl_coef: settings of the hosted trainer" in err and "(ignored)" in err
+    monkeypatch.delenv("H39_MODE")
