@@ -203,6 +203,15 @@ def measure(device: str = "cuda") -> dict[str, Any]:
         "tests": _gpu_tests(),
         "models": {},
     }
+    # OSMOSIS_GPU_ONLY=ours with OSMOSIS_GPU_PREVIOUS=FILE: time only our rows, keeping the
+    # other rows' runs from FILE (an earlier session on the same kind of GPU, named below).
+    only = os.environ.get("OSMOSIS_GPU_ONLY")
+    setups = [s for s in SETUPS if only is None or s.who == only]
+    previous_file = os.environ.get("OSMOSIS_GPU_PREVIOUS")
+    previous: dict[str, Any] = json.loads(Path(previous_file).read_text()) if previous_file else {}
+    if previous:
+        out["earlier"] = {"date": previous["date"], "device": previous["device"],
+                          "rows": [s.label for s in SETUPS if s not in setups]}
     root = Path(tempfile.mkdtemp(prefix="osmosis-gpu-"))
     started = time.perf_counter()
     for shape in shapes:
@@ -211,19 +220,22 @@ def measure(device: str = "cuda") -> dict[str, Any]:
         case = Case(
             name=shape, new_tokens=SHAPES[shape]["new_tokens"], device=device, measured=3, warmup=1
         )
-        rows: dict[str, list[dict[str, Any]]] = {s.label: [] for s in SETUPS}
+        kept = previous.get("models", {}).get(shape, {}).get("rows", {})
+        rows: dict[str, list[dict[str, Any]]] = {
+            s.label: [] if s in setups else list(kept.get(s.label, [])) for s in SETUPS
+        }
         out["models"][shape] = {"params": meta["params"], "case": case.describe(), "rows": rows}
         # Rounds of every row (interleaved): the first round always, more while the budget
         # (shared by the shapes, the later ones keeping a round each) allows.
         share = budget * (shapes.index(shape) + 1) / len(shapes)
         while True:
             t0 = time.perf_counter()
-            for setup in SETUPS:
+            for setup in setups:
                 rows[setup.label].append(_one(case, setup, str(folder), root))
                 print(f"  {shape} | {setup.label}: {rows[setup.label][-1]}", flush=True)
                 _store(out)  # what a cut-short device session leaves is still a result
             took = time.perf_counter() - t0
-            if time.perf_counter() - started + took > share or len(rows[SETUPS[0].label]) >= 3:
+            if time.perf_counter() - started + took > share or len(rows[setups[0].label]) >= 3:
                 break
     return out
 
@@ -258,6 +270,12 @@ def render(data: dict[str, Any]) -> str:
         f"{data['date']}",
         f"- `gpu` tests (`pytest -m gpu tests/trainer/gpu`): {tests['tally']} "
         f"(exit {tests['exit']}, {tests['seconds']} s)",
+        *(
+            [f"- Rows timed in an earlier session ({data['earlier']['date']}, "
+             f"{data['earlier']['device']}): {', '.join(data['earlier']['rows'])}"]
+            if "earlier" in data
+            else []
+        ),
         "",
     ]
     for shape, model in data["models"].items():

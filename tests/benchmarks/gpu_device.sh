@@ -14,7 +14,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 WHEELS=(
   pydantic==2.14.4 pydantic_core==2.50.5 annotated-types==0.8.0 typing-inspection==0.4.5
-  fastapi==0.165.0 starlette==1.10.0 uvicorn==0.54.0 gguf==0.19.0 peft==0.21.2 trl==1.16.0
+  fastapi==0.165.0 opentelemetry-api==1.45.1 starlette==1.10.0 uvicorn==0.54.0 gguf==0.19.0 peft==0.21.2 trl==1.16.0
   datasets==5.2.0 dill==0.4.1 multiprocess==0.70.19 pytest-asyncio==1.5.0
 )
 case "${1:-run}" in
