@@ -339,6 +339,23 @@ def read_model_ref(ws: Workspace) -> Any:
     return resolve_checkpoint(ws.run("victim").name, ws.runs).as_dict()
 
 
+def read_latest_pointer(ws: Workspace) -> Any:
+    """The trainer's ``checkpoints/latest`` on resume: only a ``step_*`` folder beside it."""
+    pytest.importorskip("torch")
+    from osmosis_trainer.checkpoints import latest_checkpoint
+
+    found = latest_checkpoint(ws.run("victim") / "checkpoints")
+    assert found is not None and found.name == "step_000001"
+    return {"latest": str(found)}
+
+
+def read_judge_cache(ws: Workspace) -> Any:
+    """An LLM judge's cache file: a bad one costs its entries, never the run."""
+    from osmosis_ai.grading import JudgeCache
+
+    return {"entries": len(JudgeCache(ws.root / "judge-cache.jsonl"))}
+
+
 def read_gguf_digest(ws: Workspace) -> Any:
     """The GGUF cache's digest memo only speeds a start up: a bad one is hashed again."""
     pytest.importorskip("torch")
@@ -408,6 +425,12 @@ PLACES: dict[str, Place] = {
     ),
     "run checkpoints/latest for --model RUN": Place(
         _victim("checkpoints/latest"), "json", read_model_ref, named=False
+    ),
+    "run checkpoints/latest on resume": Place(
+        _victim("checkpoints/latest"), "json", read_latest_pointer, named=False
+    ),
+    "judge cache": Place(
+        _at("judge-cache.jsonl"), "jsonl", read_judge_cache, named=False, user_named=True
     ),
     "gguf digest memo": Place(
         _at("cache/model-x.digest.json"), "json", read_gguf_digest, named=False

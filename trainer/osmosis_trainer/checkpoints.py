@@ -32,7 +32,8 @@ from typing import Any
 
 import torch
 
-from osmosis_ai.errors import TrainingError
+from osmosis_ai.errors import TrainingError, UnreadableFileError
+from osmosis_ai.safe_io import read_json_object, read_text
 
 __all__ = [
     "CheckpointState",
@@ -238,12 +239,13 @@ def list_checkpoints(checkpoints_dir: Path) -> list[Path]:
 def latest_checkpoint(checkpoints_dir: Path) -> Path | None:
     """The checkpoint named by ``latest`` (or the newest complete one), or ``None``."""
     root = Path(checkpoints_dir)
-    pointer = root / _LATEST
-    if pointer.exists():
-        name = pointer.read_text(errors="replace").strip()
-        # Only a checkpoint folder next to the pointer: never a path that leads elsewhere.
-        if _is_step_name(name) and (root / name / _STATE).exists():
-            return root / name
+    try:  # a regular file of a few bytes (safe_io): a FIFO or link is no pointer
+        name = read_text(root / _LATEST, under=root, max_bytes=4096).strip()
+    except UnreadableFileError:
+        name = ""
+    # Only a checkpoint folder next to the pointer: never a path that leads elsewhere.
+    if _is_step_name(name) and (root / name / _STATE).exists():
+        return root / name
     found = list_checkpoints(root)
     return found[-1] if found else None
 
@@ -270,8 +272,12 @@ def load_checkpoint(path: Path) -> CheckpointState:
             f"{str(exc).splitlines()[0] if str(exc) else ''}). It was written by another program "
             "or an older osmosis; resume from another checkpoint or start a new run."
         ) from None
-    meta_file = path / _META
-    meta = json.loads(meta_file.read_text()) if meta_file.exists() else {}
+    try:
+        meta = read_json_object(path / _META, under=path)
+    except UnreadableFileError as exc:
+        if not exc.missing:
+            raise TrainingError(f"{exc}; resume from another checkpoint") from None
+        meta = {}
     return CheckpointState(
         path=path,
         step=int(raw["step"]),

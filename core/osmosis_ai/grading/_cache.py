@@ -16,6 +16,9 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
+from osmosis_ai.errors import UnreadableFileError
+from osmosis_ai.safe_io import read_jsonl
+
 __all__ = ["JudgeCache", "cache_key"]
 
 logger = logging.getLogger("osmosis")
@@ -46,12 +49,18 @@ class JudgeCache:
             self._load(self.path)
 
     def _load(self, path: Path) -> None:
-        for n, line in enumerate(path.read_text().splitlines(), 1):
+        try:  # safe_io: a regular file, size, depth and integer caps
+            found = read_jsonl(path, follow=True)  # the path is the user's
+        except UnreadableFileError as exc:
+            logger.warning("judge cache not used: %s", exc)
+            return
+        for n, why in found.bad:
+            # A torn last line (a run killed mid-write) costs one entry, not the cache.
+            logger.warning("judge cache %s:%d: unreadable entry skipped (%s)", path, n, why)
+        for n, entry in found.records:
             try:
-                entry = json.loads(line)
                 self._data[str(entry["key"])] = entry["value"]
-            except (json.JSONDecodeError, KeyError, TypeError):
-                # A torn last line (a run killed mid-write) costs one entry, not the cache.
+            except (KeyError, TypeError):
                 logger.warning("judge cache %s:%d: unreadable entry skipped", path, n)
 
     def __len__(self) -> int:
