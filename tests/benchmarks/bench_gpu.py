@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.benchmarks._report import ROOT, cpu_info, write_section
-from tests.benchmarks.bench_trainer import Case, Setup, run_ours, run_trl
+from tests.benchmarks.bench_trainer import GROUP, PROMPTS, Case, Setup, run_ours, run_trl
 
 RESULTS = Path(os.environ.get("OSMOSIS_GPU_RESULTS", ROOT / "docs" / "gpu_runs.json"))
 COMMAND = "bash tests/benchmarks/gpu_device.sh (python -m tests.benchmarks gpu, offline wheels)"
@@ -224,7 +224,7 @@ def measure(device: str = "cuda") -> dict[str, Any]:
         rows: dict[str, list[dict[str, Any]]] = {
             s.label: [] if s in setups else list(kept.get(s.label, [])) for s in SETUPS
         }
-        out["models"][shape] = {"params": meta["params"], "case": case.describe(), "rows": rows}
+        out["models"][shape] = {"params": meta["params"], "case": _describe(case), "rows": rows}
         # Rounds of every row (interleaved): the first round always, more while the budget
         # (shared by the shapes, the later ones keeping a round each) allows.
         share = budget * (shapes.index(shape) + 1) / len(shapes)
@@ -238,6 +238,13 @@ def measure(device: str = "cuda") -> dict[str, Any]:
             if time.perf_counter() - started + took > share or len(rows[setups[0].label]) >= 3:
                 break
     return out
+
+
+def _describe(case: Case) -> str:
+    return (
+        f"{PROMPTS} prompts x {GROUP} samples x {case.new_tokens} new tokens (random weights rarely end "
+        f"early); {case.device}; {case.warmup} warm-up + {case.measured} timed steps per run"
+    )
 
 
 def _store(data: dict[str, Any]) -> None:
