@@ -356,6 +356,24 @@ def read_judge_cache(ws: Workspace) -> Any:
     return {"entries": len(JudgeCache(ws.root / "judge-cache.jsonl"))}
 
 
+def read_eval_resume(ws: Workspace) -> Any:
+    """``osmosis eval run --resume``: the run's own ``run.json``."""
+    from osmosis_ai.eval._run import _previous_info
+
+    try:
+        return _previous_info(ws.evals / "victim-eval").model_dump(mode="json")
+    except OsmosisError as exc:
+        return {"error": str(exc)}
+
+
+def read_heldout_report(ws: Workspace) -> Any:
+    """The held-out report a run wrote (``read_heldout``): unreadable reads as none."""
+    from osmosis_ai.eval._heldout import read_heldout
+
+    report = read_heldout(ws.run("victim"))
+    return {"report": report.model_dump(mode="json") if report is not None else None}
+
+
 def read_gguf_digest(ws: Workspace) -> Any:
     """The GGUF cache's digest memo only speeds a start up: a bad one is hashed again."""
     pytest.importorskip("torch")
@@ -431,6 +449,10 @@ PLACES: dict[str, Place] = {
     ),
     "judge cache": Place(
         _at("judge-cache.jsonl"), "jsonl", read_judge_cache, named=False, user_named=True
+    ),
+    "eval run.json on --resume": Place(_victim_eval("run.json"), "json", read_eval_resume),
+    "run heldout.json report": Place(
+        _victim("heldout.json"), "json", read_heldout_report, named=False
     ),
     "gguf digest memo": Place(
         _at("cache/model-x.digest.json"), "json", read_gguf_digest, named=False

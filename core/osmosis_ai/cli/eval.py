@@ -297,8 +297,14 @@ def _submit(config: Path, options: EvalOptions, args: list[str], json_out: bool)
         args += ["--output", str(run_dir)]
     busy = run_dir / "submit.json"
     if busy.is_file():
-        previous = json.loads(busy.read_text(encoding="utf-8"))
+        from osmosis_ai.errors import UnreadableFileError
         from osmosis_ai.runs._process import process_alive
+        from osmosis_ai.safe_io import read_json_object
+
+        try:  # an unreadable one records no live worker: it is written anew below
+            previous = read_json_object(busy, under=run_dir.parent)
+        except UnreadableFileError:
+            previous = {}
 
         if process_alive(previous.get("worker") or {}) is True:
             raise ConfigError(

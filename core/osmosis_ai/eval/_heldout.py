@@ -15,7 +15,6 @@ reader of one-file reports finds) and every further file's report, named, in ``s
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +27,7 @@ from osmosis_ai.eval._compare import Comparison, compare_records
 from osmosis_ai.eval._paired import baseline_for, run_paired_eval
 from osmosis_ai.eval._run import EvalEvents, EvalOptions, EvalResult, run_eval
 from osmosis_ai.runs import HELDOUT_FILE
+from osmosis_ai.safe_io import read_json_object
 
 __all__ = [
     "HeldOutModel",
@@ -280,7 +280,8 @@ def read_heldout(run_path: Path) -> HeldOutReport | None:
     """The run's held-out report, or ``None`` when none ran (or its file is unreadable). A
     report of an older run (the reward comparison alone) reads with no models."""
     path = run_path / HELDOUT_FILE
-    try:
-        return HeldOutReport.model_validate(json.loads(path.read_text(encoding="utf-8")))
-    except (OSError, ValueError):
+    try:  # safe_io: a regular file in the run, size, depth and integer caps
+        data = read_json_object(path, under=Path(run_path).parent)
+        return HeldOutReport.model_validate(data)
+    except ValueError:  # UnreadableFileError and pydantic's ValidationError
         return None

@@ -23,12 +23,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from osmosis_ai.errors import ConfigError, OsmosisError
 from osmosis_ai.eval._journal import Journal, hash_file, hash_rollout_dir, read_journal
 from osmosis_ai.eval._metrics import EvalSummary, summarize
 from osmosis_ai.eval._records import EvalRecord, EvalRunInfo
 from osmosis_ai.eval._traces import outcome_records, write_trace
 from osmosis_ai.rollout.scope import PolicyEndpoint
+from osmosis_ai.safe_io import read_json_object
 
 __all__ = ["EvalEvents", "EvalOptions", "EvalPlan", "EvalResult", "plan_eval", "run_eval"]
 
@@ -342,12 +345,20 @@ def _discard_run(run_dir: Path) -> None:
 
 def _previous_info(run_dir: Path) -> EvalRunInfo:
     info_path = run_dir / "run.json"
-    if not info_path.is_file():
+    if not info_path.exists() and not info_path.is_symlink():
         raise OsmosisError(
             f"--resume: {run_dir} holds no eval run (no run.json); drop --resume to start a "
             "fresh run there"
         )
-    return EvalRunInfo.model_validate_json(info_path.read_text(encoding="utf-8"))
+    data = read_json_object(info_path, under=run_dir.parent)  # UnreadableFileError names it
+    try:
+        return EvalRunInfo.model_validate(data)
+    except ValidationError as exc:
+        first = str(exc).splitlines()[0]
+        raise OsmosisError(
+            f"--resume: {info_path} is not an eval run record ({first}); drop --resume to start "
+            "a fresh run"
+        ) from None
 
 
 def _sampling(cfg: Any) -> dict[str, Any]:
