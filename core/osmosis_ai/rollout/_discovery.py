@@ -164,6 +164,7 @@ def _import(file: Path) -> ModuleType:
     if folder not in sys.path:
         # The rollout's own modules (tools.py, prompts.py ...) import by plain name.
         sys.path.insert(0, folder)
+    _forget_other_rollouts_modules(file.parent)
     spec = importlib.util.spec_from_file_location(name, file)
     if spec is None or spec.loader is None:  # pragma: no cover - only for non-.py files
         raise DiscoveryError(f"{file}: cannot be imported as a Python module (use a .py file)")
@@ -200,6 +201,27 @@ def _import(file: Path) -> ModuleType:
             "Module-level code must not fail; move work that needs the rollout into run()"
         ) from exc
     return module
+
+
+def _forget_other_rollouts_modules(folder: Path) -> None:
+    """Drop cached modules that this rollout's own sibling modules would be shadowed by.
+
+    osmosis-ai 0.3 workspaces give every rollout the same package name (``multiply_rollout``
+    beside each ``main.py``). Loading a second rollout in the same process must import its own
+    package, not reuse the first one's from ``sys.modules``.
+    """
+    names = {p.stem for p in folder.glob("*.py")} | {
+        p.name for p in folder.iterdir() if p.is_dir() and (p / "__init__.py").is_file()
+    }
+    names -= set(sys.stdlib_module_names) | {"osmosis_ai", "osmosis_integrations"}
+    for cached in list(sys.modules):
+        if cached.split(".")[0] not in names:
+            continue
+        where = getattr(sys.modules[cached], "__file__", None)
+        if where is None or {"site-packages", "dist-packages"} & set(Path(where).parts):
+            continue  # an installed package, not another rollout's own module
+        if not Path(where).resolve().is_relative_to(folder.resolve()):
+            del sys.modules[cached]
 
 
 def _where(file: Path, exc: BaseException) -> str:

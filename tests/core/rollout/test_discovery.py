@@ -173,3 +173,20 @@ def test_sibling_modules_import_and_reload_picks_up_changes(tmp_path: Path) -> N
     assert load_entrypoint(path).workflow_cls.__name__ == "Solve"
     path.write_text(HEADER + WORKFLOW.replace("Solve", "Renamed"))
     assert load_entrypoint(path).workflow_cls.__name__ == "Renamed"
+
+
+def test_two_rollouts_with_the_same_package_name_each_import_their_own(tmp_path: Path) -> None:
+    """osmosis-ai 0.3 workspaces name every rollout's package alike (``multiply_rollout``)."""
+    for name in ("first", "second"):
+        package = tmp_path / name / "same_rollout_pkg"
+        package.mkdir(parents=True)
+        (package / "__init__.py").write_text(
+            HEADER + WORKFLOW.replace("Solve", f"Solve_{name}")
+        )
+        (tmp_path / name / "main.py").write_text(
+            f"from same_rollout_pkg import Solve_{name}\n"
+        )
+    first = load_entrypoint(tmp_path / "first" / "main.py")
+    second = load_entrypoint(tmp_path / "second" / "main.py")
+    assert first.workflow_cls.__name__ == "Solve_first"
+    assert second.workflow_cls.__name__ == "Solve_second"
