@@ -273,8 +273,7 @@ def render(data: dict[str, Any]) -> str:
     """The section body from stored results (no figure is typed by hand)."""
     tests = data["tests"]
     lines = [
-        f"- Device: **{data['device']}** (host {data['host']}; {data['software']}); measured "
-        f"{data['date']}",
+        f"- Measured {data['date']} on {data['device']}",
         f"- `gpu` tests (`pytest -m gpu tests/trainer/gpu`): {tests['tally']} "
         f"(exit {tests['exit']}, {tests['seconds']} s)",
         *(
@@ -317,6 +316,12 @@ def render(data: dict[str, Any]) -> str:
             )
         if fastest is not None:
             lines += ["", f"TRL's fastest setting here: {fastest}."]
+        fewest = min((len(r) for r in rows.values()), default=0)
+        if fewest < 3:
+            lines.append(
+                f"{fewest} run(s) per row (15 minutes of GPU a session): ratios indicative, "
+                "no verdict (a verdict takes >= 3 interleaved runs)."
+            )
         lines.append("")
     return "\n".join(lines)
 
