@@ -126,7 +126,8 @@ class Sitting:
 
     def record(self, run: dict[str, Any]) -> None:
         """Add one run (with the time and load average) and write the file at once."""
-        self.runs.append({**run, "at": _now(), "load": os.getloadavg()[0]})
+        code = fingerprint(self.data["code"])  # the code as it is when the run ends
+        self.runs.append({**run, "at": _now(), "load": os.getloadavg()[0], "fingerprint": code})
         self.data["ended"] = _now()
         self.data["load_at_end"] = load_average()
         path = self.path(self.name)
@@ -137,14 +138,18 @@ class Sitting:
 
 
 def stale_note(sitting: Sitting) -> str:
-    """``""`` when the measured code is unchanged since the sitting, else a **stale** line."""
+    """``""`` when the measured code is the same now and at the end of every run as when the
+    sitting began, else a **stale** line."""
+    then = sitting.data["fingerprint"]
     now = fingerprint(sitting.data["code"])
-    if now == sitting.data["fingerprint"]:
+    moved = sorted({r["fingerprint"] for r in sitting.runs if r.get("fingerprint", then) != then})
+    if now == then and not moved:
         return ""
+    during = f"; runs ended on other code too ({', '.join(moved)})" if moved else ""
     return (
         f"**stale**: the code this section measures ({', '.join(sitting.data['code'])}) changed "
-        f"since these results (fingerprint {sitting.data['fingerprint']} then, {now} now); "
-        "rerun the command above.\n\n"
+        f"since these results began (fingerprint {then} then, {now} now{during}); rerun the "
+        "command above.\n\n"
     )
 
 

@@ -230,3 +230,12 @@ def test_trainer_real_with_a_row_not_yet_run_writes_no_verdict(
     text = _render(tmp_path, monkeypatch, data)
     assert "- No verdicts: not every row has a finished run yet." in text
     assert "0 complete interleaved round(s) of 3" in text and "met" not in text
+
+
+def test_a_run_that_ended_on_other_code_makes_the_section_stale(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    data = _stored(3, ["tests/benchmarks/_stored.py"])
+    data["runs"][-1]["fingerprint"] = "f" * 16  # the code changed while the sitting ran
+    text = _render(tmp_path, monkeypatch, data)
+    assert "**stale**" in text and f"runs ended on other code too ({'f' * 16})" in text
