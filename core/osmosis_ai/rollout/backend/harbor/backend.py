@@ -32,10 +32,11 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-from osmosis_ai.rollout._backends import Backend
+from osmosis_ai.rollout._backends import Backend, _error_run
 from osmosis_ai.rollout._discovery import Entrypoint
-from osmosis_ai.rollout._execution import WorkflowRequest
+from osmosis_ai.rollout._execution import WorkflowRequest, WorkflowRun
 from osmosis_ai.rollout._grader import Grader
+from osmosis_ai.rollout._types import ErrorCategory
 from osmosis_ai.rollout._workflow import AgentWorkflow
 from osmosis_ai.rollout.backend import ResultCallback
 from osmosis_ai.rollout.backend.harbor._docker import (
@@ -385,10 +386,7 @@ class _DatasetTrials:
         self._trials: dict[Path, ContainerTrials] = {}
         self._gate = asyncio.Semaphore(owner.n_concurrent)
 
-    async def run_workflow(self, request: WorkflowRequest) -> Any:
-        from osmosis_ai.rollout._backends import _error_run
-        from osmosis_ai.rollout._types import ErrorCategory
-
+    async def run_workflow(self, request: WorkflowRequest) -> WorkflowRun:
         try:
             task = self.owner._task(request.metadata)
             trials = self._trials.get(task.path)
@@ -403,6 +401,7 @@ class _DatasetTrials:
         except Exception as exc:
             return _error_run(ErrorCategory.VALIDATION_ERROR, str(exc))
         if instruction is not None:
+            # The task's instruction is the prompt, for the workflow and the grader alike.
             request.prompt = [{"role": "user", "content": instruction}]
         async with self._gate:
             return await trials.run_workflow(request)
