@@ -13,6 +13,7 @@ from osmosis_ai.config._algorithm import AlgorithmConfig, LoRAConfig
 from osmosis_ai.config._cluster import ClusterConfig
 from osmosis_ai.config._gateway import GatewayConfig
 from osmosis_ai.config._heldout import HeldOutConfig
+from osmosis_ai.config._lines import key_lines
 from osmosis_ai.config._logging import LoggingConfig
 from osmosis_ai.config._sections import (
     CheckpointsConfig,
@@ -25,7 +26,8 @@ from osmosis_ai.config._sections import (
     validate_env,
 )
 from osmosis_ai.config._warm_start import WarmStartConfig
-from osmosis_ai.errors import ConfigError
+from osmosis_ai.errors import ConfigError, UnreadableFileError
+from osmosis_ai.safe_io import read_text
 
 __all__ = ["ConfigFile", "EvalConfig", "TrainingConfig", "find_workspace_root"]
 
@@ -104,11 +106,9 @@ class ConfigFile(BaseModel):
         """``file:line`` of a key of the source file (``file`` when the line is unknown)."""
         if self._source_path is None:
             return "config"
-        from osmosis_ai.config._load import _lines_of  # _load imports this module
-
         try:
-            line = _lines_of(self._source_path.read_text(encoding="utf-8")).get(keys)
-        except OSError:
+            line = key_lines(read_text(self._source_path)).get(keys)
+        except (OSError, UnreadableFileError):
             line = None
         return f"{self._source_path}:{line}" if line else str(self._source_path)
 

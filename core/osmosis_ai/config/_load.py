@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import difflib
 import os
-import re
 import types
 from pathlib import Path
 from typing import Any, Literal, TypeVar, Union, get_args, get_origin
@@ -12,6 +11,7 @@ from typing import Any, Literal, TypeVar, Union, get_args, get_origin
 from pydantic import BaseModel, ValidationError
 
 from osmosis_ai.config._files import ConfigFile, EvalConfig, TrainingConfig
+from osmosis_ai.config._lines import key_lines
 from osmosis_ai.errors import ConfigError, UnreadableFileError
 from osmosis_ai.safe_io import read_toml as read_checked_toml
 
@@ -19,9 +19,6 @@ __all__ = ["load_config", "load_eval_config", "load_training_config"]
 
 TFile = TypeVar("TFile", bound=ConfigFile)
 KeyPath = tuple[str | int, ...]
-
-_HEADER = re.compile(r"^\s*\[\s*([^\[\]]+?)\s*\]\s*(#.*)?$")
-_KEY = re.compile(r"""^\s*["']?([A-Za-z0-9_\-]+)["']?\s*=""")
 
 
 def load_eval_config(path: str | os.PathLike[str]) -> EvalConfig:
@@ -69,7 +66,7 @@ def load_config(path: str | os.PathLike[str], model: type[TFile]) -> TFile:
         if not problems:
             config._bind(p)
             return config
-    lines = _lines_of(text)
+    lines = key_lines(text)
     rendered = []
     for keypath, message in problems:
         names = tuple(k for k in keypath if isinstance(k, str))
@@ -140,8 +137,6 @@ def _unknown_message(
     owner = _section_with(root, key)
     hint = f"did you mean {owner}? " if owner else ""
     return f"unknown key {where}; {hint}valid keys in [{prefix[-1]}]: {', '.join(valid)}"
-
-
 
 
 def _section_with(root: type[BaseModel], key: str) -> str | None:
@@ -219,17 +214,3 @@ def _translate(exc: ValidationError, model: type[BaseModel]) -> list[tuple[KeyPa
     return list(problems.items())
 
 
-def _lines_of(text: str) -> dict[tuple[str, ...], int]:
-    """Line numbers (1-based) of section headers and keys: ``("training", "lr") -> 12``."""
-    found: dict[tuple[str, ...], int] = {}
-    section: tuple[str, ...] = ()
-    for number, line in enumerate(text.splitlines(), 1):
-        header = _HEADER.match(line)
-        if header:
-            section = tuple(s.strip().strip("\"'") for s in header.group(1).split("."))
-            found.setdefault(section, number)
-            continue
-        key = _KEY.match(line)
-        if key:
-            found.setdefault((*section, key.group(1)), number)
-    return found
