@@ -45,9 +45,9 @@ logger = logging.getLogger("osmosis")
 API_KEY_ENV = "OSMOSIS_ROLLOUT_API_KEY"
 
 Scope = MutableMapping[str, Any]
-Message = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
+AsgiEvent = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[AsgiEvent]]
+Send = Callable[[AsgiEvent], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 Hook = Callable[[], Any]
 
@@ -252,7 +252,7 @@ class _QuietCancel:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         started = False
 
-        async def tracking_send(message: Message) -> None:
+        async def tracking_send(message: AsgiEvent) -> None:
             nonlocal started
             started = started or message["type"] == "http.response.start"
             await send(message)
@@ -347,7 +347,7 @@ class _BodyLimit:
             return
         replayed = False
 
-        async def replay() -> Message:
+        async def replay() -> AsgiEvent:
             nonlocal replayed
             if not replayed:
                 replayed = True
