@@ -374,6 +374,20 @@ def read_heldout_report(ws: Workspace) -> Any:
     return {"report": report.model_dump(mode="json") if report is not None else None}
 
 
+def read_adapter_config(ws: Workspace) -> Any:
+    """The HF engine loading a checkpoint's adapter (``model deploy``, training's engine)."""
+    pytest.importorskip("peft")
+    from osmosis_ai.serving import EngineError
+    from osmosis_trainer.engines._hf_adapter import read_adapter
+
+    adapter = ws.run("victim") / "checkpoints" / "step_000001" / "adapter"
+    try:
+        read_adapter(str(adapter))
+    except EngineError as exc:
+        return {"error": str(exc)}
+    return {"error": None}
+
+
 def read_gguf_digest(ws: Workspace) -> Any:
     """The GGUF cache's digest memo only speeds a start up: a bad one is hashed again."""
     pytest.importorskip("torch")
@@ -453,6 +467,11 @@ PLACES: dict[str, Place] = {
     "eval run.json on --resume": Place(_victim_eval("run.json"), "json", read_eval_resume),
     "run heldout.json report": Place(
         _victim("heldout.json"), "json", read_heldout_report, named=False
+    ),
+    "checkpoint adapter_config.json": Place(
+        _victim("checkpoints/step_000001/adapter/adapter_config.json"),
+        "json",
+        read_adapter_config,
     ),
     "gguf digest memo": Place(
         _at("cache/model-x.digest.json"), "json", read_gguf_digest, named=False

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from osmosis_ai.errors import OsmosisError
+from osmosis_ai.safe_io import read_json_object
 from osmosis_ai.serving.gateway import CallStore
 
 __all__ = ["API_KEY_ENV", "deploy_log", "exposure_warning", "main", "ready_line", "vllm_options"]
@@ -152,7 +153,8 @@ def _base_folder(base: str, adapter: Path) -> str:
 def vllm_options(args: argparse.Namespace, base_folder: str, *, cuda: bool) -> dict[str, Any]:
     """``VLLMEngine`` launch arguments serving ``base_folder`` on loopback, with room for the
     adapter's rank (rounded up to one vLLM supports)."""
-    config = json.loads((args.adapter / "adapter_config.json").read_text())
+    # safe_io: a regular file of the adapter folder (no link, FIFO, huge or deep file).
+    config = read_json_object(args.adapter / "adapter_config.json", under=args.adapter)
     rank_wanted = int(config.get("r", 16))
     rank = next((r for r in _VLLM_LORA_RANKS if r >= rank_wanted), rank_wanted)
     return {

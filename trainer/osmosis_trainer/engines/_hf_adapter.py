@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias, cast
 
+from osmosis_ai.errors import UnreadableFileError
+from osmosis_ai.safe_io import read_json_object
 from osmosis_ai.serving import EngineError
 
 if TYPE_CHECKING:
@@ -45,14 +46,17 @@ def read_adapter(path: str) -> AdapterState:
     """Read ``adapter_config.json`` and the weights of a PEFT adapter folder."""
     folder = Path(path)
     cfg_file = folder / "adapter_config.json"
-    if not cfg_file.is_file():
+    if not cfg_file.exists() and not cfg_file.is_symlink():
         raise EngineError(
             f"{folder} is not a PEFT adapter folder (no adapter_config.json); save adapters "
             "with model.save_pretrained(folder)",
             status_code=400,
             code="bad_adapter",
         )
-    config = json.loads(cfg_file.read_text())
+    try:  # safe_io: a regular file of the folder, size, depth and integer caps
+        config = read_json_object(cfg_file, under=folder)
+    except UnreadableFileError as exc:
+        raise EngineError(str(exc), status_code=400, code="bad_adapter") from None
     st, binf = folder / "adapter_model.safetensors", folder / "adapter_model.bin"
     if st.is_file():
         from safetensors.torch import load_file
