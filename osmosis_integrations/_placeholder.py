@@ -41,7 +41,8 @@ class OsmosisRolloutModel:
         stream: Strands only: stream policy calls (``False`` by default: one non-streaming call
             per turn keeps token data exact; Strands still emits its stream events). The OpenAI
             Agents SDK streams exactly when you use ``Runner.run_streamed``.
-        **params: sampling parameters.
+        params: sampling parameters as a dict (osmosis-ai 0.3's ``params={...}``).
+        **more: sampling parameters as keywords (merged under ``params``).
 
     Usage (the minimal pattern)::
 
@@ -55,7 +56,11 @@ class OsmosisRolloutModel:
     the command that runs the rollout (``osmosis eval run ...``).
     """
 
-    def __init__(self, *, stream: bool = False, **params: Any) -> None:
+    def __init__(
+        self, *, stream: bool = False, params: dict[str, Any] | None = None, **more: Any
+    ) -> None:
+        # ``params={...}`` is how osmosis-ai 0.3 (and Strands' LiteLLMModel) pass them.
+        params = {**more, **(params or {})}
         for key, why in _RESERVED.items():
             if key in params:
                 raise TypeError(
