@@ -150,3 +150,18 @@ async def test_memory_session_outside_a_rollout_is_a_plain_session() -> None:
     assert await session.pop_item() == {"role": "user", "content": "b"}
     await session.clear_session()
     assert await session.get_items() == []
+
+
+async def test_memory_session_is_the_sample_source_of_an_entered_rollout_context() -> None:
+    """A harness of one's own enters RolloutContext(...) as in 0.3; the session is its sample."""
+    from osmosis_ai.rollout.context import RolloutContext
+    from osmosis_ai.rollout.integrations.agents.openai_agents import OsmosisMemorySession
+
+    with RolloutContext(
+        chat_completions_url="http://127.0.0.1:9/v1", api_key="k", rollout_id="r"
+    ) as ctx:
+        session = OsmosisMemorySession()
+        items: list[Any] = [{"role": "user", "content": "hello"}]
+        await session.add_items(items)
+        sample = await ctx.get_sample()
+    assert sample is not None and sample.messages == items
