@@ -68,6 +68,13 @@ def _api_key(api_key: str | None) -> tuple[str, bool]:
     return (secrets.token_urlsafe(24), True) if key is None else (key, False)
 
 
+def _traces(log_dir: str | Path | None, debug_dir: str | Path | None) -> TraceWriter | None:
+    if debug_dir is not None and log_dir is not None:
+        raise TypeError("create_app: give log_dir or debug_dir (its 0.2 name), not both")
+    folder = debug_dir if debug_dir is not None else log_dir
+    return TraceWriter(folder) if folder is not None else None
+
+
 def create_app(
     agent_loop: RolloutAgentLoop | type[RolloutAgentLoop] | str,
     *,
@@ -94,10 +101,9 @@ def create_app(
         client_settings: LLM/callback retry policy; default from ``OSMOSIS_ROLLOUT_CLIENT_*``.
         max_concurrent: shortcut for ``settings.max_concurrent_rollouts``.
         record_ttl_seconds: shortcut for ``settings.record_ttl_seconds``.
-        log_dir: write one JSONL trace per rollout under ``log_dir/<timestamp>/``.
+        log_dir: one JSONL trace per rollout under ``log_dir/<timestamp>/`` (0.2: ``debug_dir``).
         on_startup: called (and awaited if async) when the server starts.
         on_shutdown: called after in-flight rollouts finished or were reported.
-        debug_dir: osmosis-ai 0.2's name for ``log_dir`` (give one of the two).
 
     Raises:
         MissingExtraError: FastAPI is not installed (``pip install "osmosis-ai[server]"``).
@@ -108,10 +114,6 @@ def create_app(
         raise MissingExtraError("create_app", "server", "fastapi") from exc
     from osmosis_ai.remote._loader import coerce_agent_loop
 
-    if debug_dir is not None:
-        if log_dir is not None:
-            raise TypeError("create_app: give log_dir or debug_dir (its 0.2 name), not both")
-        log_dir = debug_dir
     loop = coerce_agent_loop(agent_loop)
     server_settings = _with_shortcuts(settings, max_concurrent, record_ttl_seconds)
     key, generated = _api_key(api_key) if auth else (None, False)
@@ -119,7 +121,7 @@ def create_app(
         loop,
         settings=server_settings,
         client=ClusterClient(client_settings),
-        traces=TraceWriter(log_dir) if log_dir is not None else None,
+        traces=_traces(log_dir, debug_dir),
     )
 
     @asynccontextmanager

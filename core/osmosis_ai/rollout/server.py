@@ -163,17 +163,27 @@ def create_rollout_server(
             raise HTTPException(
                 status_code=422, detail="pass exactly one selector: ids, prefix, or all"
             )
-        out = dict(backend.cancel_rollouts(ids=body.ids, prefix=body.prefix, all=body.all))
-        for rollout_id, task in list(tasks.items()):
-            if _selected(rollout_id, body) and rollout_id not in out:
-                task.cancel()
-                states[rollout_id] = {"status": RolloutStatus.CANCELLED}
-                out[rollout_id] = "cancelled_running"
-        for rollout_id in body.ids or []:
-            out.setdefault(rollout_id, "not_found")
-        return {"dispositions": out}
+        return {"dispositions": _cancel(backend, body, tasks, states)}
 
     return app
+
+
+def _cancel(
+    backend: ExecutionBackend,
+    body: CancelRollouts,
+    tasks: dict[str, asyncio.Task[None]],
+    states: dict[str, dict[str, Any]],
+) -> dict[str, str]:
+    """The backend's cancellations, then this server's own tasks for the rest."""
+    out = dict(backend.cancel_rollouts(ids=body.ids, prefix=body.prefix, all=body.all))
+    for rollout_id, task in list(tasks.items()):
+        if _selected(rollout_id, body) and rollout_id not in out:
+            task.cancel()
+            states[rollout_id] = {"status": RolloutStatus.CANCELLED}
+            out[rollout_id] = "cancelled_running"
+    for rollout_id in body.ids or []:
+        out.setdefault(rollout_id, "not_found")
+    return out
 
 
 def _selected(rollout_id: str, body: CancelRollouts) -> bool:
