@@ -758,16 +758,17 @@ def _pass(report: dict[str, Any], role: str) -> float | None:
     return float(value) if isinstance(value, int | float) else None
 
 
-def _set_cells(report: dict[str, Any]) -> str:
+def _set_cells(report: dict[str, Any], digits: int = 2) -> str:
     """``warm → trained (+diff [low, high])`` of one held-out file."""
     warm, trained = _pass(report, "warm"), _pass(report, "trained")
     vs = report.get("pass_vs_warm") or {}
+    f = f".{digits}f"
     ci = (
-        f" ({vs['diff']:+.2f} [{vs['ci_low']:+.2f}, {vs['ci_high']:+.2f}])"
+        f" ({vs['diff']:+{f}} [{vs['ci_low']:+{f}}, {vs['ci_high']:+{f}}])"
         if vs.get("diff") is not None
         else ""
     )
-    return f"{_rate(warm)} → {_rate(trained)}{ci}"
+    return f"{_rate(warm, f)} → {_rate(trained, f)}{ci}"
 
 
 def transfer_targets(run: TrainRun) -> dict[str, bool]:
@@ -858,13 +859,15 @@ def previous_task_table(stored: list[dict[str, Any]]) -> str:
     if not rows:
         return ""
     lines = [
-        f"| {m['seed']} | {_set_cells(m['heldout'] or {})} | {m['wall_s'] / 60:.1f} min |"
+        f"| {m['seed']} | {_set_cells(m['heldout'] or {}, 3)} "
+        f"| {_heldout_cells(m['heldout'])[1]} | {m['wall_s'] / 60:.1f} min |"
         for m in sorted(rows, key=lambda m: m["seed"])
     ]
     return (
         '\nBefore (issue 26\'s task: every follow-up worded "What is the result - 523?", seven '
         "shapes of two or three operations; its one held-out file was drawn like its training "
-        "rows):\n\n| seed | held-out: warm → trained (diff [95% CI]) | wall |\n|---|---|---|\n"
+        "rows):\n\n| seed | held-out: warm → trained (diff [95% CI]) "
+        "| trained: tool-call rate | wall |\n|---|---|---|---|\n"
         + "\n".join(lines)
         + "\n"
     )
@@ -1118,7 +1121,11 @@ def render() -> None:
         + _second_call_table()
         + _task_probe_table()
         + _warm_probe_table()
-        + "\n![reward, tool-call rate and turns per rollout per step](docs/learning.png)\n"
+        + (
+            "\n![reward, tool-call rate and turns per rollout per step](docs/learning.png)\n"
+            if runs
+            else ""
+        )
     )
     if probes:
         body += (
