@@ -9,11 +9,14 @@ the policy through the gateway and runs the :class:`~osmosis_trainer.loop.Traine
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from osmosis_ai.errors import TrainingError
 from osmosis_ai.runs import RunDir, read_status
@@ -36,9 +39,10 @@ from osmosis_trainer.trackers import open_trackers
 if TYPE_CHECKING:
     from peft import PeftModel
 
-    from osmosis_ai.config import TrainingConfig
+    from osmosis_ai.config import SamplingConfig, TrainingConfig
     from osmosis_ai.rollout.running import Entrypoint, RolloutRunner
     from osmosis_ai.serving import InferenceEngine
+    from osmosis_ai.serving.gateway import PolicyGateway
     from osmosis_trainer.loop import RolloutSource
     from osmosis_trainer.models import LoadedModel
 
@@ -47,7 +51,6 @@ __all__ = ["run_training"]
 logger = logging.getLogger("osmosis")
 
 _MAX_VALIDATION_ROWS = 32
-
 
 
 async def run_training(
@@ -89,6 +92,75 @@ async def run_training(
         raise
 
 
+@dataclass
+class _Parts:
+    """What a job is made of, built by :func:`_prepare` before anything is started."""
+
+    plan: JobPlan
+    entry: Entrypoint | None
+    """The rollout's entrypoint; ``None`` for a ``[remote]`` run until its gateway is up."""
+    grader: tuple[type[Any], Any] | None
+    """``[remote]`` runs scored by the entrypoint's Grader (``reward = "grader"``/``"auto"``)."""
+    loaded: LoadedModel
+    settings: LoopSettings
+    sampling: SamplingConfig
+    """``[sampling]`` with its length resolved (the gateway enforces it)."""
+
+
+def _prepare(config: TrainingConfig, plan: JobPlan, phase: Callable[[str], None]) -> _Parts:
+    """Load the rollout (failing fast, before the model) and the model; resolve settings."""
+    from osmosis_ai.rollout.running import load_entrypoint, load_remote_grader
+    from osmosis_trainer.models import load_model, training_dtype
+
+    entry = None if config.remote is not None else load_entrypoint(plan.entrypoint)
+    # "auto" without a Grader is a ConfigError naming both fixes.
+    grader = load_remote_grader(config) if needs_entrypoint(config) and entry is None else None
+    phase(f"loading {config.experiment.model_path} on {plan.device}")
+    dtype = training_dtype(config.training.dtype, plan.device)
+    loaded = load_model(config.experiment.model_path, device=plan.device, dtype=dtype)
+    settings = resolve_settings(
+        config, n_rows=len(plan.rows), pad_id=int(loaded.tokenizer.pad_token_id),
+        device=plan.device, dtype=dtype,
+    )
+    sampling = config.sampling.model_copy(update={"max_tokens": settings.max_completion_length})
+    return _Parts(plan, entry, grader, loaded, settings, sampling)
+
+
+@contextlib.contextmanager
+def _job_environment(env: dict[str, str]) -> Iterator[None]:
+    """``[env]`` for the job's duration: in-process rollouts read it from ``os.environ``."""
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def _runner(
+    config: TrainingConfig,
+    run: RunDir,
+    parts: _Parts,
+    entry: Entrypoint,
+    gateway: PolicyGateway,
+    cluster: ClusterJob | None,
+    n: int,
+) -> RolloutRunner:
+    """A rollout runner of ``n`` samples per row (the source asks for other ``n`` at eval)."""
+    from osmosis_ai.rollout.running import RolloutRunner
+
+    t = config.training
+    return RolloutRunner(
+        entry, gateway, n_samples=n, concurrency=t.step_concurrency,
+        workflow_timeout_s=t.agent_workflow_timeout_s, grader_timeout_s=t.grader_timeout_s,
+        sampling=parts.sampling.as_params(), artifacts_root=run.artifacts,
+        backend=cluster.backend(entry, gateway) if cluster is not None else "local",
+    )
+
 
 async def _run(
     config: TrainingConfig,
@@ -98,81 +170,69 @@ async def _run(
     on_report: Callable[[StepReport], None] | None,
     phase: Callable[[str], None],
 ) -> TrainResult:
-    from osmosis_ai.rollout.running import RolloutRunner, load_entrypoint
+    """Prepare the parts, start the engine and the gateway, then wire and run the trainer."""
+    with _job_environment(config.env):
+        parts = _prepare(config, plan or plan_job(config), phase)
+        cluster, engine = await _start_engine(
+            config, run, parts.plan, parts.loaded, parts.settings, phase
+        )
+        try:
+            return await _serve_and_train(
+                config, run, parts, cluster, engine, resume, on_report, phase
+            )
+        finally:
+            await engine.close()
+            if cluster is not None:
+                cluster.close()
+
+
+async def _serve_and_train(
+    config: TrainingConfig,
+    run: RunDir,
+    parts: _Parts,
+    cluster: ClusterJob | None,
+    engine: InferenceEngine,
+    resume: bool | Path,
+    on_report: Callable[[StepReport], None] | None,
+    phase: Callable[[str], None],
+) -> TrainResult:
     from osmosis_ai.serving import new_api_key
     from osmosis_ai.serving.gateway import PolicyGateway
-    from osmosis_trainer.models import load_model, training_dtype
 
-    plan = plan or plan_job(config)
-    t = config.training
-    os.environ.update(config.env)
-    entry: Entrypoint | None = (
-        None if config.remote is not None else load_entrypoint(plan.entrypoint)
-    )
-    # [remote] reward = "grader"/"auto": the entrypoint's Grader, loaded before the model (fail
-    # fast; "auto" without one is a ConfigError naming both fixes).
-    grader = None
-    if needs_entrypoint(config) and entry is None:
-        from osmosis_ai.rollout.running import load_remote_grader
-
-        grader = load_remote_grader(config)
-    phase(f"loading {config.experiment.model_path} on {plan.device}")
-    dtype = training_dtype(t.dtype, plan.device)
-    loaded = load_model(config.experiment.model_path, device=plan.device, dtype=dtype)
-    pad_id = int(loaded.tokenizer.pad_token_id)
-    settings = resolve_settings(
-        config, n_rows=len(plan.rows), pad_id=pad_id, device=plan.device, dtype=dtype
-    )
-    cluster, engine = await _start_engine(config, run, plan, loaded, settings, phase)
     lora = config.lora
     model = attach_lora(
-        loaded.model, r=lora.r, alpha=lora.alpha, dropout=lora.dropout,
-        target_modules=lora.target_modules, seed=t.seed,
+        parts.loaded.model, r=lora.r, alpha=lora.alpha, dropout=lora.dropout,
+        target_modules=lora.target_modules, seed=config.training.seed,
     )
-    # [sampling] with its length resolved: enforced by the gateway, the runner's chat defaults.
-    sampling = config.sampling.model_copy(update={"max_tokens": settings.max_completion_length})
-    concurrency = t.step_concurrency
+    host = config.cluster.gateway_host if cluster is not None else "127.0.0.1"
+    # A key per run: the rollouts get it through gateway.route(), so nothing else (another
+    # process on the machine, a host on the cluster network) can drive the policy.
+    async with PolicyGateway(
+        engine, sampling=parts.sampling, host=host, api_key=new_api_key(),
+        max_body_bytes=config.gateway.max_body_bytes,
+    ) as gateway:
+        entry = parts.entry
+        if entry is None:  # [remote]: mounts /v1/rollout/completed on the gateway
+            from osmosis_trainer.server_workflow import remote_entrypoint_for
 
-    def make_runner(n: int) -> RolloutRunner:
-        # Called once the gateway is up, when a [remote] run's `entry` has been built too.
-        assert entry is not None
-        return RolloutRunner(
-            entry, gateway, n_samples=n, concurrency=concurrency,
-            workflow_timeout_s=t.agent_workflow_timeout_s, grader_timeout_s=t.grader_timeout_s,
-            sampling=sampling.as_params(), artifacts_root=run.artifacts,
-            backend=cluster.backend(entry, gateway) if cluster is not None else "local",
-        )
-
-    try:
-        gateway_host = config.cluster.gateway_host if cluster is not None else "127.0.0.1"
-        # A key per run: the rollouts get it through gateway.route(), so nothing else (another
-        # process on the machine, a host on the cluster network) can drive the policy.
-        async with PolicyGateway(
-            engine, sampling=sampling, host=gateway_host, api_key=new_api_key(),
-            max_body_bytes=config.gateway.max_body_bytes,
-        ) as gateway:
-            if config.remote is not None:
-                from osmosis_trainer.server_workflow import remote_entrypoint_for
-
-                # Mounts /v1/rollout/completed on the gateway; make_runner reads `entry` late.
-                entry = remote_entrypoint_for(
-                    config, gateway, grader_cls=grader[0] if grader else None,
-                    grader_config=grader[1] if grader else None,
-                )
-            source = (cluster.source if cluster is not None else GatewayRolloutSource)(
-                make_runner(t.n_samples_per_prompt), gateway, make_runner=make_runner,
-                max_prompt_length=t.max_prompt_length,
+            entry = remote_entrypoint_for(
+                config, gateway, grader_cls=parts.grader[0] if parts.grader else None,
+                grader_config=parts.grader[1] if parts.grader else None,
             )
-            trainer = _make_trainer(config, run, plan, model, source, settings, loaded, on_report)
-            try:
-                return await _train(trainer, config, run, plan, resume, loaded, on_report, phase)
-            finally:
-                await source.aclose()
-    finally:
-        await engine.close()
-        if cluster is not None:
-            cluster.close()
-
+        make_runner = functools.partial(_runner, config, run, parts, entry, gateway, cluster)
+        source = (cluster.source if cluster is not None else GatewayRolloutSource)(
+            make_runner(config.training.n_samples_per_prompt), gateway,
+            make_runner=make_runner, max_prompt_length=config.training.max_prompt_length,
+        )
+        trainer = _make_trainer(
+            config, run, parts.plan, model, source, parts.settings, parts.loaded, on_report
+        )
+        try:
+            return await _train(
+                trainer, config, run, parts.plan, resume, parts.loaded, on_report, phase
+            )
+        finally:
+            await source.aclose()
 
 
 async def _start_engine(
