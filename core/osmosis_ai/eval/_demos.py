@@ -519,7 +519,9 @@ def _run_threshold(run_dir: Path, report: DemoReport | None = None) -> float:
         return 1.0
 
 
-def _trace_files(run_dir: Path, step: int | None, spec: str) -> list[Path]:
+def _trace_steps(run_dir: Path, step: int | None, spec: str) -> list[int]:
+    """The steps to read (every recorded one, or ``step``), through ``osmosis_ai.runs``'s
+    trace helpers, as the dashboard reads them."""
     from osmosis_ai.runs import TRACES_DIR, trace_files
 
     folder = run_dir / TRACES_DIR
@@ -529,30 +531,31 @@ def _trace_files(run_dir: Path, step: int | None, spec: str) -> list[Path]:
             "folder, never through a link (replace the link with the folder)"
         )
     found = trace_files(run_dir)  # a linked step file is named unreadable, never followed
-    files = list(found.values())
+    steps = list(found)
     if step is not None:
-        files = [found[step]] if step in found else []
-        if not files:
+        steps = [step] if step in found else []
+        if not steps:
             raise OsmosisError(
                 f"{folder}: no trajectories recorded for step {step} of {spec}; steps with "
                 "trajectories: " + (", ".join(str(s) for s in found) or "none")
             )
-    if not files:
+    if not steps:
         raise OsmosisError(
             f"{folder}: the run recorded no trajectories ([logging] trace_samples_per_step = 0, "
             "or no step has finished yet)"
         )
-    return files
+    return steps
 
 
 def _trace_lines(
-    run_dir: Path, files: list[Path], report: DemoReport
+    run_dir: Path, steps: list[int], report: DemoReport
 ) -> Iterator[tuple[str, dict[str, Any]]]:
-    from osmosis_ai.runs._schema import run_file_root
+    from osmosis_ai.runs import read_trace_step, trace_file
 
-    for path in files:
+    for step in steps:
+        path = trace_file(run_dir, step)
         try:
-            found = read_jsonl(path, under=run_file_root(run_dir))
+            found = read_trace_step(run_dir, step)
         except UnreadableFileError as exc:
             report.problem(str(exc))
             continue
@@ -587,8 +590,8 @@ def demos_from_run(
     report = DemoReport(source=f"run {run.path}", output=output, min_reward=1.0)
     threshold = _run_threshold(run.path, report) if min_reward is None else min_reward
     report.min_reward = threshold
-    files = _trace_files(run.path, step, spec)
-    lines = list(_trace_lines(run.path, files, report))
+    steps = _trace_steps(run.path, step, spec)
+    lines = list(_trace_lines(run.path, steps, report))
 
     def fill(writer: _Writer) -> None:
         for done, (where, record) in enumerate(lines, start=1):

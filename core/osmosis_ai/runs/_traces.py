@@ -82,8 +82,11 @@ def trace_files(run_path: Path) -> dict[int, Path]:
     out: dict[int, Path] = {}
     for entry in entries:
         found = _STEP_FILE.fullmatch(entry.name)
-        if found and not entry.is_dir(follow_symlinks=False):
-            out[int(found.group(1))] = Path(entry.path)
+        step = int(found.group(1)) if found else -1
+        # Only the name the writer gives that step (step_0000001.jsonl is no step 1).
+        if found and entry.name == trace_file(folder, step).name:
+            if not entry.is_dir(follow_symlinks=False):
+                out[step] = Path(entry.path)
     return dict(sorted(out.items()))
 
 
