@@ -587,6 +587,7 @@ CLI_CASES = {
     "train stop OTHER_RUN": (_victim("status.json"), "json", ["train", "stop", "good"], "good-"),
     "train info": (_victim("metrics.jsonl"), "jsonl", ["train", "info", "victim"], None),
     "eval list": (_victim_eval("submit.json"), "json", ["eval", "list"], "good-eval"),
+    "eval info": (_victim_eval("summary.json"), "json", ["eval", "info", "victim-eval"], None),
 }
 
 
@@ -609,5 +610,18 @@ def test_the_commands_name_the_bad_file_and_go_on(
     assert SECRET not in text
     if other is not None:
         assert other in text, text[-2000:]
-    if case in ("train info", "eval list"):
+    if case in ("train info", "eval list", "eval info"):
         assert str(bad) in text, text[-2000:]
+
+
+def test_eval_info_names_a_summary_of_the_wrong_shape(
+    ws: Workspace, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from osmosis_ai.cli._app import main
+
+    summary = ws.evals / "victim-eval" / "summary.json"
+    summary.write_text('{"pass_rate": "all of them", "reward": [1]}')
+    assert main(["--plain", "eval", "info", "victim-eval"]) == 0
+    out, err = capsys.readouterr()
+    assert "Traceback" not in out + err
+    assert f"skipped {summary}: not an eval summary" in out

@@ -484,7 +484,7 @@ def info_command(
 
     from rich.markup import escape
 
-    from osmosis_ai.eval import EvalSummary, evals_root, find_eval_run
+    from osmosis_ai.eval import evals_root, find_eval_run
 
     view = find_eval_run(evals_root(), name)
     data = view.as_dict(records=True)
@@ -499,13 +499,15 @@ def info_command(
         return
     console = state.console
     info = view.info
+    for problem in data["problems"]:  # files left out (osmosis_ai.safe_io)
+        console.print(f"skipped {problem}", highlight=False, markup=False)
     if info is None:
         console.print(f"[bold]eval {view.name}[/]: {view.status} (not started)")
         tail = view.log_tail()
         if tail:
             console.print(escape(tail))
         return
-    summary = EvalSummary.model_validate(data["summary"]) if data["summary"] else None
+    summary = _summary_of(data["summary"], view.path)
     console.print(
         f"[bold]eval {view.name}[/] ({view.status}): config {info.config_name}, model "
         f"{info.model}, n={info.n}, {data['done']}/{info.work_items} work items, started "
@@ -532,6 +534,25 @@ def info_command(
             console.print(escape(tail))
     if output is not None:
         console.print(f"written to {output}")
+
+
+def _summary_of(raw: dict[str, Any] | None, run_dir: Path) -> Any:
+    """The run's summary as an ``EvalSummary``; ``None`` (said once) when it is not one."""
+    from pydantic import ValidationError
+
+    from osmosis_ai.eval import EvalSummary
+
+    if not raw:
+        return None
+    try:
+        return EvalSummary.model_validate(raw)
+    except ValidationError as exc:
+        first = str(exc).splitlines()[0]
+        state.console.print(
+            f"skipped {run_dir / 'summary.json'}: not an eval summary ({first})",
+            highlight=False, markup=False,
+        )
+        return None
 
 
 def register(app: typer.Typer) -> None:
