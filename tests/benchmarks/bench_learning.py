@@ -1036,6 +1036,70 @@ def quiet_wall_note(runs: list[TrainRun], stored: list[dict[str, Any]]) -> str:
     )
 
 
+WARM_HELDOUT = ROOT / "docs" / "learning_warm_heldout.json"
+
+
+def warm_heldout(argv: list[str]) -> None:
+    """``warm WORKSPACE RUN``: a quick-start run's warm checkpoint (``RUN:warm``) alone on each
+    held-out file of the workspace's ``[heldout.datasets]`` (the eval config, one sample per
+    row, 32 rollouts at once, as ``[heldout]`` runs it): the pass rate RL has to beat, file by
+    file, measured without training further. Stored in ``docs/learning_warm_heldout.json``."""
+    ws, run = Path(argv[0]), argv[1]
+    sets = []
+    for name, file in _heldout_files(ws):
+        started = time.perf_counter()
+        done = _osmosis(["eval", "run", "configs/eval/calc.toml", "--model", f"{run}:warm",
+                         "--dataset-file", file, "--n", "1", "--concurrency", "32", "--json"], ws)
+        eval_dir = Path(json.loads(done.stdout)["run_dir"])
+        sets.append(warm_set(name, eval_dir, time.perf_counter() - started))
+    store_warm_heldout(run, sets)
+
+
+def warm_set(name: str, eval_dir: Path, wall_s: float) -> dict[str, Any]:
+    """One held-out file's result from its eval folder's ``summary.json``."""
+    s = json.loads((eval_dir / "summary.json").read_text())
+    return {"set": name, "rows": s.get("samples"), "pass_rate": s.get("pass_rate"),
+            "tool_call_rate": s.get("tool_call_rate"),
+            "tool_calls_per_rollout": s.get("tool_calls_per_rollout"),
+            "turns_per_rollout": s.get("turns_per_rollout"), "wall_s": round(wall_s, 1),
+            "eval_dir": str(eval_dir)}
+
+
+def store_warm_heldout(run: str, sets: list[dict[str, Any]]) -> None:
+    from tests.benchmarks._report import cpu_info, load_average
+
+    stored = json.loads(WARM_HELDOUT.read_text()) if WARM_HELDOUT.exists() else []
+    stored.append({"task": TASK, "run": run, "measured": time.strftime("%Y-%m-%d %H:%M UTC",
+                                                                       time.gmtime()),
+                   "cpu": cpu_info(), "load": load_average(), "sets": sets})
+    WARM_HELDOUT.write_text(json.dumps(stored, indent=1) + "\n")
+
+
+def warm_heldout_table() -> str:
+    """The stored warm-checkpoint evals, a row per held-out file."""
+    stored = [w for w in (json.loads(WARM_HELDOUT.read_text()) if WARM_HELDOUT.exists() else [])
+              if w.get("task") == TASK]
+    out = []
+    for w in stored:
+        rows = "\n".join(
+            f"| {s['set']} | {SET_MEANING.get(s['set'], '')} | {s['rows']} "
+            f"| {_rate(s['pass_rate'], '.3f')} | {_rate(s['tool_call_rate'], '.0%')} "
+            f"| {_rate(s['tool_calls_per_rollout'])} | {_rate(s['turns_per_rollout'])} "
+            f"| {s['wall_s']:.0f} s |"
+            for s in w["sets"]
+        )
+        out.append(
+            f"\nThe warm start alone on each held-out file (`{w['run']}:warm`, the checkpoint "
+            "before any RL step; `python -m tests.benchmarks.bench_learning warm WORKSPACE RUN`; "
+            f"{w['measured']}, {w['cpu']}, load {w['load']}; stored in "
+            "`docs/learning_warm_heldout.json`): the pass rate RL has to beat.\n\n"
+            "| held-out file | what it holds out | rows | pass | tool-call rate "
+            "| calls per rollout | model calls per rollout | eval wall |\n"
+            "|---|---|---|---|---|---|---|---|\n" + rows + "\n\n"
+        )
+    return "".join(out)
+
+
 def render() -> None:
     """Write the plot and the section from the stored runs in docs/ (no training)."""
     stored = json.loads(RUNS.read_text()) if RUNS.exists() else []
@@ -1114,6 +1178,7 @@ def render() -> None:
             if stale
             else ""
         )
+        + warm_heldout_table()
         + curve_section()
         + _where_rl_stands(runs)
         + previous_task_table(stored)
@@ -1163,5 +1228,7 @@ if __name__ == "__main__":
         run_one(int(sys.argv[2]))
     elif len(sys.argv) > 4 and sys.argv[1] == "curve":
         transfer_curve(sys.argv[2:])
+    elif len(sys.argv) > 3 and sys.argv[1] == "warm":
+        warm_heldout(sys.argv[2:])
     else:
         main()
