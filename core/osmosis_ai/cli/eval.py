@@ -36,6 +36,49 @@ eval_app = typer.Typer(
 )
 
 
+# The longer options of ``eval run``, named so its signature stays readable.
+_ModelOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--model",
+        "-m",
+        help="Override model_path: a trained checkpoint RUN[:STEP] (STEP a number, latest or "
+        "best; see 'osmosis model list'), 'embedded', a model folder, an http(s) URL or a "
+        "LiteLLM id. Give it twice to compare the first against the second.",
+    ),
+]
+_BaselineOption = Annotated[
+    bool,
+    typer.Option(
+        "--baseline",
+        help="Also evaluate the checkpoint's base model on the same rows and print the "
+        "reward difference with a paired bootstrap confidence interval.",
+    ),
+]
+_NameOption = Annotated[
+    str | None,
+    typer.Option(
+        "--name",
+        help="A named run in .osmosis/evals/NAME/: running the command again continues it.",
+    ),
+]
+_SecretsFileOption = Annotated[
+    str | None,
+    typer.Option(
+        "--secrets-file",
+        help="KEY=VALUE lines (a dotenv file; '-' reads stdin) put into the rollout's "
+        "environment for this run, e.g. the [secrets] the hosted model needs. Never saved.",
+    ),
+]
+_VerboseOption = Annotated[
+    bool,
+    typer.Option(
+        "--verbose", "-v",
+        help="Stream the rollout's and osmosis's log lines (and library output) to stderr.",
+    ),
+]
+
+
 @eval_app.command("run")
 def run_command(
     ctx: typer.Context,
@@ -48,31 +91,9 @@ def run_command(
         int | None,
         typer.Option("--concurrency", "-c", help="Rollouts in flight at once (default 8)."),
     ] = None,
-    model: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--model",
-            "-m",
-            help="Override model_path: a trained checkpoint RUN[:STEP] (STEP a number, latest or "
-            "best; see 'osmosis model list'), 'embedded', a model folder, an http(s) URL or a "
-            "LiteLLM id. Give it twice to compare the first against the second.",
-        ),
-    ] = None,
-    baseline: Annotated[
-        bool,
-        typer.Option(
-            "--baseline",
-            help="Also evaluate the checkpoint's base model on the same rows and print the "
-            "reward difference with a paired bootstrap confidence interval.",
-        ),
-    ] = False,
-    name: Annotated[
-        str | None,
-        typer.Option(
-            "--name",
-            help="A named run in .osmosis/evals/NAME/: running the command again continues it.",
-        ),
-    ] = None,
+    model: _ModelOption = None,
+    baseline: _BaselineOption = False,
+    name: _NameOption = None,
     rows: Annotated[
         str | None,
         typer.Option("--rows", help='Only these 0-based dataset rows, e.g. "3,7,10-20".'),
@@ -104,24 +125,11 @@ def run_command(
         int | None,
         typer.Option("--max-in-flight", help="Same as --concurrency (the osmosis-ai 0.3 name)."),
     ] = None,
-    secrets_file: Annotated[
-        str | None,
-        typer.Option(
-            "--secrets-file",
-            help="KEY=VALUE lines (a dotenv file; '-' reads stdin) put into the rollout's "
-            "environment for this run, e.g. the [secrets] the hosted model needs. Never saved.",
-        ),
-    ] = None,
+    secrets_file: _SecretsFileOption = None,
     yes: Annotated[
         bool, typer.Option("--yes", "-y", help="Do not ask before --fresh deletes results.")
     ] = False,
-    verbose: Annotated[
-        bool,
-        typer.Option(
-            "--verbose", "-v",
-            help="Stream the rollout's and osmosis's log lines (and library output) to stderr.",
-        ),
-    ] = False,
+    verbose: _VerboseOption = False,
 ) -> None:
     """Run the rollout over the dataset; write per-sample results and traces; print a summary."""
     from osmosis_ai.cli._secrets_file import apply_secrets_file

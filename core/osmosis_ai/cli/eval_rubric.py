@@ -108,31 +108,54 @@ def rubric_command(
 ) -> None:
     """Score a dataset's existing answers against a rubric with an LLM judge."""
     from osmosis_ai.grading import JudgeModel
-    from osmosis_ai.grading._answers import judge_answers
 
     judge_model = JudgeModel(model, api_key=api_key, timeout_s=timeout or 120.0)
     judge = _judge(rubric, judge_model, mode, score_min, score_max, n, concurrency, cache_file)
+    json_file, run_dir = _output_paths(output)
+    result = asyncio.run(
+        _judge_all(data, judge, column=column, n=n, limit=limit, pass_threshold=pass_threshold,
+                   run_dir=run_dir)
+    )
+    hit_rate = judge.cache.hit_rate if judge.cache is not None else None
+    _report(result, data, model, n, hit_rate, run_dir=run_dir, json_file=json_file,
+            json_out=json_out)
+
+
+def _output_paths(output: Path | None) -> tuple[Path | None, Path]:
+    """``--output``: the JSON file to also write (a path ending in .json) and the run folder."""
     stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
     json_file = output if output is not None and output.suffix.lower() == ".json" else None
     default_dir = Path(".osmosis") / "evals" / f"rubric-{stamp}"
     run_dir = default_dir if output is None or json_file is not None else output
+    return json_file, run_dir
 
-    async def go() -> AnswersResult:
-        try:
-            return await judge_answers(
-                data,
-                judge,
-                column=column,
-                n=n,
-                limit=limit,
-                pass_threshold=pass_threshold,
-                run_dir=run_dir,
-            )
-        finally:
-            await judge.aclose()
 
-    result = asyncio.run(go())
-    hit_rate = judge.cache.hit_rate if judge.cache is not None else None
+async def _judge_all(
+    data: Path, judge: RubricJudge, *, column: str | None, n: int, limit: int | None,
+    pass_threshold: float | None, run_dir: Path,
+) -> AnswersResult:
+    """Judge every answer in ``data`` (the run folder gets results.jsonl); close the judge."""
+    from osmosis_ai.grading._answers import judge_answers
+
+    try:
+        return await judge_answers(
+            data,
+            judge,
+            column=column,
+            n=n,
+            limit=limit,
+            pass_threshold=pass_threshold,
+            run_dir=run_dir,
+        )
+    finally:
+        await judge.aclose()
+
+
+def _report(
+    result: AnswersResult, data: Path, model: str, n: int, hit_rate: float | None, *,
+    run_dir: Path, json_file: Path | None, json_out: bool,
+) -> None:
+    """Write ``-o FILE.json`` if asked; print the summary as JSON (``--json``) or as text."""
     payload = {
         "run_dir": str(run_dir),
         "column": result.column,

@@ -138,6 +138,28 @@ def deploy_command(
     The key clients must send comes from $OSMOSIS_DEPLOY_API_KEY or --api-key-file, never from
     the command line, which every local user can read (ps, /proc/PID/cmdline) while it serves.
     """
+    key = _checked_deploy_options(api_key, api_key_file, max_body_bytes, engine, port)
+    ref = _resolve(checkpoint)
+    _require_trainer("osmosis model deploy")
+    served_name = name or _served_name(ref)
+    cmd = _deploy_cmd(ref, served_name, host, port, engine, device, max_body_bytes)
+    state.err_console.print(
+        f"loading {ref.label} (base {ref.base_model}, adapter {ref.adapter_dir}) ..."
+    )
+    served = _record_deploy(ref, host, port, served_name, engine)
+    # The key reaches the server through its environment: never on a command line (ps).
+    env = {**os.environ, _DEPLOY_KEY_ENV: key} if key else None
+    code = _serve_until_signalled(cmd, env)
+    _end_deploy(ref, served, code)
+    if code not in (0, -2, 130):
+        raise typer.Exit(code)
+
+
+def _checked_deploy_options(
+    api_key: str | None, api_key_file: str | None, max_body_bytes: int | None, engine: str,
+    port: int,
+) -> str | None:
+    """``deploy``'s options checked (a ConfigError naming the bad one); the clients' key."""
     if api_key is not None:
         raise ConfigError(
             "--api-key KEY would keep the key in this command's arguments, which every local "
@@ -151,12 +173,18 @@ def deploy_command(
         raise ConfigError(f"--engine {engine!r}: use auto, vllm or hf")
     if not 0 <= port <= 65535:
         raise ConfigError(f"--port {port}: use a port between 1 and 65535 (0 picks a free one)")
-    ref = _resolve(checkpoint)
-    _require_trainer("osmosis model deploy")
+    return key
+
+
+def _deploy_cmd(
+    ref: CheckpointRef, served_name: str, host: str, port: int, engine: str, device: str,
+    max_body_bytes: int | None,
+) -> list[str]:
+    """The ``osmosis_trainer.deploy`` command line serving ``ref`` (never the key: ps shows it)."""
     from osmosis_ai.runs import resolve_model_path
 
     base = resolve_model_path(ref.base_model)
-    cmd = [
+    return [
         sys.executable,
         "-m",
         "osmosis_trainer.deploy",
@@ -165,7 +193,7 @@ def deploy_command(
         "--adapter",
         str(ref.adapter_dir),
         "--name",
-        name or _served_name(ref),
+        served_name,
         "--label",
         ref.label,
         "--host",
@@ -178,16 +206,6 @@ def deploy_command(
         device,
         *(["--max-body-bytes", str(max_body_bytes)] if max_body_bytes is not None else []),
     ]
-    state.err_console.print(
-        f"loading {ref.label} (base {ref.base_model}, adapter {ref.adapter_dir}) ..."
-    )
-    served = _record_deploy(ref, host, port, name or _served_name(ref), engine)
-    # The key reaches the server through its environment: never on a command line (ps).
-    env = {**os.environ, _DEPLOY_KEY_ENV: key} if key else None
-    code = _serve_until_signalled(cmd, env)
-    _end_deploy(ref, served, code)
-    if code not in (0, -2, 130):
-        raise typer.Exit(code)
 
 
 def _deploy_key(key_file: str | None) -> str | None:

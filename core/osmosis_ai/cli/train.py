@@ -127,63 +127,77 @@ def submit(
     """Train the config's rollout with GRPO + LoRA as a run you can list, stop and resume."""
     from osmosis_ai.cli._secrets_file import apply_secrets_file
     from osmosis_ai.config import load_training_config
-    from osmosis_ai.runs import (
-        check_capacity,
-        create_run_dir,
-        export_revision,
-        launch_lock,
-        pin_revision,
-        pinned_path,
-        resolve_model_path,
-        runs_root_for,
-        snapshot_secrets,
-    )
+    from osmosis_ai.runs import pin_revision, resolve_model_path, snapshot_secrets
 
     # Set here for the checks below; the worker gets them on its stdin, not its environment.
     from_file = apply_secrets_file(secrets_file)
     config = load_training_config(config_path)
     _require_trainer()
+    _warn_ignored_advanced(config, config_path)
+    pin = pin_revision(config, sync=not working_tree)
+    _say_code(pin, config.rollout_dir(must_exist=False), json_out=json_out, yes=yes)
+    _precheck(config, pin.pinned)
+    _warn_literal_secrets(config_path)
+    resolve_model_path(config.experiment.model_path)  # a Hub id not cached and offline: fail here
+    run = _create_run(config, config_path, pin, name=name, queue=queue)
+    if pin.pinned:
+        _export_pinned(config, pin, run)
+    _start(run, json_out=json_out, detach=detach, resume=False,
+           workspace=config.workspace_root,
+           secrets={**snapshot_secrets(config_path), **_environ_secrets(from_file)})
+
+
+def _warn_ignored_advanced(config: Any, config_path: Path) -> None:
+    """Say which ``[advanced]`` settings (the 0.3 hosted trainer's) this trainer ignores."""
     ignored = config.ignored_advanced()
     if ignored:
         state.warn(
             f"{config_path}: [advanced] {', '.join(ignored)}: settings of the hosted trainer "
             "of osmosis-ai 0.3, not used by this trainer (ignored)"
         )
-    pin = pin_revision(config, sync=not working_tree)
-    _say_code(pin, config.rollout_dir(must_exist=False), json_out=json_out, yes=yes)
-    _precheck(config, pin.pinned)
-    _warn_literal_secrets(config_path)
+
+
+def _create_run(config: Any, config_path: Path, pin: Any, *, name: str | None, queue: bool) -> Any:
+    """The run's folder, created under the launch lock (capacity checked unless ``--queue``)."""
+    from osmosis_ai.runs import check_capacity, create_run_dir, launch_lock, runs_root_for
+
     exp = config.experiment
-    resolve_model_path(exp.model_path)  # a Hub id not cached and offline: fail here, clearly
     root = runs_root_for(config)
     with launch_lock(root):
         if not queue:
             check_capacity(root, config.training.device)
-        run = create_run_dir(
+        return create_run_dir(
             root, name or config_path.stem, config_file=config_path,
             model=exp.model_path, rollout=exp.rollout, dataset=exp.dataset,
             device=config.training.device, workspace_root=str(config.workspace_root),
             code=pin.as_status(),
         )
-    if pin.pinned:
-        export_revision(pin, run.code)
-        if _loads_entrypoint(config):
-            entry = pinned_path(pin.as_status(), run.code, config.entrypoint_path(must_exist=False))
-            if not entry.is_file():
-                message = (
-                    f"{config.source_path}: [experiment].entrypoint {entry.name} is not in "
-                    f"revision {pin.revision} of {pin.repo_root} (looked for {entry})"
-                    + ("; commit it, or pass --working-tree" if pin.synced else "")
-                )
-                run.update_status(status="failed", phase="error", error=message)
-                raise ConfigError(message)
+
+
+def _export_pinned(config: Any, pin: Any, run: Any) -> None:
+    """Export the pinned revision into the run; its entrypoint must be in it (else the run fails)."""
+    from osmosis_ai.runs import export_revision, pinned_path
+
+    export_revision(pin, run.code)
+    if _loads_entrypoint(config):
+        entry = pinned_path(pin.as_status(), run.code, config.entrypoint_path(must_exist=False))
+        if not entry.is_file():
+            message = (
+                f"{config.source_path}: [experiment].entrypoint {entry.name} is not in "
+                f"revision {pin.revision} of {pin.repo_root} (looked for {entry})"
+                + ("; commit it, or pass --working-tree" if pin.synced else "")
+            )
+            run.update_status(status="failed", phase="error", error=message)
+            raise ConfigError(message)
+
+
+def _environ_secrets(from_file: list[str]) -> dict[str, str]:
+    """The ``--secrets-file`` names, as the worker reads them from its stdin."""
     import os
 
     from osmosis_ai.runs import ENVIRON_PREFIX
 
-    environ = {f"{ENVIRON_PREFIX}{name}": os.environ[name] for name in from_file}
-    _start(run, json_out=json_out, detach=detach, resume=False,
-           workspace=config.workspace_root, secrets={**snapshot_secrets(config_path), **environ})
+    return {f"{ENVIRON_PREFIX}{name}": os.environ[name] for name in from_file}
 
 
 def _say_code(pin: Any, rollout_dir: Path, *, json_out: bool, yes: bool) -> None:
