@@ -14,6 +14,7 @@ import importlib.util
 import inspect
 import sys
 import traceback
+from abc import ABC, abstractmethod
 from copy import deepcopy
 from dataclasses import dataclass
 from os import PathLike
@@ -25,7 +26,7 @@ from osmosis_ai.errors import DiscoveryError
 from osmosis_ai.rollout._grader import Grader
 from osmosis_ai.rollout._workflow import AgentWorkflow, AgentWorkflowConfig, GraderConfig
 
-__all__ = ["Entrypoint", "load_entrypoint", "module_name_for"]
+__all__ = ["Entrypoint", "ServedBackend", "capture_backends", "load_entrypoint", "module_name_for"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -63,6 +64,44 @@ class Entrypoint:
         return self.grader_cls(deepcopy(self.grader_config))
 
 
+_built: list[ServedBackend] | None = None
+
+
+class ServedBackend(ABC):
+    """What discovery needs of a backend an osmosis-ai 0.3 entrypoint serves.
+
+    ``osmosis_ai.rollout.backend.ExecutionBackend`` derives from it. It lives here, in the
+    layer below the backends, so that discovery recognises a served backend (one built while
+    the file is imported, or a ``LocalBackend(...)`` call written in it) without importing the
+    backend package, which itself imports this module. Subclasses call ``super().__init__()``.
+    """
+
+    def __init__(self) -> None:
+        if _built is not None:
+            _built.append(self)
+
+    @abstractmethod
+    def entrypoint(self) -> Entrypoint:
+        """The workflow, grader and configs this backend runs."""
+
+    def validate(self) -> None:  # noqa: B027 - an optional hook, empty by design
+        """Check that this backend can run here (raise with what to install or fix)."""
+
+
+class capture_backends:  # noqa: N801 - used as a context manager, named like one
+    """Collect every :class:`ServedBackend` built inside the ``with`` block (discovery)."""
+
+    def __enter__(self) -> list[ServedBackend]:
+        global _built
+        self._previous = _built
+        _built = []
+        return _built
+
+    def __exit__(self, *_: object) -> None:
+        global _built
+        _built = self._previous
+
+
 def module_name_for(path: Path) -> str:
     """The synthetic module name of an entrypoint file (stable across processes)."""
     digest = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:16]
@@ -84,8 +123,6 @@ def load_entrypoint(path: str | PathLike[str]) -> Entrypoint:
             f"{path}: entrypoint file not found. Check [experiment].rollout and "
             "[experiment].entrypoint in your config (the file is rollouts/<rollout>/<entrypoint>)"
         )
-    from osmosis_ai.rollout.backend import capture_backends
-
     with capture_backends() as built:
         module = _import(file)
     served = _served_backend(file, module, built)
@@ -233,7 +270,9 @@ def _where(file: Path, exc: BaseException) -> str:
     return f"{file}:{line}" if line else str(file)
 
 
-def _served_backend(file: Path, module: ModuleType, built: list[Any]) -> Any:
+def _served_backend(
+    file: Path, module: ModuleType, built: list[ServedBackend]
+) -> ServedBackend | None:
     """The ``ExecutionBackend`` an osmosis-ai 0.3 entrypoint serves, or ``None``.
 
     One built while the file was imported wins; otherwise a ``LocalBackend(...)`` (or other
@@ -241,8 +280,6 @@ def _served_backend(file: Path, module: ModuleType, built: list[Any]) -> Any:
     is built from its arguments evaluated at module level. ``main()`` itself never runs: it
     would start a server.
     """
-    from osmosis_ai.rollout.backend import ExecutionBackend
-
     if len(built) > 1:
         names = ", ".join(type(b).__name__ for b in built)
         raise DiscoveryError(
@@ -251,7 +288,7 @@ def _served_backend(file: Path, module: ModuleType, built: list[Any]) -> Any:
         )
     if built:
         return built[0]
-    calls = _backend_calls(file, module, ExecutionBackend)
+    calls = _backend_calls(file, module, ServedBackend)
     if not calls:
         return None
     if len(calls) > 1:
@@ -271,15 +308,16 @@ def _served_backend(file: Path, module: ModuleType, built: list[Any]) -> Any:
             f"running main(): define {exc.name!r} at module level (or import it there)"
         ) from exc
     try:
-        return cls(*args, **kwargs)
+        served: ServedBackend = cls(*args, **kwargs)
     except Exception as exc:
         raise DiscoveryError(
             f"{file}:{call.lineno}: {cls.__name__}(...) raised {type(exc).__name__}: {exc}"
         ) from exc
+    return served
 
 
 def _backend_calls(file: Path, module: ModuleType, base: type) -> list[tuple[ast.Call, type]]:
-    """Calls in the file whose callee names an ``ExecutionBackend`` subclass at module level."""
+    """Calls in the file whose callee names a concrete ``base`` subclass at module level."""
     try:
         tree = ast.parse(file.read_text(encoding="utf-8"), filename=str(file))
     except (OSError, SyntaxError, ValueError):
@@ -303,7 +341,7 @@ def _evaluate(file: Path, module: ModuleType, node: ast.expr) -> Any:
     return eval(code, vars(module))  # noqa: S307 - the user's own entrypoint, already imported
 
 
-def _from_backend(file: Path, module: ModuleType, served: Any) -> Entrypoint:
+def _from_backend(file: Path, module: ModuleType, served: ServedBackend) -> Entrypoint:
     """The entrypoint a served backend runs, checked like one discovered in the file."""
     entry: Entrypoint = served.entrypoint()
     for cls, method in ((entry.workflow_cls, "run"), (entry.grader_cls, "grade")):

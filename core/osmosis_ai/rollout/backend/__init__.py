@@ -16,13 +16,13 @@ by harnesses that drive a backend directly.
 from __future__ import annotations
 
 import importlib
-from abc import ABC, abstractmethod
+from abc import abstractmethod
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from osmosis_ai.rollout._backends import Backend
 from osmosis_ai.rollout._backends import LocalBackend as _InProcess
-from osmosis_ai.rollout._discovery import Entrypoint
+from osmosis_ai.rollout._discovery import Entrypoint, ServedBackend
 from osmosis_ai.rollout.scope import PolicyEndpoint
 from osmosis_ai.rollout.types import ExecutionRequest, ExecutionResult
 
@@ -35,18 +35,13 @@ __all__ = ["ExecutionBackend", "HarborBackend", "LocalBackend", "ResultCallback"
 ResultCallback = Callable[[ExecutionResult], Awaitable[None]]
 """Called with a backend's result: once the workflow ends, once grading ends."""
 
-_built: list[ExecutionBackend] | None = None
 
-
-class ExecutionBackend(ABC):
+class ExecutionBackend(ServedBackend):
     """Runs rollouts for a rollout server, and tells osmosis's runner what to run and where.
 
-    Subclasses call ``super().__init__()`` so that osmosis sees a backend an entrypoint builds.
+    Subclasses call ``super().__init__()`` so that osmosis sees a backend an entrypoint builds
+    (discovery knows it as a :class:`~osmosis_ai.rollout._discovery.ServedBackend`).
     """
-
-    def __init__(self) -> None:
-        if _built is not None:
-            _built.append(self)
 
     @abstractmethod
     async def execute(
@@ -98,20 +93,6 @@ class ExecutionBackend(ABC):
     def health(self) -> dict[str, Any]:
         """What ``GET /health`` answers."""
         return {"status": "ok"}
-
-
-class capture_backends:  # noqa: N801 - used as a context manager, named like one
-    """Collect every :class:`ExecutionBackend` built inside the ``with`` block (discovery)."""
-
-    def __enter__(self) -> list[ExecutionBackend]:
-        global _built
-        self._previous = _built
-        _built = []
-        return _built
-
-    def __exit__(self, *_: object) -> None:
-        global _built
-        _built = self._previous
 
 
 _LAZY = {
