@@ -206,8 +206,8 @@ def _say_code(pin: Any, rollout_dir: Path, *, json_out: bool, yes: bool) -> None
     import sys
 
     first, *rest = pin.describe(rollout_dir)
-    if not json_out:
-        state.console.print(first, highlight=False, markup=False, soft_wrap=True)
+    if not json_out:  # on stderr: stdout's first line stays "run NAME (PATH)" for scripts
+        state.err_console.print(first, highlight=False, markup=False, soft_wrap=True)
     for line in rest:
         state.warn(line)
     if pin.left_out and not (yes or json_out) and sys.stdin.isatty() and state.console.is_terminal:

@@ -140,5 +140,6 @@ def test_train_submit_says_which_commit_and_what_it_left_out(
     pin = pin_revision(load_training_config(config_file))
     _say_code(pin, ws / "rollouts" / "calc", json_out=False, yes=False)  # not a terminal: no ask
     out, err = capsys.readouterr()
-    assert f"code: calc at commit {pin.revision[:12]}" in out  # type: ignore[index]
+    assert out == ""  # stdout's first line stays the run's ("run NAME (PATH)")
+    assert f"code: calc at commit {pin.revision[:12]}" in err  # type: ignore[index]
     assert "left out (not committed): rollouts/calc/main.py (modified)" in " ".join(err.split())

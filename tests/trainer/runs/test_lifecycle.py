@@ -224,8 +224,10 @@ def test_ctrl_c_in_the_foreground_stops_after_the_step(in_workspace: dict[str, A
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     assert cli.stdout is not None
-    first = cli.stdout.readline()  # "run ctrlc-<time> (<path>)"
+    first = cli.stdout.readline()  # "run ctrlc-<time> (<path>)", the first line on stdout
+    assert first.startswith("run "), first
     path = in_workspace["runs"] / first.split()[1]
+    assert path.is_dir(), first
     wait_for_status(path, lambda r: bool(r.checkpoints()))
     cli.send_signal(signal.SIGINT)  # the worker has its own session: only the CLI gets it
     # The stop request is written before the gate opens: step 2 is the last one.
