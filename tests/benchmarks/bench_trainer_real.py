@@ -210,10 +210,11 @@ def _verdicts(rows: dict[str, _Row], complete: int) -> list[str]:
         f"{met(step, TARGET_STEP)}.",
     ]
     for row in (r for r in rows.values() if r.who == "ours"):
-        mem, _ = _ratio(row, defaults, "peak_rss_gb")
+        mem, mems = _ratio(row, defaults, "peak_rss_gb")
         line = (
-            f"- Memory, {row.label}: peak RSS {row.median('peak_rss_gb'):.2f} GB = **{mem:.2f}x** "
-            f"TRL's defaults' ({defaults.median('peak_rss_gb'):.2f} GB). Target <= "
+            f"- Memory, {row.label}: peak RSS / TRL's defaults' = **{mem:.2f}x**, paired by "
+            f"round {spread(mems)}x (medians {row.median('peak_rss_gb'):.2f} GB of "
+            f"{len(row.by_round)} run(s) vs {defaults.median('peak_rss_gb'):.2f} GB). Target <= "
             f"{TARGET_MEMORY:.2f}x: {met(mem, TARGET_MEMORY)}."
         )
         if row is not ours:

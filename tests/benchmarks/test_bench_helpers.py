@@ -158,8 +158,10 @@ def test_trainer_real_verdicts_come_from_the_stored_runs(
     assert "fastest setting measured here: **TRL, bf16=True autocast" in text
     assert "TRL's fastest = **0.40x** wall" in text and "Target <= 0.40x: met." in text
     # memory against TRL's defaults (5.0 GB), not against the fastest row
-    assert "peak RSS 2.00 GB = **0.40x** TRL's defaults' (5.00 GB)" in text
-    assert "peak RSS 1.50 GB = **0.30x**" in text and "costs 1.10x the defaults' wall" in text
+    assert "(defaults): peak RSS / TRL's defaults' = **0.40x**, paired by round" in text
+    assert "(medians 2.00 GB of 3 run(s) vs 5.00 GB)" in text
+    assert "micro-batches: peak RSS / TRL's defaults' = **0.30x**" in text
+    assert "costs 1.10x the defaults' wall" in text
     assert "- Date: 2026-11-27 18:00 UTC to 2026-11-27 19:00 UTC" in text
 
 
