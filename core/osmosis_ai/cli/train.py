@@ -135,8 +135,8 @@ def submit(
     _require_trainer()
     _warn_ignored_advanced(config, config_path)
     pin = pin_revision(config, sync=not working_tree)
+    _precheck(config, pin.pinned)  # a config that cannot run fails on its one error line
     _say_code(pin, config.rollout_dir(must_exist=False), json_out=json_out, yes=yes)
-    _precheck(config, pin.pinned)
     _warn_literal_secrets(config_path)
     resolve_model_path(config.experiment.model_path)  # a Hub id not cached and offline: fail here
     run = _create_run(config, config_path, pin, name=name, queue=queue)

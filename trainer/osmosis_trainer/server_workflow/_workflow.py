@@ -98,10 +98,13 @@ class RemoteRolloutWorkflow(AgentWorkflow[RemoteRolloutConfig]):
         cfg = self.config
         if cfg is None:
             raise TypeError("RemoteRolloutWorkflow needs a RemoteRolloutConfig")
+        scope = ctx.scope
+        if scope is None:  # built by hand outside a rollout: nothing to route or record to
+            raise TypeError("RemoteRolloutWorkflow runs inside a rollout (ctx.scope is None)")
         route = ctx.route(DEFAULT_SAMPLE_ID)
         metadata = dict(ctx.metadata)
-        if ctx.scope.label is not None:
-            metadata.setdefault("ground_truth", ctx.scope.label)
+        if scope.label is not None:
+            metadata.setdefault("ground_truth", scope.label)
         request = RolloutRequest(
             rollout_id=ctx.rollout_id,
             server_url=route.base_url.removesuffix("/").removesuffix("/v1"),
@@ -125,7 +128,7 @@ class RemoteRolloutWorkflow(AgentWorkflow[RemoteRolloutConfig]):
                 f"remote rollout server {redact_url(cfg.server_url)} reported ERROR for rollout "
                 f"{ctx.rollout_id}: {response.error_message or 'no message'}"
             )
-        ctx.scope.register_sample_source(
+        scope.register_sample_source(
             DEFAULT_SAMPLE_ID, _ResultSample(response, init, cfg)
         )
 
