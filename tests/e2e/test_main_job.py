@@ -24,6 +24,9 @@ from osmosis_ai.cli._app import main
 pytestmark = pytest.mark.slow
 
 
+# A safety net, not a speed check: the whole job (warm start, 2 RL steps, 4 held-out files x
+# 3 models) runs ~5 min on 2 idle cores, past pytest's default 300 s.
+@pytest.mark.timeout(1800)
 def test_scaffold_and_train_calc_on_smollm2(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

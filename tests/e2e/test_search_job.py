@@ -24,6 +24,9 @@ from osmosis_ai.cli._app import main
 pytestmark = pytest.mark.slow
 
 
+# A safety net, not a speed check: 2 warm-start and 2 RL steps plus a held-out eval pass
+# pytest's default 300 s on 2 busy cores.
+@pytest.mark.timeout(1800)
 def test_scaffold_and_train_search_on_smollm2(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
