@@ -5,7 +5,8 @@
   auth off).
 - ``osmosis test -m server:agent_loop -d data.jsonl``: run the loop over dataset rows against a
   model (a LiteLLM id, an OpenAI-compatible URL, or the embedded default) and print rewards;
-  ``--interactive`` steps through every LLM call.
+  ``--interactive`` steps through every LLM call. ``-m main.py`` (or a rollout folder) tries an
+  entrypoint rollout instead: its workflow and grader, or the ``LocalBackend`` it serves.
 """
 
 from __future__ import annotations
@@ -174,7 +175,9 @@ def _warn_local(host: str) -> None:
 
 
 def test_command(
-    module: ModuleOpt,
+    module: Annotated[str, typer.Option(
+        "--module", "-m", help="The agent loop as module:attr (server:agent_loop), or an "
+        "entrypoint file or rollout folder (main.py, rollouts/calc).")],
     dataset: Annotated[Path, typer.Option("--dataset", "-d", help="Dataset (.jsonl, .json, .csv, .parquet).")],
     limit: Annotated[int | None, typer.Option("--limit", help="Run at most N rows.")] = None,
     offset: Annotated[int, typer.Option("--offset", help="Skip the first K rows.")] = 0,
@@ -198,7 +201,8 @@ def test_command(
     ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the results as JSON.")] = False,
 ) -> None:
-    """Run an agent loop over a dataset against a model and print the rewards."""
+    """Run an agent loop (or an entrypoint rollout) over dataset rows against a model and print
+    the rewards."""
     from osmosis_ai.data import read_dataset
     from osmosis_ai.remote import load_agent_loop
 
@@ -206,19 +210,36 @@ def test_command(
         raise ConfigError("--interactive and --json cannot be combined")
     if max_turns < 1 or concurrency < 1:
         raise ConfigError("--max-turns and --concurrency must be at least 1")
-    loop = load_agent_loop(module)
+    from osmosis_ai.cli._entry_test import entrypoint_target
+
+    entry_file = entrypoint_target(module)
+    if entry_file is not None and interactive:
+        raise ConfigError("--interactive steps through an agent loop's calls (-m module:attr); "
+                          "an entrypoint's workflow runs its own loop: drop --interactive")
+    loop = load_agent_loop(module) if entry_file is None else None
     rows = read_dataset(dataset, limit=limit, offset=offset)
     from osmosis_ai.serving.preflight import check_model_reachable
 
     check_model_reachable(model)  # a missing key or a dead server: one line, nothing written
     params: dict[str, Any] = {k: v for k, v in {"temperature": temperature, "max_tokens": max_tokens}.items()
                               if v is not None}
+    if entry_file is not None:
+        from osmosis_ai.cli._entry_test import EntrypointTest
+
+        tried = EntrypointTest(entry_file, model=model, sampling=params, concurrency=concurrency,
+                               json_out=json_out, output=output)
+        _report_test(asyncio.run(tried.run(rows)), json_out)
+        return
+    assert loop is not None
     from osmosis_ai.cli._remote_test import TestRun
 
     run = TestRun(loop, model=model, params=params, max_turns=max_turns,
                   max_tokens_total=max_tokens_total, concurrency=concurrency,
                   interactive=interactive, json_out=json_out, output=output)
-    summary = asyncio.run(run.run(rows, _open_policy(model)))
+    _report_test(asyncio.run(run.run(rows, _open_policy(model))), json_out)
+
+
+def _report_test(summary: dict[str, Any], json_out: bool) -> None:
     if json_out:
         state.emit_json(summary)
     if summary["summary"]["errored"]:
