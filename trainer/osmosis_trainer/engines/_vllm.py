@@ -272,6 +272,12 @@ class VLLMEngine(OpenAIServerEngine):
                     ):
                         self._max_model_len = int(card["max_model_len"])
 
+    @property
+    def context_window(self) -> int | None:
+        """The server's ``max_model_len`` once known (``None`` before ``start``): the policy
+        gateway caps a request's ``max_tokens`` at it and says so once."""
+        return self._max_model_len
+
     async def generate(self, req: GenerationRequest) -> GenerationResult:
         await self.start()
         renderer = self.renderer
