@@ -50,6 +50,7 @@ from agents.retry import (
 )
 from agents.usage import Usage
 
+from osmosis_ai.chat import Message, as_message
 from osmosis_ai.rollout import RolloutSample, SampleStatus
 from osmosis_ai.rollout.scope import DEFAULT_SAMPLE_ID
 from osmosis_integrations._binding import PerRolloutSamples
@@ -430,9 +431,9 @@ def _warn_plain_handoffs(agent: Agent[Any]) -> None:
 
 def agents_items_to_chat(
     items: list[TResponseInputItem], system: str | None = None
-) -> list[dict[str, Any]]:
+) -> list[Message]:
     """Responses-API items as OpenAI chat dicts, as the SDK sends them to a chat model."""
-    chat = [dict(m) for m in Converter.items_to_messages(items)]
+    chat = [as_message(m) for m in Converter.items_to_messages(items)]
     if system:
         chat.insert(0, {"role": "system", "content": system})
     for message in chat:

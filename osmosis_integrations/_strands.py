@@ -31,6 +31,7 @@ from strands.types.content import Messages
 from strands.types.streaming import StreamEvent
 from strands.types.tools import ToolChoice, ToolSpec
 
+from osmosis_ai.chat import Message, as_message
 from osmosis_ai.rollout import RolloutSample, SampleStatus
 from osmosis_ai.rollout.scope import DEFAULT_SAMPLE_ID, PolicyRoute
 from osmosis_integrations._binding import AgentBinding
@@ -254,7 +255,7 @@ def _blocks_text(content: Any) -> str:
 
 def strands_messages_to_chat(
     messages: Messages, system_prompt: str | None = None
-) -> list[dict[str, Any]]:
+) -> list[Message]:
     """Strands (Bedrock-like) messages as OpenAI chat dicts, the shape sent to the policy.
 
     Uses Strands' own conversion (tool results become ``tool`` messages keyed by
@@ -269,7 +270,7 @@ def strands_messages_to_chat(
             message["content"] = "".join(str(p.get("text", "")) for p in content)
         if message.get("role") == "assistant":
             message.setdefault("content", None)
-    return chat
+    return [as_message(m) for m in chat]
 
 
 def _tool_records(messages: Messages) -> dict[str, dict[str, Any]]:

@@ -7,16 +7,46 @@ the trainer's ``/v1/chat/completions``); both rooms import it, neither imports t
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, cast
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field, with_config
+from typing_extensions import TypedDict  # pydantic needs this one on Python < 3.12
 
 from osmosis_ai.errors import PolicyCallError
 
-__all__ = ["ChatResult", "Message", "parse_chat_completion"]
+__all__ = ["ChatResult", "Message", "ChatToolCall", "as_message", "parse_chat_completion"]
 
-Message = dict[str, Any]
-"""A chat message (OpenAI chat-completions shape unless a framework says otherwise)."""
+
+@with_config(ConfigDict(extra="allow"))
+class ChatToolCall(TypedDict, total=False):
+    """A tool call of an assistant message: ``{"id", "type": "function", "function": {"name",
+    "arguments"}}`` (``arguments`` a JSON string, as OpenAI sends it)."""
+
+    id: str | None
+    type: str | None
+    function: dict[str, Any]
+
+
+@with_config(ConfigDict(extra="allow"))
+class Message(TypedDict, total=False):
+    """A chat message: the OpenAI chat-completions keys typed, every key optional, and other
+    keys kept (frameworks add their own: Strands content blocks, Agents SDK items). ``content``
+    is a string, a list of content parts, or ``None`` (an assistant message with tool calls)."""
+
+    role: str
+    content: Any
+    # None is allowed where providers send null for "absent"; validation stays as lenient as
+    # the plain dicts it replaced (framework-native histories travel in this type too).
+    tool_calls: list[ChatToolCall] | None
+    tool_call_id: str | None
+    name: str | None
+    reasoning_content: str | None
+
+
+def as_message(raw: Mapping[str, Any]) -> Message:
+    """A copy of ``raw`` as a :class:`Message` (keys are not checked: frameworks add their own)."""
+    return cast(Message, dict(raw))
 
 
 class ChatResult(BaseModel):
@@ -35,7 +65,7 @@ class ChatResult(BaseModel):
         return c if isinstance(c, str) else ""
 
     @property
-    def tool_calls(self) -> list[dict[str, Any]]:
+    def tool_calls(self) -> list[ChatToolCall]:
         return list(self.message.get("tool_calls") or [])
 
     @property
@@ -59,7 +89,7 @@ def parse_chat_completion(data: dict[str, Any]) -> ChatResult:
         logprobs = [float(t["logprob"]) for t in lp["content"]]
     message.setdefault("role", "assistant")
     return ChatResult(
-        message={k: v for k, v in message.items() if v is not None or k == "content"},
+        message=as_message({k: v for k, v in message.items() if v is not None or k == "content"}),
         finish_reason=str(choice.get("finish_reason") or "stop"),
         usage=dict(data.get("usage") or {}),
         token_ids=choice.get("token_ids"),

@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 import inspect
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar, Union, get_args, get_origin, get_type_hints
 
 from osmosis_ai.rollout import Grader, GraderContext
@@ -96,7 +96,7 @@ def osmosis_rubric(func: F) -> F:
     return _wrap(func, "osmosis_rubric", optional_truth=True)
 
 
-def _final_text(messages: list[dict[str, Any]]) -> str:
+def _final_text(messages: Sequence[Mapping[str, Any]]) -> str:
     for message in reversed(messages):
         if message.get("role") == "assistant" and isinstance(message.get("content"), str):
             return str(message["content"])

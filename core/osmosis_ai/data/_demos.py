@@ -25,6 +25,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from osmosis_ai.chat import ChatToolCall, Message
 from osmosis_ai.data._row import DatasetIssue, DatasetRowError
 from osmosis_ai.errors import DatasetError, UnreadableFileError
 from osmosis_ai.safe_io import open_file
@@ -47,7 +48,7 @@ class Demonstration(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    messages: list[dict[str, Any]]
+    messages: list[Message]
     tools: list[dict[str, Any]] | None = None
     reward: float | None = None
     source: str | None = None
@@ -140,10 +141,10 @@ def _arguments(value: Any, where: str) -> str:
     return value
 
 
-def _tool_calls(calls: Any, where: str) -> list[dict[str, Any]]:
+def _tool_calls(calls: Any, where: str) -> list[ChatToolCall]:
     if not isinstance(calls, list) or not calls:
         raise _Bad("bad_tool_call", f"{where}: tool_calls must be a non-empty list")
-    out = []
+    out: list[ChatToolCall] = []
     for j, call in enumerate(calls):
         at = f"{where}.tool_calls[{j}]"
         fn = call.get("function") if isinstance(call, dict) else None
@@ -165,7 +166,7 @@ def _tool_calls(calls: Any, where: str) -> list[dict[str, Any]]:
     return out
 
 
-def _message(m: Any, i: int, open_calls: dict[str, str]) -> dict[str, Any]:
+def _message(m: Any, i: int, open_calls: dict[str, str]) -> Message:
     """One checked message; ``open_calls`` holds the calls of the last assistant turn not yet
     answered (id -> name)."""
     where = f"messages[{i}]"
@@ -179,13 +180,14 @@ def _message(m: Any, i: int, open_calls: dict[str, str]) -> dict[str, Any]:
         )
     if role == "assistant":
         open_calls.clear()
-        msg: dict[str, Any] = {
+        msg: Message = {
             "role": "assistant",
             "content": _text(m.get("content"), where, allow_none=True),
         }
         if m.get("tool_calls"):
-            msg["tool_calls"] = _tool_calls(m["tool_calls"], where)
-            open_calls.update({c["id"]: c["function"]["name"] for c in msg["tool_calls"]})
+            calls = _tool_calls(m["tool_calls"], where)
+            msg["tool_calls"] = calls
+            open_calls.update({str(c["id"]): c["function"]["name"] for c in calls})
         elif not msg["content"]:
             raise _Bad(
                 "empty_assistant",
@@ -203,10 +205,12 @@ def _message(m: Any, i: int, open_calls: dict[str, str]) -> dict[str, Any]:
                 "the assistant message whose tool_calls has that id",
             )
         open_calls.pop(call_id)
-        msg = {"role": "tool", "tool_call_id": call_id, "content": _text(m.get("content"), where)}
+        tool: Message = {
+            "role": "tool", "tool_call_id": call_id, "content": _text(m.get("content"), where)
+        }
         if isinstance(m.get("name"), str):  # kept only when given: templates may render it
-            msg["name"] = m["name"]
-        return msg
+            tool["name"] = m["name"]
+        return tool
     open_calls.clear()
     return {"role": role, "content": _text(m.get("content"), where)}
 

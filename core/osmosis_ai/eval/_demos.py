@@ -30,6 +30,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from osmosis_ai.chat import ChatToolCall, Message
 from osmosis_ai.errors import OsmosisError, UnreadableFileError
 from osmosis_ai.eval._records import EvalRecord
 from osmosis_ai.safe_io import JsonLines, read_json_object, read_jsonl, read_toml
@@ -142,7 +143,7 @@ def _text(content: Any) -> str:
     raise ValueError(f"content must be text or a list of text parts, not {type(content).__name__}")
 
 
-def _tool_call(call: Any) -> dict[str, Any]:
+def _tool_call(call: Any) -> ChatToolCall:
     if not isinstance(call, dict):
         raise ValueError(f"a tool call is not an object: {str(call)[:80]}")
     fn = call["function"] if isinstance(call.get("function"), dict) else call
@@ -159,7 +160,7 @@ def _tool_call(call: Any) -> dict[str, Any]:
     }
 
 
-def _message(raw: Any) -> dict[str, Any]:
+def _message(raw: Any) -> Message:
     if not isinstance(raw, dict):
         raise ValueError(f"a message is not an object: {str(raw)[:80]}")
     role = _ROLES.get(str(raw.get("role")))
@@ -183,13 +184,13 @@ def _message(raw: Any) -> dict[str, Any]:
         return {"role": role, "content": _text(content)}
     calls = [_tool_call(c) for c in raw.get("tool_calls") or []]
     text = _text(content)
-    out: dict[str, Any] = {"role": role, "content": text if text or not calls else None}
+    out: Message = {"role": role, "content": text if text or not calls else None}
     if calls:
         out["tool_calls"] = calls
     return out
 
 
-def chat_messages(raw: list[Any]) -> list[dict[str, Any]]:
+def chat_messages(raw: list[Any]) -> list[Message]:
     """Recorded chat messages in the warm-start row shape (see the module docstring).
 
     ``developer`` becomes ``system``; content parts become text (user turns keep their parts);
@@ -212,17 +213,17 @@ def _tools(raw: Any) -> list[dict[str, Any]] | None:
     return out
 
 
-def _same(a: dict[str, Any], b: dict[str, Any]) -> bool:
+def _same(a: Message, b: Message) -> bool:
     """Whether two messages are the same turn (tool-call arguments may be re-serialised)."""
     if a["role"] != b["role"]:
         return False
     if a["role"] == "assistant":
-        names = [c["function"]["name"] for c in a.get("tool_calls", [])]
-        return names == [c["function"]["name"] for c in b.get("tool_calls", [])]
+        names = [c["function"]["name"] for c in a.get("tool_calls") or []]
+        return names == [c["function"]["name"] for c in b.get("tool_calls") or []]
     return _text(a.get("content")) == _text(b.get("content"))
 
 
-def _extends(messages: list[dict[str, Any]], following: list[dict[str, Any]]) -> bool:
+def _extends(messages: list[Message], following: list[Message]) -> bool:
     """Whether the next request carries the whole conversation so far (request + reply)."""
     return len(following) >= len(messages) and all(
         _same(x, y) for x, y in zip(messages, following, strict=False)
@@ -231,7 +232,7 @@ def _extends(messages: list[dict[str, Any]], following: list[dict[str, Any]]) ->
 
 def conversations_from_calls(
     calls: list[dict[str, Any]],
-) -> list[tuple[list[dict[str, Any]], list[dict[str, Any]] | None]]:
+) -> list[tuple[list[Message], list[dict[str, Any]] | None]]:
     """``(messages, tools)`` per conversation in a sample's recorded policy calls.
 
     Each call's request is the conversation so far; a call whose successor carries its request
@@ -239,7 +240,7 @@ def conversations_from_calls(
     that rewrote its history in between (a summary, a dropped turn) gives one per stretch, so
     no assistant turn is lost. Raises ``ValueError`` on a call that cannot be read.
     """
-    convs: list[tuple[list[dict[str, Any]], list[dict[str, Any]] | None]] = []
+    convs: list[tuple[list[Message], list[dict[str, Any]] | None]] = []
     for i, call in enumerate(calls):
         if not isinstance(call, dict) or "request_messages" not in call:
             raise ValueError(f"policy call {i} has no request_messages")
@@ -257,21 +258,21 @@ def conversations_from_calls(
 # --- writing ------------------------------------------------------------------------------
 
 
-def _dedup_key(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> str:
+def _dedup_key(messages: list[Message], tools: list[dict[str, Any]] | None) -> str:
     """The row as JSON with tool-call ids replaced by their order: two runs that made the same
     calls with the same results are one demonstration, whatever random ids the engine drew."""
     ids: dict[str, str] = {}
     for m in messages:
         for call in m.get("tool_calls") or []:
-            ids.setdefault(call["id"], f"call_{len(ids)}")
-    canonical = []
+            ids.setdefault(str(call.get("id")), f"call_{len(ids)}")
+    canonical: list[dict[str, Any]] = []
     for m in messages:
-        m = dict(m)
+        row: dict[str, Any] = dict(m)
         if m.get("tool_calls"):
-            m["tool_calls"] = [{**c, "id": ids[c["id"]]} for c in m["tool_calls"]]
+            row["tool_calls"] = [{**c, "id": ids[str(c.get("id"))]} for c in m["tool_calls"] or []]
         if "tool_call_id" in m:
-            m["tool_call_id"] = ids.get(m["tool_call_id"], m["tool_call_id"])
-        canonical.append(m)
+            row["tool_call_id"] = ids.get(str(m["tool_call_id"]), m["tool_call_id"])
+        canonical.append(row)
     return json.dumps([canonical, tools], sort_keys=True)
 
 
@@ -291,7 +292,7 @@ class _Writer:
 
     def add(
         self,
-        messages: list[dict[str, Any]],
+        messages: list[Message],
         tools: list[dict[str, Any]] | None,
         reward: float,
         source: str,

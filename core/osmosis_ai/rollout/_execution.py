@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from osmosis_ai.chat import as_message
 from osmosis_ai.rollout._discovery import Entrypoint
 from osmosis_ai.rollout._grader import GraderContext
 from osmosis_ai.rollout._outcome import classify_exception
@@ -99,7 +100,7 @@ def _accept(result: Any, workflow_name: str, run: WorkflowRun) -> None:
                     f"{type(message).__name__}; messages must be dicts like "
                     "{'role': 'assistant', 'content': '...'}"
                 )
-        run.messages = [dict(m) for m in result]
+        run.messages = [as_message(m) for m in result]
         return
     raise TypeError(
         f"{workflow_name}.run returned a {type(result).__name__}; return a list of message "

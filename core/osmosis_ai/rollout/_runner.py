@@ -28,6 +28,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal
 
+from osmosis_ai.chat import as_message
 from osmosis_ai.rollout._backends import Backend, LocalBackend, ProcessBackend, _concurrency_limit
 from osmosis_ai.rollout._discovery import Entrypoint, load_entrypoint
 from osmosis_ai.rollout._execution import (
@@ -234,7 +235,7 @@ class RolloutRunner:
             row_index=row.row_index,
             sample_index=sample_index,
             n_samples=self.n_samples,
-            prompt=[dict(m) for m in row.prompt],
+            prompt=[as_message(m) for m in row.prompt],
             label=row.label,
             metadata=dict(row.metadata),
             sampling=self.sampling,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from osmosis_ai.chat import as_message
 from osmosis_ai.rollout import Message, ToolCall
 from osmosis_ai.serving._engine import FinishReason, GenerationResult
 from osmosis_ai.serving.toolcalls import assistant_message, new_tool_call_id
@@ -56,7 +57,7 @@ def result_from_openai(
     message: Message
     if raw_msg.get("tool_calls"):
         wire, calls = _server_tool_calls(raw_msg["tool_calls"])
-        message = {"role": "assistant", "content": text or None, "tool_calls": wire}
+        message = as_message({"role": "assistant", "content": text or None, "tool_calls": wire})
     else:
         message, calls = assistant_message(text, parse_tools=parse_tools)
     finish = _finish(choice.get("finish_reason"))

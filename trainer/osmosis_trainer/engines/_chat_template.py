@@ -12,8 +12,9 @@ import copy
 import json
 import logging
 from collections import OrderedDict
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
+from osmosis_ai.chat import ChatToolCall
 from osmosis_ai.rollout import Message
 from osmosis_ai.serving import EngineError
 from osmosis_ai.serving.toolcalls import render_tool_call, tools_system_block
@@ -21,7 +22,7 @@ from osmosis_ai.serving.toolcalls import render_tool_call, tools_system_block
 if TYPE_CHECKING:
     from osmosis_trainer._protocols import ChatTokenizer
 
-__all__ = ["ChatRenderer", "content_text"]
+__all__ = ["ChatRenderer", "as_template_input", "content_text"]
 
 logger = logging.getLogger("osmosis")
 
@@ -52,6 +53,12 @@ def content_text(content: object) -> str:
     return str(content)
 
 
+
+def as_template_input(messages: list[Message]) -> list[dict[str, Any]]:
+    """``messages`` as transformers' ``apply_chat_template`` types its conversation (plain dicts;
+    a TypedDict is not one to mypy, and the objects are the same at run time)."""
+    return cast(list[dict[str, Any]], messages)
+
 class ChatRenderer:
     """Turns (messages, tools) into prompt text and ids with ``tokenizer``'s chat template."""
 
@@ -73,7 +80,7 @@ class ChatRenderer:
     def _try(self, messages: list[Message], tools: list[dict[str, Any]] | None) -> str:
         try:
             out = self.tokenizer.apply_chat_template(
-                messages, tools=tools, tokenize=False, add_generation_prompt=True
+                as_template_input(messages), tools=tools, tokenize=False, add_generation_prompt=True
             )
         except Exception:  # a template that cannot render the probe lacks the feature
             return ""
@@ -84,7 +91,7 @@ class ChatRenderer:
 
     def _probe_tool_calls(self) -> tuple[bool, bool]:
         def conv(args: str | dict[str, object]) -> list[Message]:
-            call = {
+            call: ChatToolCall = {
                 "id": "c1",
                 "type": "function",
                 "function": {"name": "osmosis_probe_fn", "arguments": args},
@@ -134,7 +141,7 @@ class ChatRenderer:
                 out.insert(0, {"role": "system", "content": block})
         return out
 
-    def _call_for_template(self, call: dict[str, Any]) -> dict[str, Any]:
+    def _call_for_template(self, call: ChatToolCall) -> ChatToolCall:
         if self.string_arguments:
             return call
         fn = dict(call.get("function", {}))
@@ -151,7 +158,7 @@ class ChatRenderer:
         prepared = self.prepare(messages, tools)
         try:
             text = self.tokenizer.apply_chat_template(
-                prepared,
+                as_template_input(prepared),
                 tools=tools if (tools and self.renders_tools) else None,
                 tokenize=False,
                 add_generation_prompt=True,

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from osmosis_ai.data import Demonstration
 from osmosis_ai.rollout import LLMCall, Message
 from osmosis_trainer._protocols import decode_text
-from osmosis_trainer.engines._chat_template import ChatRenderer
+from osmosis_trainer.engines._chat_template import ChatRenderer, as_template_input
 from osmosis_trainer.trajectory import TrainingSequence, build_sequences
 
 if TYPE_CHECKING:
@@ -126,7 +126,7 @@ class WarmStartRenderer:
         chat = self.chat
         prepared = chat.prepare(messages, tools)
         text = self.tokenizer.apply_chat_template(
-            prepared,
+            as_template_input(prepared),
             tools=tools if (tools and chat.renders_tools) else None,
             tokenize=False,
             add_generation_prompt=False,

@@ -22,6 +22,7 @@ from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
+from osmosis_ai.chat import as_message
 from osmosis_ai.rollout._discovery import Entrypoint
 from osmosis_ai.rollout._execution import (
     WorkflowRequest,
@@ -266,7 +267,7 @@ def _work(request: ExecutionRequest) -> WorkflowRequest:
         row_index=0,
         sample_index=0,
         n_samples=1,
-        prompt=list(request.prompt),
+        prompt=[as_message(m) for m in request.prompt],
         label=request.label,
         metadata=dict(request.metadata or {}),
         sampling={},

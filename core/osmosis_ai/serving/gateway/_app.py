@@ -19,6 +19,7 @@ from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from osmosis_ai.chat import as_message
 from osmosis_ai.remote._limits import MAX_JSON_DEPTH, body_nests_too_deep
 from osmosis_ai.rollout import LLMCall, Message
 from osmosis_ai.serving._engine import (
@@ -336,7 +337,7 @@ async def _complete(
     gw: GatewayState, parsed: ChatCompletionRequest, rollout_id: str, sample_id: str
 ) -> Response | tuple[str, int, GenerationResult]:
     """Generate and record one call: ``(call_id, created, result)`` or an error reply."""
-    messages = [m.model_dump(exclude_none=True) for m in parsed.messages]
+    messages = [as_message(m.model_dump(exclude_none=True)) for m in parsed.messages]
     gen = gw.generation_request(parsed, messages, rollout_id=rollout_id, sample_id=sample_id)
     started, t0 = time.time(), time.perf_counter()
     try:
@@ -380,7 +381,7 @@ def _record(
     call_id: str,
     rollout_id: str,
     sample_id: str,
-    messages: list[dict[str, Any]],
+    messages: list[Message],
     parsed: ChatCompletionRequest,
     result: GenerationResult,
     gw: GatewayState,
