@@ -399,6 +399,48 @@ def read_gguf_digest(ws: Workspace) -> Any:
     return {"digest": digest}
 
 
+def _harbor_task(ws: Workspace) -> Any:
+    from osmosis_ai.rollout.backend.harbor.tasks import HarborTask
+
+    task = ws.root / "tasks" / "t1"
+    (task / "environment").mkdir(parents=True, exist_ok=True)
+    if not (task / "environment" / "Dockerfile").exists():
+        (task / "environment" / "Dockerfile").write_text("FROM debian:bookworm-slim\n")
+    return HarborTask(task)
+
+
+def read_harbor_task_toml(ws: Workspace) -> Any:
+    """A Harbor task's ``task.toml`` (task folders come from datasets others wrote)."""
+    try:
+        return {"limits": str(_harbor_task(ws).limits())}
+    except OsmosisError as exc:
+        return {"error": str(exc)}
+
+
+def read_harbor_instruction(ws: Workspace) -> Any:
+    try:
+        return {"instruction": _harbor_task(ws).instruction()}
+    except OsmosisError as exc:
+        return {"error": str(exc)}
+
+
+def read_rubric_file(ws: Workspace) -> Any:
+    from osmosis_ai.grading._base import read_rubric
+
+    try:
+        return {"rubric": read_rubric(ws.root / "rubric.md")}
+    except ValueError as exc:
+        return {"error": str(exc)}
+
+
+def read_hub_ref(ws: Workspace) -> Any:
+    """The HF cache's ``refs/main`` only points at a snapshot: a bad one is ignored."""
+    from osmosis_ai.runs._hub import _cached
+
+    found = _cached("org/model", ws.root / "hub")
+    return {"snapshot": str(found) if found else None}
+
+
 @dataclass(frozen=True)
 class Place:
     """Where a bad file goes, what format it has there, and which reader opens it."""
@@ -473,6 +515,12 @@ PLACES: dict[str, Place] = {
         "json",
         read_adapter_config,
     ),
+    "harbor task.toml": Place(_at("tasks/t1/task.toml"), "toml", read_harbor_task_toml),
+    "harbor instruction.md": Place(_at("tasks/t1/instruction.md"), "text", read_harbor_instruction),
+    "rubric file": Place(_at("rubric.md"), "text", read_rubric_file, user_named=True),
+    "hf cache refs/main": Place(
+        _at("hub/models--org--model/refs/main"), "text", read_hub_ref, named=False
+    ),
     "gguf digest memo": Place(
         _at("cache/model-x.digest.json"), "json", read_gguf_digest, named=False
     ),
@@ -511,6 +559,8 @@ def test_a_bad_file_is_one_clear_problem(ws: Workspace, place_name: str, kind: s
     assert SECRET not in text, f"{place_name}: the file outside was read through a link"
     if place.other is not None:
         assert place.other in text, f"{place_name}: the other one is no longer listed"
+    if place.fmt == "text" and kind in ("deep", "huge_int", "truncated"):
+        return  # plain text has no structure to break: brackets and digits are just text
     if place.named:
         assert str(bad) in text, (
             f"{place_name}/{kind}: the answer does not name {bad}: {text[:600]}"

@@ -400,9 +400,11 @@ def _report_interrupted(plan: EvalPlan | None, json_out: bool, args: list[str]) 
         state.error("Interrupted before the eval started.")
         return
     summary_path = plan.run_dir / "summary.json"
+    from osmosis_ai.safe_io import read_json_object
+
     summary = (
-        EvalSummary.model_validate_json(summary_path.read_text())
-        if summary_path.is_file()
+        EvalSummary.model_validate(read_json_object(summary_path))
+        if summary_path.exists()
         else None
     )
     if json_out:

@@ -178,11 +178,12 @@ def _write_results(path: Path, payload: dict[str, Any], run_dir: Path) -> None:
     import json
 
     from osmosis_ai.errors import ConfigError
+    from osmosis_ai.safe_io import read_jsonl
 
     rows: list[Any] = []
     results = run_dir / "results.jsonl"
-    if results.is_file():
-        rows = [json.loads(line) for line in results.read_text("utf-8").splitlines() if line]
+    if results.exists():
+        rows = list(read_jsonl(results).records)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps({**payload, "results": rows}, indent=2), encoding="utf-8")

@@ -14,12 +14,13 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from osmosis_ai.console import state
 from osmosis_ai.errors import ConfigError, MissingExtraError, OsmosisError
+from osmosis_ai.safe_io import read_json_object
 
 _DEPLOY_KEY_ENV = "OSMOSIS_DEPLOY_API_KEY"
 """Where ``model deploy`` takes the key clients must send (never from its command line)."""
@@ -327,7 +328,7 @@ def _export_adapter(ref: CheckpointRef, out: Path, base_id: str) -> None:
         (out / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(ref.adapter_dir / rel, out / rel, follow_symlinks=False)
     cfg_path = out / "adapter_config.json"
-    cfg: dict[str, Any] = json.loads(cfg_path.read_text(encoding="utf-8"))
+    cfg = read_json_object(cfg_path)  # copied without links just above; still a file we read
     cfg["base_model_name_or_path"] = base_id
     cfg_path.write_text(json.dumps(cfg, indent=2), encoding="utf-8")
 

@@ -217,13 +217,13 @@ def _say_code(pin: Any, rollout_dir: Path, *, json_out: bool, yes: bool) -> None
 def _warn_literal_secrets(config_path: Path) -> None:
     """A secret written in the config file: the run keeps it redacted, but say where it
     should live instead (the file itself is often committed)."""
-    import tomllib
 
     from osmosis_ai.config import literal_secrets
+    from osmosis_ai.safe_io import UnreadableFileError, read_toml
 
     try:
-        found = literal_secrets(tomllib.loads(config_path.read_text(encoding="utf-8")))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        found = literal_secrets(read_toml(config_path, follow=True)[1])
+    except UnreadableFileError:
         return
     if found:
         state.warn(

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal, TypedDict, TypeVar
 
+from osmosis_ai.errors import UnreadableFileError
 from osmosis_ai.grading._cache import JudgeCache
 from osmosis_ai.grading._model import JudgeModel, JudgeModelError, JudgeReply
 from osmosis_ai.grading._parse import MalformedAnswer
@@ -24,10 +25,12 @@ Mode = Literal["json", "levels"]
 def read_rubric(rubric: str | Path) -> str:
     """The rubric text: a :class:`~pathlib.Path` is read; a string is the rubric itself."""
     if isinstance(rubric, Path):
+        from osmosis_ai.safe_io import read_text
+
         try:
-            text = rubric.read_text()
-        except OSError as exc:
-            raise ValueError(f"cannot read the rubric file {rubric}: {exc.strerror}") from None
+            text = read_text(rubric, follow=True)
+        except UnreadableFileError as exc:
+            raise ValueError(f"cannot read the rubric file: {exc}") from None
     else:
         text = rubric
     if not text.strip():

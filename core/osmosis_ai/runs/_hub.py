@@ -14,6 +14,7 @@ import re
 from pathlib import Path
 
 from osmosis_ai.errors import ConfigError
+from osmosis_ai.safe_io import UnreadableFileError, read_text
 
 __all__ = ["hf_cache_dir", "is_hub_id", "resolve_model_path"]
 
@@ -41,8 +42,12 @@ def _cached(model_id: str, cache: Path) -> Path | None:
     snapshots = repo / "snapshots"
     ref = repo / "refs" / "main"
     if ref.is_file():
-        snap = snapshots / ref.read_text().strip()
-        if (snap / "config.json").is_file():
+        try:  # a commit hash; anything else in a cache someone else filled is ignored
+            name = read_text(ref, under=cache, max_bytes=256).strip()
+        except UnreadableFileError:
+            name = ""
+        snap = snapshots / name
+        if name and "/" not in name and name not in (".", "..") and (snap / "config.json").is_file():
             return snap
     found = sorted(
         (p for p in snapshots.glob("*") if (p / "config.json").is_file()),

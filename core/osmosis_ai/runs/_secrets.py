@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import tomllib
 from pathlib import Path
 from typing import IO, Any
 
@@ -25,6 +24,7 @@ from osmosis_ai.config import (
     secret_values,
 )
 from osmosis_ai.errors import ConfigError
+from osmosis_ai.safe_io import UnreadableFileError, read_toml
 
 __all__ = [
     "ENVIRON_PREFIX",
@@ -55,8 +55,8 @@ _HEADER = (
 
 def _table(path: Path) -> dict[str, Any] | None:
     try:
-        return tomllib.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, RecursionError):
+        return read_toml(Path(path), follow=True)[1]
+    except UnreadableFileError:
         return None
 
 

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import hashlib
 import re
-import tomllib
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 __all__ = ["HarborTask", "TaskLimits", "TaskMode"]
+from osmosis_ai.safe_io import read_text, read_toml
 
 
 class TaskMode(StrEnum):
@@ -96,17 +96,15 @@ class HarborTask:
     def instruction(self) -> str | None:
         """The text of ``instruction.md``, or ``None`` when the task has none."""
         file = self.path / "instruction.md"
-        return file.read_text(encoding="utf-8") if file.is_file() else None
+        # Task folders come from datasets others wrote: regular files only, size-capped.
+        return read_text(file, under=self.path) if file.exists() else None
 
     def limits(self) -> TaskLimits:
         """The limits in ``task.toml`` (none when the file is absent)."""
         file = self.path / "task.toml"
-        if not file.is_file():
+        if not file.exists():
             return TaskLimits()
-        try:
-            data = tomllib.loads(file.read_text(encoding="utf-8"))
-        except tomllib.TOMLDecodeError as exc:
-            raise ValueError(f"{file}: not valid TOML: {exc}") from exc
+        _, data = read_toml(file, under=self.path)
         env, agent, verifier = data.get("environment"), data.get("agent"), data.get("verifier")
         memory = _number(env, "memory_mb", file)
         return TaskLimits(
@@ -119,7 +117,7 @@ class HarborTask:
     def base_images(self) -> list[str]:
         """The images the Dockerfile's ``FROM`` lines name (for error messages)."""
         found = []
-        for line in self.dockerfile.read_text(encoding="utf-8").splitlines():
+        for line in read_text(self.dockerfile, under=self.path).splitlines():
             match = re.match(r"\s*FROM\s+(?:--\S+\s+)*(\S+)", line, re.IGNORECASE)
             if match:
                 found.append(match.group(1))
