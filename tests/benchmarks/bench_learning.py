@@ -616,59 +616,6 @@ def _targets(run: TrainRun) -> dict[str, bool]:
     }
 
 
-SECOND_CALL = ROOT / "docs" / "learning_second_call.json"
-"""Teacher-forced probabilities of a tool call (the ``<tool_call>`` tokens) on the first turn
-and right after a correct first tool result, averaged over 6 held-out multi-step questions
-(a plain forward pass per checkpoint; the diagnosis of why RL did or did not chain)."""
-
-
-def _second_call_table() -> str:
-    if not SECOND_CALL.exists():
-        return ""
-    rows = json.loads(SECOND_CALL.read_text())
-    return (
-        "Why no chaining: the probability of a tool call on the first turn, and of a second "
-        "call right after a correct first result (teacher forced, 6 held-out questions):\n\n"
-        "| checkpoint | P(call), first turn | P(call), after a right result |\n|---|---|---|\n"
-        + "\n".join(
-            f"| {r['checkpoint']} | {r['p_call_first_turn']:.3f} | {r['p_call_after_result']:.4f} |"
-            for r in rows
-        )
-        + "\n"
-    )
-
-
-TASK_PROBES = ROOT / "docs" / "learning_task_probes.json"
-
-
-def _task_probe_table() -> str:
-    """Warm-start checkpoints on other shapes of the multi-step task, before any RL: whether a
-    second call ever carries the previous result (RL can only reinforce what it samples)."""
-    if not TASK_PROBES.exists():
-        return ""
-    doc = json.loads(TASK_PROBES.read_text())
-
-    def pct(x: float | None) -> str:
-        return "—" if x is None else f"{x:.0%}"
-
-    lines = [
-        f"| {p['design']} | {p['rollouts']} | {pct(p['tool_call_rate'])} "
-        f"| {pct(p['malformed_call_text'])} | {pct(p['second_call_rate'])} "
-        f"| {'—' if p['second_call_carries_result'] is None else p['second_call_carries_result']} "
-        f"| {p['exact']} | {p['mean_reward']:.3f} | {p['note']} |"
-        for p in doc["probes"]
-    ]
-    return (
-        f"\nOther shapes of the task, warm start only ({doc['how']}; {doc['measured']}, "
-        f"{doc['cpu']}; stored in `docs/learning_task_probes.json`):\n\n"
-        "| task shape and warm start | rollouts | a tool call | malformed call text "
-        "| a second call | second calls carrying the previous result | exact | mean reward "
-        "| what the traces show |\n|---|---|---|---|---|---|---|---|---|\n"
-        + "\n".join(lines)
-        + "\n"
-    )
-
-
 WARM_PROBE = ROOT / "docs" / "learning_warm_start_probe.json"
 
 
@@ -1036,70 +983,6 @@ def quiet_wall_note(runs: list[TrainRun], stored: list[dict[str, Any]]) -> str:
     )
 
 
-WARM_HELDOUT = ROOT / "docs" / "learning_warm_heldout.json"
-
-
-def warm_heldout(argv: list[str]) -> None:
-    """``warm WORKSPACE RUN``: a quick-start run's warm checkpoint (``RUN:warm``) alone on each
-    held-out file of the workspace's ``[heldout.datasets]`` (the eval config, one sample per
-    row, 32 rollouts at once, as ``[heldout]`` runs it): the pass rate RL has to beat, file by
-    file, measured without training further. Stored in ``docs/learning_warm_heldout.json``."""
-    ws, run = Path(argv[0]), argv[1]
-    sets = []
-    for name, file in _heldout_files(ws):
-        started = time.perf_counter()
-        done = _osmosis(["eval", "run", "configs/eval/calc.toml", "--model", f"{run}:warm",
-                         "--dataset-file", file, "--n", "1", "--concurrency", "32", "--json"], ws)
-        eval_dir = Path(json.loads(done.stdout)["run_dir"])
-        sets.append(warm_set(name, eval_dir, time.perf_counter() - started))
-    store_warm_heldout(run, sets)
-
-
-def warm_set(name: str, eval_dir: Path, wall_s: float) -> dict[str, Any]:
-    """One held-out file's result from its eval folder's ``summary.json``."""
-    s = json.loads((eval_dir / "summary.json").read_text())
-    return {"set": name, "rows": s.get("samples"), "pass_rate": s.get("pass_rate"),
-            "tool_call_rate": s.get("tool_call_rate"),
-            "tool_calls_per_rollout": s.get("tool_calls_per_rollout"),
-            "turns_per_rollout": s.get("turns_per_rollout"), "wall_s": round(wall_s, 1),
-            "eval_dir": str(eval_dir)}
-
-
-def store_warm_heldout(run: str, sets: list[dict[str, Any]]) -> None:
-    from tests.benchmarks._report import cpu_info, load_average
-
-    stored = json.loads(WARM_HELDOUT.read_text()) if WARM_HELDOUT.exists() else []
-    stored.append({"task": TASK, "run": run, "measured": time.strftime("%Y-%m-%d %H:%M UTC",
-                                                                       time.gmtime()),
-                   "cpu": cpu_info(), "load": load_average(), "sets": sets})
-    WARM_HELDOUT.write_text(json.dumps(stored, indent=1) + "\n")
-
-
-def warm_heldout_table() -> str:
-    """The stored warm-checkpoint evals, a row per held-out file."""
-    stored = [w for w in (json.loads(WARM_HELDOUT.read_text()) if WARM_HELDOUT.exists() else [])
-              if w.get("task") == TASK]
-    out = []
-    for w in stored:
-        rows = "\n".join(
-            f"| {s['set']} | {SET_MEANING.get(s['set'], '')} | {s['rows']} "
-            f"| {_rate(s['pass_rate'], '.3f')} | {_rate(s['tool_call_rate'], '.0%')} "
-            f"| {_rate(s['tool_calls_per_rollout'])} | {_rate(s['turns_per_rollout'])} "
-            f"| {s['wall_s']:.0f} s |"
-            for s in w["sets"]
-        )
-        out.append(
-            f"\nThe warm start alone on each held-out file (`{w['run']}:warm`, the checkpoint "
-            "before any RL step; `python -m tests.benchmarks.bench_learning warm WORKSPACE RUN`; "
-            f"{w['measured']}, {w['cpu']}, load {w['load']}; stored in "
-            "`docs/learning_warm_heldout.json`): the pass rate RL has to beat.\n\n"
-            "| held-out file | what it holds out | rows | pass | tool-call rate "
-            "| calls per rollout | model calls per rollout | eval wall |\n"
-            "|---|---|---|---|---|---|---|---|\n" + rows + "\n\n"
-        )
-    return "".join(out)
-
-
 def render() -> None:
     """Write the plot and the section from the stored runs in docs/ (no training)."""
     stored = json.loads(RUNS.read_text()) if RUNS.exists() else []
@@ -1178,13 +1061,10 @@ def render() -> None:
             if stale
             else ""
         )
-        + warm_heldout_table()
         + curve_section()
         + _where_rl_stands(runs)
         + previous_task_table(stored)
         + "\n"
-        + _second_call_table()
-        + _task_probe_table()
         + _warm_probe_table()
         + (
             "\n![reward, tool-call rate and turns per rollout per step](docs/learning.png)\n"
@@ -1228,7 +1108,5 @@ if __name__ == "__main__":
         run_one(int(sys.argv[2]))
     elif len(sys.argv) > 4 and sys.argv[1] == "curve":
         transfer_curve(sys.argv[2:])
-    elif len(sys.argv) > 3 and sys.argv[1] == "warm":
-        warm_heldout(sys.argv[2:])
     else:
         main()
