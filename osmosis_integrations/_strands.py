@@ -50,6 +50,37 @@ logger = logging.getLogger("osmosis")
 T = TypeVar("T", bound=BaseModel)
 
 
+class _PolicyMistakes(logging.Filter):
+    """Strands logs a model's malformed tool use (a tool name that does not exist or does not
+    parse, a call cut off at ``max_tokens``) as ERROR or WARNING. Under a policy being trained
+    those are the policy's mistakes, handed back to it and graded like any other turn (and
+    counted in the sample's metrics), not faults of the agent: at a few per step they buried
+    the training progress. They go to DEBUG; Strands' other messages are left as they are."""
+
+    MARKERS = (
+        "tool not found in registry",
+        "invalid tool name",
+        "tool name missing",
+        "due to max_tokens truncation",
+    )
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno > logging.DEBUG and any(
+            m in str(record.msg) for m in self.MARKERS
+        ):
+            record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+            return logging.getLogger(record.name).isEnabledFor(logging.DEBUG)
+        return True
+
+
+for _name in (
+    "strands.tools.executors._executor",
+    "strands.tools.tools",
+    "strands.event_loop._recover_message_on_max_tokens_reached",
+):
+    logging.getLogger(_name).addFilter(_PolicyMistakes())
+
+
 def _gateway_retry_strategy() -> ModelRetryStrategy:
     # The gateway answers 429 for a few seconds while it swaps adapter weights: retry sooner
     # and longer than Strands' default (4 s doubling, 6 attempts).

@@ -221,3 +221,21 @@ def test_a_real_model_is_rejected_and_a_bare_placeholder_explains_itself() -> No
         OsmosisStrandsAgent(model="us.amazon.nova-pro-v1:0")  # type: ignore[arg-type]
     with pytest.raises(AttributeError, match="OsmosisStrandsAgent"):
         Agent(model=OsmosisRolloutModel(), callback_handler=None)  # type: ignore[arg-type]
+
+
+def test_a_policys_malformed_tool_use_is_logged_at_debug_not_error(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Strands' ERROR for an unknown tool (a policy mistake, graded) does not reach an INFO
+    log; its other errors still do."""
+    import logging
+
+    import osmosis_integrations._strands  # noqa: F401  (installs the filter)
+
+    executor = logging.getLogger("strands.tools.executors._executor")
+    with caplog.at_level(logging.INFO):
+        executor.error("tool_name=<%s>, available_tools=<%s> | tool not found in registry",
+                       "mul", ["add"])
+        logging.getLogger("strands.tools.tools").warning("tool_name=<+> | invalid tool name pattern")
+        executor.error("the executor broke")
+    assert [r.getMessage() for r in caplog.records] == ["the executor broke"]
