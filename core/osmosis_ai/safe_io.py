@@ -233,11 +233,23 @@ _NOT_BRACKET = re.compile(r"[^\[\]{}]+")
 _STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
 
 
-def _depth(text: str) -> int:
-    """How deep arrays and objects nest in ``text`` (strings left out), without recursing."""
+_TOML_SKIP = re.compile(
+    r'"""(?:\\.|[^\\])*?"""'  # multi-line basic string
+    r"|'{3}.*?'{3}"  # multi-line literal string
+    r'|"[^"\\\n]*(?:\\.[^"\\\n]*)*"'  # basic string
+    r"|'[^'\n]*'"  # literal string
+    r"|#[^\n]*",  # comment
+    re.S,
+)
+"""What TOML's bracket count leaves out: its four kinds of string, and comments."""
+
+
+def _depth(text: str, strings: re.Pattern[str] = _STRING) -> int:
+    """How deep arrays and objects nest in ``text`` (what ``strings`` matches left out),
+    without recursing."""
     if text.count("[") + text.count("{") <= MAX_JSON_DEPTH:
         return 0
-    brackets = _NOT_BRACKET.sub("", _STRING.sub('""', text))
+    brackets = _NOT_BRACKET.sub("", strings.sub('""', text))
     return max(accumulate(map(_STEP.__getitem__, brackets)), default=0)
 
 
@@ -352,7 +364,7 @@ def read_toml(
 ) -> tuple[str, dict[str, Any]]:
     """A TOML file's text and table (nesting and integer size bounded like JSON's)."""
     text = read_text(path, under=under, follow=follow, max_bytes=max_bytes)
-    if _depth(text) > MAX_JSON_DEPTH:
+    if _depth(text, _TOML_SKIP) > MAX_JSON_DEPTH:
         raise UnreadableFileError(
             path, f"arrays nested too deeply (more than {MAX_JSON_DEPTH} levels)"
         )

@@ -109,3 +109,29 @@ def test_toml_limits(tmp_path: Path) -> None:
     (tmp_path / "int.toml").write_text("x = " + "1" * 5000 + "\n")
     with pytest.raises(UnreadableFileError, match="more than 4300 digits"):
         read_toml(tmp_path / "int.toml")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        'x = "' + "[" * 500 + '"\n',
+        "x = '" + "[" * 500 + "'\n",
+        'x = """\n' + "{" * 500 + '\n"""\n',
+        "x = '''\n" + "[" * 500 + "\n'''\n",
+        "# " + "[" * 500 + "\nx = 1\n",
+        'x = "a\\"' + "[" * 500 + '"\n',
+    ],
+    ids=["basic", "literal", "multiline", "multiline-literal", "comment", "escaped-quote"],
+)
+def test_toml_brackets_in_strings_and_comments_are_not_nesting(tmp_path: Path, text: str) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text(text)
+    _, table = read_toml(path)
+    assert table.get("x") is not None
+
+
+def test_toml_nesting_after_a_hash_inside_a_string_is_still_counted(tmp_path: Path) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text('x = "#"\ny = ' + "[" * 500 + "]" * 500 + "\n")
+    with pytest.raises(UnreadableFileError, match="nested too deeply"):
+        read_toml(path)
