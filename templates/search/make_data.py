@@ -42,8 +42,9 @@ TRAIN_ROWS = 64
 HELDOUT_ROWS = 32
 HELDOUT_SHARE = 0.2
 """Share of each kind's families kept for held-out questions only."""
-DEMO_FIRST = 0.75
-"""Share of demonstrations whose right document is the first search result."""
+DEMO_FIRST = 0.5
+"""Share of demonstrations whose right document is the first search result (the others show
+reading the result whose title matches, below a near-duplicate)."""
 ROW_FIRST = 0.5
 """Share of RL and held-out rows whose right document is the first search result."""
 
