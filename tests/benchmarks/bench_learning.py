@@ -642,7 +642,8 @@ def _warm_probe_table() -> str:
     ]
     return (
         f"\nThe warm start's own carrying, before RL ({doc['what']} {doc['cpu']}; stored in "
-        "`docs/learning_warm_start_probe.json`):\n\n"
+        "`docs/learning_warm_start_probe.json`; a row per setting and seed: `python -m "
+        "tests.benchmarks.probe_warm_start LABEL SEED [section.key=VALUE ...]`):\n\n"
         f"| warm start | {' | '.join(f'seed {s}: exact answers' for s in seeds)} "
         "| tool-call rate (lowest) |\n|---|"
         + "---|" * (len(seeds) + 1)
