@@ -10,7 +10,6 @@ sample each, no eval run folder written); the workflow owns its loop, so ``--max
 from __future__ import annotations
 
 import json
-import statistics
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -116,19 +115,13 @@ class EntrypointTest:
 
     def _finish(self) -> dict[str, Any]:
         self.results.sort(key=lambda r: r["row_index"])
-        rewards = [r["reward"] for r in self.results if r["reward"] is not None]
-        summary = {
-            "rows": len({r["row_index"] for r in self.results}),
-            "completed": sum(r["status"] == "success" for r in self.results),
-            "errored": sum(r["status"] == "failed" for r in self.results),
-            "with_reward": len(rewards),
-            "mean_reward": statistics.fmean(rewards) if rewards else None,
-            "stopped_by_user": False,
-        }
-        if not self.json_out:
-            mean = "-" if summary["mean_reward"] is None else f"{summary['mean_reward']:.3f}"
-            state.console.print(
-                f"\n{summary['rows']} rows: {summary['completed']} completed, "
-                f"{summary['errored']} errored; mean reward {mean} over {len(rewards)} rewarded"
-            )
+        from osmosis_ai.cli._remote_test import summarize_test_run
+
+        summary = summarize_test_run(
+            rows=len({r["row_index"] for r in self.results}),
+            completed=sum(r["status"] == "success" for r in self.results),
+            errored=sum(r["status"] == "failed" for r in self.results),
+            rewards=[r["reward"] for r in self.results if r["reward"] is not None],
+            stopped=False, quiet=self.json_out,
+        )
         return {"summary": summary, "results": self.results}

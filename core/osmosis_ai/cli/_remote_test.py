@@ -28,7 +28,7 @@ from osmosis_ai.remote._local import (
     run_local_rollouts,
 )
 
-__all__ = ["Debugger", "TestRun"]
+__all__ = ["Debugger", "TestRun", "summarize_test_run"]
 
 _HELP = "[n]ext  [c]ontinue  [m]essages  [t]ools  [q]uit"
 
@@ -174,19 +174,30 @@ class TestRun:
     def _finish(self, stopped: bool) -> dict[str, Any]:
         self.outcomes.sort(key=lambda o: o.row_index)
         rewards = [o.result.reward for o in self.outcomes if o.result.reward is not None]
-        summary = {
-            "rows": len(self.outcomes),
-            "completed": sum(o.ok for o in self.outcomes),
-            "errored": sum(not o.ok for o in self.outcomes),
-            "with_reward": len(rewards),
-            "mean_reward": statistics.fmean(rewards) if rewards else None,
-            "stopped_by_user": stopped,
-        }
-        if not self.json_out:
-            mean = "-" if summary["mean_reward"] is None else f"{summary['mean_reward']:.3f}"
-            state.console.print(
-                f"\n{summary['rows']} rows: {summary['completed']} completed, "
-                f"{summary['errored']} errored; mean reward {mean} over {len(rewards)} rewarded"
-                + (" (stopped by user)" if stopped else "")
-            )
+        summary = summarize_test_run(
+            rows=len(self.outcomes), completed=sum(o.ok for o in self.outcomes),
+            errored=sum(not o.ok for o in self.outcomes), rewards=rewards, stopped=stopped,
+            quiet=self.json_out,
+        )
         return {"summary": summary, "results": [o.summary() for o in self.outcomes]}
+
+
+def summarize_test_run(*, rows: int, completed: int, errored: int, rewards: list[float],
+                 stopped: bool, quiet: bool) -> dict[str, Any]:
+    """The ``summary`` of an ``osmosis test`` run (agent loop or entrypoint), printed unless
+    ``quiet``."""
+    summary = {
+        "rows": rows,
+        "completed": completed,
+        "errored": errored,
+        "with_reward": len(rewards),
+        "mean_reward": statistics.fmean(rewards) if rewards else None,
+        "stopped_by_user": stopped,
+    }
+    if not quiet:
+        mean = "-" if summary["mean_reward"] is None else f"{summary['mean_reward']:.3f}"
+        state.console.print(
+            f"\n{rows} rows: {completed} completed, {errored} errored; mean reward {mean} "
+            f"over {len(rewards)} rewarded" + (" (stopped by user)" if stopped else "")
+        )
+    return summary
