@@ -77,6 +77,12 @@ def _children_cpu_s() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+def _children_peak_rss_gb() -> float:
+    """The largest finished child process's peak resident memory (the training worker's):
+    Linux reports it in KiB."""
+    return resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024 / 1e9
+
+
 def set_toml(path: Path, key: str, value: str) -> None:
     """Set ``section.field = value`` (value as TOML text) in a config file, adding it if absent."""
     section, name = key.rsplit(".", 1)
@@ -115,6 +121,8 @@ class TrainRun:
     shared: a load above the core count stretches the wall time)."""
     omp_wait_policy: str | None = None
     """``OMP_WAIT_POLICY`` the run was started under (None: the worker's default, ACTIVE)."""
+    peak_rss_gb: float | None = None
+    """The worker's peak resident memory (None: not measured, runs stored before it was)."""
 
     @property
     def rewards(self) -> list[float]:
@@ -144,7 +152,9 @@ def train(ws: Path, seed: int, overrides: dict[str, str] | None = None) -> Train
     wall = time.perf_counter() - started
     cpu = _children_cpu_s() - cpu0
     result = json.loads(done.stdout)
-    return read_run(Path(result["run"]), seed, wall, cpu, (load0, os.getloadavg()[0]))
+    run = read_run(Path(result["run"]), seed, wall, cpu, (load0, os.getloadavg()[0]))
+    run.peak_rss_gb = _children_peak_rss_gb()
+    return run
 
 
 def read_run(
@@ -454,6 +464,7 @@ _RUN_FIELDS = (
     "heldout",
     "load",
     "omp_wait_policy",
+    "peak_rss_gb",
 )
 
 
@@ -815,9 +826,7 @@ def previous_task_table(stored: list[dict[str, Any]]) -> str:
         '\nBefore (issue 26\'s task: every follow-up worded "What is the result - 523?", seven '
         "shapes of two or three operations; its one held-out file was drawn like its training "
         "rows):\n\n| seed | held-out: warm → trained (diff [95% CI]) "
-        "| trained: tool-call rate | wall |\n|---|---|---|---|\n"
-        + "\n".join(lines)
-        + "\n"
+        "| trained: tool-call rate | wall |\n|---|---|---|---|\n" + "\n".join(lines) + "\n"
     )
 
 
@@ -1008,7 +1017,8 @@ def render() -> None:
             f"{_rate(d['turns_first'])} → {_rate(d['turns_last'])} | "
             f"{d['zero_variance_share']:.0%} | {d['truncated_share']:.0%} | "
             f"{cells[0]} | {cells[1]} | {cells[2]} | {cells[3]} | "
-            f"{run.wall_s / 60:.1f} min | {_cpu_minutes(run)} | {load} |"
+            f"{run.wall_s / 60:.1f} min | {_cpu_minutes(run)} | "
+            f"{f'{run.peak_rss_gb:.1f} GB' if run.peak_rss_gb else '–'} | {load} |"
         )
     probes = [
         p
@@ -1018,7 +1028,8 @@ def render() -> None:
     # Verdicts and the transfer tables count the finished runs of the shipped template and
     # trainer only (the fingerprint at HEAD); the others stay in the table of all runs, marked.
     current = [
-        r for r, m in zip(runs, measured, strict=True)
+        r
+        for r, m in zip(runs, measured, strict=True)
         if m.get("template") == stamp and r.status == "finished"
     ]
     label_of = {id(r): label for r, label in zip(runs, labels, strict=True)}
@@ -1051,14 +1062,16 @@ def render() -> None:
         f"+{TARGET_OVER_WARM:.2f} — **{verdict('over_warm')}**. The 2 cores were shared with "
         "other work while these ran (the load column: 1-minute load average at the start and "
         "the end of the run, with the OpenMP wait policy when one was set; above 2, the wall "
-        "time is an upper bound).\n\n" + transfer_tables(current, [label_of[id(r)] for r in current]) + "\n"
+        "time is an upper bound).\n\n"
+        + transfer_tables(current, [label_of[id(r)] for r in current])
+        + "\n"
         "All runs (held-out columns: the first file, rows like the training ones):\n\n"
         "| run | status | warm-start steps | RL steps | reward first 3 → last 3 "
         "| tool-call rate first 3 → last 3 | turns first 3 → last 3 | zero-variance groups "
         "| replies cut at the cap | held-out pass base / warm / trained "
         "| trained: tool-call rate | trained: calls per rollout "
-        "| trained vs warm: pass diff [95% CI] | wall | CPU time | load |\n"
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n"
+        "| trained vs warm: pass diff [95% CI] | wall | CPU time | worker peak memory | load |\n"
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n"
         + "\n".join(rows)
         + "\n\n"
         + quiet_wall_note(runs, stored)

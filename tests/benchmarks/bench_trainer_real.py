@@ -53,6 +53,9 @@ stored with the results; rendering code is not measured)."""
 
 ROWS: dict[str, Setup] = {
     "ours": Setup("osmosis, on-policy (defaults)", profile=True),
+    "ours_micro1024": Setup(
+        "osmosis, on-policy, 1024-token micro-batches", micro_batch_tokens=1024
+    ),
     "ours_micro512": Setup("osmosis, on-policy, 512-token micro-batches", micro_batch_tokens=512),
     "ours_micro256": Setup("osmosis, on-policy, 256-token micro-batches", micro_batch_tokens=256),
     "trl_defaults": Setup(
@@ -84,7 +87,7 @@ PATHS: dict[str, tuple[str, bool]] = {
 }
 """Rows that switch one path off: the section writes whether the path pays (>= 10 % of the
 step's wall time, and of its CPU time unless it only overlaps work, paired by round)."""
-DEFAULT_ROWS = ("ours", "ours_micro512", "trl_defaults", "trl_bf16")
+DEFAULT_ROWS = ("ours", "ours_micro1024", "trl_defaults", "trl_bf16")
 """The rows run when ``OSMOSIS_BENCH_ROWS`` is unset."""
 _DEFAULTS_KEY = "trl_defaults"
 

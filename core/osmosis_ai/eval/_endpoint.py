@@ -32,7 +32,7 @@ async def open_policy_endpoint(
     """
     # Both raise MissingExtraError naming the pip command when an extra is missing.
     from osmosis_ai.config import SamplingConfig
-    from osmosis_ai.serving import create_engine, new_api_key
+    from osmosis_ai.serving import create_engine, new_api_key, return_freed_memory
     from osmosis_ai.serving.gateway import PolicyGateway
 
     # Loading a model takes seconds (the embedded one ~20 s): keep the event loop free.
@@ -48,3 +48,7 @@ async def open_policy_endpoint(
             yield gateway
     finally:
         await engine.close()
+        # An eval loads one engine per model: without this each one's freed decode buffers
+        # stay resident, and a run's held-out evals grew its worker by ~1 GB per model.
+        del engine
+        await asyncio.to_thread(return_freed_memory)

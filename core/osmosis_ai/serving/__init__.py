@@ -12,6 +12,7 @@ all serve models through it:
 - ``osmosis_ai.serving.gateway.PolicyGateway``: the OpenAI-compatible endpoint in front of an
   engine that records every call's tokens (needs ``pip install "osmosis-ai[server]"``).
 - :func:`new_api_key`: the random bearer key each run gives the servers it starts.
+- :func:`return_freed_memory`: hand the heap an engine freed back to the OS (call after close).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from osmosis_ai.serving._engine import (
 from osmosis_ai.serving._factory import EMBEDDED_ALIASES, EMBEDDED_INSTALL, create_engine
 from osmosis_ai.serving._keys import new_api_key
 from osmosis_ai.serving._litellm import LiteLLMEngine
+from osmosis_ai.serving._memory import return_freed_memory
 from osmosis_ai.serving._openai_server import OpenAIServerEngine
 
 __all__ = [
@@ -42,4 +44,5 @@ __all__ = [
     "OpenAIServerEngine",
     "create_engine",
     "new_api_key",
+    "return_freed_memory",
 ]

@@ -311,6 +311,10 @@ async def _train(
             trainer, config, plan.demonstrations, loaded.tokenizer,
             bad_rows=plan.bad_demonstrations, on_report=on_report,
         )
+        from osmosis_ai.serving import return_freed_memory
+
+        # The demonstrations' activations are free: RL starts from a heap handed back.
+        await asyncio.to_thread(return_freed_memory)
     phase("training")
     return await trainer.train()
 

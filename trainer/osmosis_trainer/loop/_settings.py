@@ -27,11 +27,10 @@ __all__ = ["LoopSettings", "resolve_settings"]
 # Padded tokens per forward/backward pass when [algorithm] micro_batch_tokens is unset. The
 # activations kept for backward grow with it, about 3 MB per token for SmolLM2-135M (30 layers):
 # its update peaked near 21 GB at 8192 and 6.8 GB at 2048 (the engine's copy included) on CPU.
-# On CPU, in the trainer_real benchmark: with fp32 weights 1024 peaked at 4.3-5.2 GB (up to
-# 0.41x TRL's, over the 0.4x target) for 3-6 % less step time, so fp32 takes 512; with bf16
-# weights 1024 costs ~0.6 GB more than 512 and saves ~17 % of the step (each micro-batch pays a
-# fixed cost in peft's layers), so bf16 takes 1024. The benchmark's 512 row shows the trade.
-_DEFAULT_MICRO_BATCH_TOKENS = {("cpu", "float32"): 512, ("cpu", "bfloat16"): 1024}
+# On CPU both dtypes take 512: in the trainer_real benchmark (3 interleaved rounds) bf16 at 1024
+# peaked at 0.57x TRL's default memory, over the 0.40x goal, and at 512 at 0.38x for a 5 %
+# slower step; fp32 at 1024 peaked at up to 0.41x. The benchmark's rows show the trade.
+_DEFAULT_MICRO_BATCH_TOKENS = {("cpu", "float32"): 512, ("cpu", "bfloat16"): 512}
 _CUDA_MICRO_BATCH_TOKENS = 8192
 
 
