@@ -260,7 +260,7 @@ def read_run_info(ws: Workspace) -> Any:
 
 def read_run_traces(ws: Workspace) -> Any:
     """``osmosis dataset from-run`` and the dashboard's trace view."""
-    from osmosis_ai.eval._demos import demos_from_run
+    from osmosis_ai.eval._harvest import demos_from_run
 
     run_id = ws.run("victim").name
     out = ws.root / "demos-run.jsonl"
@@ -288,7 +288,7 @@ def read_eval_list(ws: Workspace) -> Any:
 
 def read_eval_trace(ws: Workspace) -> Any:
     """``osmosis dataset from-eval`` on the victim eval run."""
-    from osmosis_ai.eval._demos import demos_from_eval
+    from osmosis_ai.eval._harvest import demos_from_eval
 
     out = ws.root / "demos-eval.jsonl"
     try:
@@ -611,7 +611,7 @@ def test_from_eval_says_the_same_for_a_path_outside_and_a_missing_trace(ws: Work
 
 
 def test_from_run_does_not_follow_a_linked_traces_folder(ws: Workspace) -> None:
-    from osmosis_ai.eval._demos import demos_from_run
+    from osmosis_ai.eval._harvest import demos_from_run
 
     planted = ws.outside.parent / "traces"
     planted.mkdir()

@@ -17,7 +17,7 @@ import pytest
 from osmosis_ai.cli import main
 from osmosis_ai.data import load_demonstrations
 from osmosis_ai.eval import EvalOptions, demos_from_eval, read_journal, run_eval
-from osmosis_ai.eval._demos import chat_messages
+from osmosis_ai.eval._harvest import chat_messages
 from osmosis_ai.testing import FakeRequest, ScriptItem, text
 from tests.core.eval._helpers import fake_server_factory
 from tests.integrations._calc import SYSTEM, calculator, question

@@ -15,7 +15,7 @@ from osmosis_ai.eval._compare import (
     row_passes,
     row_rewards,
 )
-from osmosis_ai.eval._demos import DemoReport, demos_from_eval, demos_from_run
+from osmosis_ai.eval._harvest import DemoReport, demos_from_eval, demos_from_run
 from osmosis_ai.eval._heldout import (
     HeldOutModel,
     HeldOutPlan,

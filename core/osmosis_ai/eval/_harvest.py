@@ -1,5 +1,8 @@
-"""Demonstrations from traces: the passed rollouts of an eval run or a training run become
-warm-start rows (``osmosis dataset from-eval`` / ``from-run``).
+"""Harvesting demonstrations from traces: the passed rollouts of an eval run or a training run
+become warm-start rows (``osmosis dataset from-eval`` / ``from-run``).
+
+It lives in ``eval`` because it reads eval runs' records and store; the demonstrations file
+itself (its row shape, reading and checking it for a warm start) is ``osmosis_ai.data``'s.
 
 A row is one conversation in OpenAI chat shape, exactly as the agent sent it to the policy:
 the system prompt, the user turns, the assistant's tool calls, the tool results and the final
