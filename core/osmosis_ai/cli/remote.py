@@ -217,7 +217,9 @@ def test_command(
         raise ConfigError("--interactive steps through an agent loop's calls (-m module:attr); "
                           "an entrypoint's workflow runs its own loop: drop --interactive")
     loop = load_agent_loop(module) if entry_file is None else None
-    rows = read_dataset(dataset, limit=limit, offset=offset)
+    # Every row is read and checked before the model loads: a bad line fails in a second,
+    # naming file and line, not after the model has loaded and earlier rows have run.
+    rows = list(read_dataset(dataset, limit=limit, offset=offset))
     from osmosis_ai.serving.preflight import check_model_reachable
 
     check_model_reachable(model)  # a missing key or a dead server: one line, nothing written

@@ -74,3 +74,30 @@ def test_test_target_errors_name_the_fix(
     assert code == 1, captured
     assert message in captured.err + captured.out
     assert "Traceback" not in captured.err + captured.out
+
+
+
+def test_a_bad_row_fails_before_the_model_is_served(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import osmosis_ai.serving as serving
+
+    served: list[str] = []
+    real = serving.create_engine
+
+    def create_engine(model: str, **kwargs: object) -> object:
+        served.append(model)  # the embedded model would spend ~20 s loading here
+        return real(model, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(serving, "create_engine", create_engine)
+    data = _rows(tmp_path / "rows.jsonl", [(2, 9), (4, 4)])
+    with open(data, "a") as fh:
+        fh.write('{"user_prompt": "What is 1 * 1?", \n')  # line 3: cut off
+    with FakeOpenAIServer(script=multiply_policy) as server:
+        code = main(["test", "-m", str(ROLLOUTS / "multiply-local-strands"), "-d", str(data),
+                     "--model", server.base_url])
+    captured = capsys.readouterr()
+    assert code == 1, captured
+    assert "rows.jsonl:3:" in captured.err, captured.err  # file:line
+    assert "Traceback" not in captured.err + captured.out
+    assert served == []  # the whole file was checked before anything started
