@@ -12,7 +12,6 @@ after close as things were, 0.45 GB with a trim after close; capping the arenas
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import functools
 import gc
 import sys
@@ -23,12 +22,17 @@ __all__ = ["return_freed_memory"]
 
 @functools.cache
 def _malloc_trim() -> Callable[[int], int] | None:
-    """glibc's ``malloc_trim``, or None off glibc (musl, macOS, Windows: nothing to do)."""
+    """glibc's ``malloc_trim``, or None off glibc (musl, macOS, Windows: nothing to do).
+
+    Looked up in the symbols the process already has (``CDLL(None)``), not with
+    ``ctypes.util.find_library``: that runs ``ldconfig``/``gcc`` in child processes, and a child
+    forked from a process of several GB reports that size as its own peak (``ru_maxrss``), which
+    doubled the trainer benchmark's measured peak.
+    """
     if not sys.platform.startswith("linux"):
         return None
-    name = ctypes.util.find_library("c")
     try:
-        trim = ctypes.CDLL(name or "libc.so.6").malloc_trim
+        trim = ctypes.CDLL(None).malloc_trim
     except (OSError, AttributeError):
         return None
     trim.argtypes = [ctypes.c_size_t]

@@ -30,3 +30,15 @@ def test_freed_heap_goes_back_to_the_os() -> None:
     assert before - after > 100, (before, after)
     assert all(len(b) == 65536 for b in kept)  # what is still referenced is intact
 
+
+def test_finds_malloc_trim_without_child_processes(monkeypatch: pytest.MonkeyPatch) -> None:
+    import subprocess
+
+    from osmosis_ai.serving import _memory
+
+    def no_children(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a child process forked from a big process inflates ru_maxrss")
+
+    monkeypatch.setattr(subprocess, "Popen", no_children)
+    _memory._malloc_trim.cache_clear()
+    return_freed_memory()
