@@ -148,6 +148,21 @@ def write_section(
     REPORT.write_text(text)
 
 
+README = REPORT.parent / "README.md"
+
+
+def write_readme_block(name: str, body: str) -> None:
+    """Replace what README.md holds between ``<!-- bench:NAME -->`` and ``<!-- /bench:NAME -->``
+    with ``body``: figures the README quotes come from the generator, never a hand."""
+    text = README.read_text()
+    pattern = re.compile(
+        rf"(<!-- bench:{re.escape(name)} -->\n).*?(<!-- /bench:{re.escape(name)} -->)", re.S
+    )
+    if not pattern.search(text):
+        raise SystemExit(f"README.md has no '<!-- bench:{name} -->' block to write")
+    README.write_text(pattern.sub(lambda m: m.group(1) + body.strip() + "\n" + m.group(2), text))
+
+
 _OPENMP_SET: dict[str, str] = {}
 
 

@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from osmosis_ai.learning import summarize_learning
-from tests.benchmarks._report import ROOT, write_section
+from tests.benchmarks._report import ROOT, write_readme_block, write_section
 
 SEEDS = (0, 1, 2)
 TASK = "carrying a result"
@@ -811,6 +811,60 @@ def transfer_tables(runs: list[TrainRun], labels: list[str] | None = None) -> st
     )
 
 
+def readme_block(runs: list[TrainRun], labels: list[str]) -> str:
+    """What README.md quotes of the quick start (its ``bench:learning-readme`` block): every
+    finished run at HEAD, file by file, and how many runs met each target."""
+    if not runs:
+        return (
+            "No run of the shipped template and trainer is stored yet: "
+            "`python -m tests.benchmarks learning` measures it.\n"
+        )
+    names = list(dict.fromkeys(name for run in runs for name, _ in heldout_sets(run.heldout)))
+    lines = []
+    for label, run in zip(labels, runs, strict=True):
+        sets = dict(heldout_sets(run.heldout))
+        cells = [
+            "–"
+            if name not in sets
+            else _set_cells(sets[name])
+            if name == TRANSFER_SET
+            else f"{_rate(_pass(sets[name], 'warm'))} → {_rate(_pass(sets[name], 'trained'))}"
+            for name in names
+        ]
+        loaded = bool(run.load and max(run.load) >= 2)
+        wall = f"{run.wall_s / 60:.1f} / {_cpu_minutes(run)} ({'loaded' if loaded else 'quiet'})"
+        peak = f"{run.peak_rss_gb:.1f} GB" if run.peak_rss_gb else "–"
+        lines.append(f"| {label} | " + " | ".join(cells) + f" | {wall} | {peak} |")
+    met = [{**_targets(r), **transfer_targets(r)} for r in runs]
+    n = len(runs)
+    spans = []
+    for name in names:
+        trained = [
+            v
+            for r in runs
+            if (rep := dict(heldout_sets(r.heldout)).get(name)) is not None
+            if (v := _pass(rep, "trained")) is not None
+        ]
+        if trained:
+            spans.append(f"{name} {min(trained):.2f}–{max(trained):.2f}")
+    peaks = [r.peak_rss_gb for r in runs if r.peak_rss_gb]
+    memory = f"; the worker peaked at {min(peaks):.1f}–{max(peaks):.1f} GB" if peaks else ""
+    return (
+        "| run | "
+        + " | ".join(f"{n_} (new wordings)" if n_ == TRANSFER_SET else n_ for n_ in names)
+        + " | wall / CPU time | worker peak memory |\n|---|"
+        + "---|" * len(names)
+        + "---|---|\n"
+        + "\n".join(lines)
+        + f"\n\nOver these {n} runs: the new wordings beat the warm start by ≥ "
+        f"+{TARGET_OVER_WARM:.2f} with the 95% CI above 0 in "
+        f"{sum(m['transfer'] for m in met)} of {n}; every file at ≥ {TARGET_PASS:.2f} in "
+        f"{sum(m['every_file'] for m in met)} of {n} (trained pass, lowest–highest: "
+        f"{', '.join(spans)}); the whole run under {TARGET_WALL_S // 60} min in "
+        f"{sum(m['wall'] for m in met)} of {n}{memory}.\n"
+    )
+
+
 def previous_task_table(stored: list[dict[str, Any]]) -> str:
     """The runs of issue 26's task (one wording, one held-out file like its training rows),
     kept as the measurement issue 40 started from."""
@@ -1110,6 +1164,7 @@ def render() -> None:
 
     body += search_table()  # the search template's runs (bench_learning_search)
     print(body, flush=True)
+    write_readme_block("learning-readme", readme_block(current, [label_of[id(r)] for r in current]))
     write_section(
         "learning",
         "Learning: the quick start teaches carrying a result (warm start, then RL), 3 seeds, "

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
+import pytest
+
+from tests.benchmarks import _report
 from tests.benchmarks.bench_learning import (
     TrainRun,
     heldout_sets,
+    readme_block,
     transfer_tables,
     transfer_targets,
 )
@@ -53,3 +58,29 @@ def test_tables_count_runs_per_file_and_label_runs_of_one_seed() -> None:
     cells = [c.strip() for c in row.strip("|").split("|")]
     assert cells[3:] == ["0.250 (0.20–0.30)", "0.500 (0.40–0.60)", "1 of 2", "1 of 2", "1 of 2"]
     assert "| seed 0, run 1 |" in text and "| seed 0, run 2 |" in text
+
+
+def test_readme_block_quotes_each_run_and_counts_targets(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    runs = [_run(0, (0.2, 0.6, 0.1), 0.5), _run(1, (0.3, 0.4, -0.1), 0.75)]
+    runs[0].peak_rss_gb, runs[1].load = 5.25, (0.5, 3.0)
+    text = readme_block(runs, ["seed 0, run 1", "seed 1, run 1"])
+    assert "| seed 0, run 1 | 0.30 → 0.90 | 0.20 → 0.60 (+0.40 [+0.10, +0.90]) | 0.10 → 0.50 |" in (
+        text
+    )
+    assert "10.0 / 15.0 min (quiet) | 5.2 GB |" in text
+    assert "(loaded) | – |" in text  # a shared machine's wall time is marked; no memory stored
+    assert "CI above 0 in 1 of 2" in text and "every file at ≥ 0.50 in 1 of 2" in text
+    assert "phrasings 0.40–0.60" in text
+    readme = tmp_path / "README.md"
+    readme.write_text(
+        "a\n<!-- bench:learning-readme -->\nold\n<!-- /bench:learning-readme -->\nb\n"
+    )
+    monkeypatch.setattr(_report, "README", readme)
+    _report.write_readme_block("learning-readme", text)
+    written = readme.read_text()
+    assert "old" not in written and "| seed 1, run 1 |" in written
+    assert written.startswith("a\n<!-- bench:learning-readme -->\n") and written.endswith("b\n")
+    with pytest.raises(SystemExit, match="no '<!-- bench:other -->' block"):
+        _report.write_readme_block("other", text)
