@@ -1160,11 +1160,13 @@ def render() -> None:
             + _reading(probes, runs)
             + "".join(f"- {p['name']}: {p['note']}\n" for p in probes if p.get("note"))
         )
+    from tests.benchmarks.bench_learning_search import readme_block as search_readme
     from tests.benchmarks.bench_learning_search import search_table
 
     body += search_table()  # the search template's runs (bench_learning_search)
     print(body, flush=True)
     write_readme_block("learning-readme", readme_block(current, [label_of[id(r)] for r in current]))
+    write_readme_block("learning-search-readme", search_readme())
     write_section(
         "learning",
         "Learning: the quick start teaches carrying a result (warm start, then RL), 3 seeds, "

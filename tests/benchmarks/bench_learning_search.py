@@ -371,6 +371,52 @@ def search_table() -> str:
     )
 
 
+def readme_block() -> str:
+    """What README.md quotes of the search template (its ``bench:learning-search-readme``
+    block): each finished run of the shipped files, none of the stale ones."""
+    stamp = template_fingerprint()
+    stored = json.loads(RUNS.read_text()) if RUNS.exists() else []
+    runs = sorted(
+        (
+            r
+            for r in stored
+            if r.get("template") == stamp and r.get("status") == "finished"
+            if not r.get("overrides")
+        ),
+        key=lambda r: r["seed"],
+    )
+    if not runs:
+        return (
+            "No run of the shipped search template is stored yet (`python -m tests.benchmarks "
+            "learning_search` measures one per seed).\n"
+        )
+    lines = []
+    for run in runs:
+        report = run.get("heldout") or {}
+        diff = report.get("pass_vs_warm") or {}
+        held = run.get("heldout_reading") or {}
+        load = run.get("load") or [0.0, 0.0]
+        lines.append(
+            f"| {run['seed']} | {_f(_pass(report, 'base'))} / {_f(_pass(report, 'warm'))} / "
+            f"{_f(_pass(report, 'trained'))} | {_f(diff.get('diff'), '+.2f')} "
+            f"[{_f(diff.get('ci_low'), '+.2f')}, {_f(diff.get('ci_high'), '+.2f')}] | "
+            f"{_reading_cell(held.get('warm'))} → {_reading_cell(held.get('trained'))} | "
+            f"{run['wall_s'] / 60:.1f} min ({'loaded' if max(load) >= 2 else 'quiet'}) | "
+            f"{_f(run.get('peak_rss_gb'), '.1f')} GB |"
+        )
+    met = [targets(r) for r in runs]
+    return (
+        "| seed | held-out pass base / warm / trained | trained − warm [95% CI] "
+        "| reads per rollout / right document / first result read, warm → trained "
+        "| wall | worker peak memory |\n|---|---|---|---|---|---|\n"
+        + "\n".join(lines)
+        + f"\n\nTargets over {len(runs)} of {len(SEEDS)} seeds: trained − warm ≥ "
+        f"+{TARGET_OVER_WARM:.2f} with the CI above 0 in {sum(m['over_warm'] for m in met)}; "
+        f"trained pass ≥ {TARGET_PASS:.2f} in {sum(m['pass'] for m in met)}; under "
+        f"{TARGET_WALL_S // 60} min in {sum(m['wall'] for m in met)}.\n"
+    )
+
+
 def render() -> None:
     """Rewrite BENCHMARKS.md's learning section (it includes this table)."""
     from tests.benchmarks.bench_learning import render as render_learning

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
+import pytest
+
+from tests.benchmarks import bench_learning_search
 from tests.benchmarks.bench_learning_search import reading
 
 
@@ -40,3 +44,33 @@ def test_reading_counts_reads_right_documents_and_first_result_habit() -> None:
         "first_result_rate": 0.5,
     }
     assert reading([]) == {}
+
+
+def test_readme_block_quotes_runs_of_the_shipped_files_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def run(seed: int, template: str, trained: float) -> dict[str, Any]:
+        models = [("base", 0.0), ("warm", 0.2), ("trained", trained)]
+        return {
+            "seed": seed,
+            "status": "finished",
+            "template": template,
+            "wall_s": 1500.0,
+            "load": [0.5, 1.0],
+            "peak_rss_gb": 6.0,
+            "heldout": {
+                "models": [{"role": r, "pass_rate": p} for r, p in models],
+                "pass_vs_warm": {"diff": trained - 0.2, "ci_low": 0.1, "ci_high": 0.5},
+            },
+            "heldout_reading": {},
+        }
+
+    runs = tmp_path / "runs.json"
+    runs.write_text(json.dumps([run(0, "old", 0.9), run(1, "now", 0.6)]))
+    monkeypatch.setattr(bench_learning_search, "RUNS", runs)
+    monkeypatch.setattr(bench_learning_search, "template_fingerprint", lambda: "now")
+    text = bench_learning_search.readme_block()
+    assert "| 1 | 0.00 / 0.20 / 0.60 | +0.40 [+0.10, +0.50] |" in text
+    assert "25.0 min (quiet) | 6.0 GB |" in text
+    assert "| 0 |" not in text  # the stale run is not quoted
+    assert "Targets over 1 of 3 seeds" in text and "CI above 0 in 1;" in text
