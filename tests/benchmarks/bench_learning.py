@@ -811,6 +811,12 @@ def transfer_tables(runs: list[TrainRun], labels: list[str] | None = None) -> st
     )
 
 
+def _span(values: list[float], fmt: str) -> str:
+    """``low–high`` of some figures, or the one value when they agree."""
+    low, high = format(min(values), fmt), format(max(values), fmt)
+    return low if low == high else f"{low}–{high}"
+
+
 def readme_block(runs: list[TrainRun], labels: list[str]) -> str:
     """What README.md quotes of the quick start (its ``bench:learning-readme`` block): every
     finished run at HEAD, file by file, and how many runs met each target."""
@@ -846,9 +852,9 @@ def readme_block(runs: list[TrainRun], labels: list[str]) -> str:
             if (v := _pass(rep, "trained")) is not None
         ]
         if trained:
-            spans.append(f"{name} {min(trained):.2f}–{max(trained):.2f}")
+            spans.append(f"{name} {_span(trained, '.2f')}")
     peaks = [r.peak_rss_gb for r in runs if r.peak_rss_gb]
-    memory = f"; the worker peaked at {min(peaks):.1f}–{max(peaks):.1f} GB" if peaks else ""
+    memory = f"; the worker peaked at {_span(peaks, '.1f')} GB" if peaks else ""
     return (
         "| run | "
         + " | ".join(f"{n_} (new wordings)" if n_ == TRANSFER_SET else n_ for n_ in names)
@@ -856,7 +862,7 @@ def readme_block(runs: list[TrainRun], labels: list[str]) -> str:
         + "---|" * len(names)
         + "---|---|\n"
         + "\n".join(lines)
-        + f"\n\nOver these {n} runs: the new wordings beat the warm start by ≥ "
+        + f"\n\nOver {'this run' if n == 1 else f'these {n} runs'}: the new wordings beat the warm start by ≥ "
         f"+{TARGET_OVER_WARM:.2f} with the 95% CI above 0 in "
         f"{sum(m['transfer'] for m in met)} of {n}; every file at ≥ {TARGET_PASS:.2f} in "
         f"{sum(m['every_file'] for m in met)} of {n} (trained pass, lowest–highest: "
