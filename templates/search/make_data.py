@@ -18,9 +18,10 @@ answer is a field of its document, so the files are right by construction.
   value; exactly the conversation the agent has (``main.py``'s tools run on the real database,
   messages and tool specs converted by the Agents SDK's own converter), so the warm start renders
   the same prompt as RL. In three of four the right document is the first result.
-- ``{{name}}.jsonl`` (RL): questions about the same families where the right document is the
-  first result for only about half of them (searching the name asked about): reading the first
-  result is often wrong, reading the result whose title matches pays.
+- ``{{name}}.jsonl`` (RL): questions about other families than the demonstrations' (the warm
+  start cannot recall their ids), where the right document is the first result for only half
+  of them (searching the name asked about): reading the first result is often wrong, reading
+  the result whose title matches pays.
 - ``{{name}}_heldout.jsonl``: questions about families never used in training (no demonstration
   or RL row reads any of their documents), with the RL rows' mix of first / not first.
 """
@@ -269,8 +270,11 @@ def _families(rng: random.Random) -> list[list[Doc]]:
     return families
 
 
-def knowledge_base(rng: random.Random) -> tuple[list[Doc], set[int]]:
-    """The documents (with ids) and the indices of the families kept for held-out questions."""
+def knowledge_base(rng: random.Random) -> tuple[list[Doc], dict[int, str]]:
+    """The documents (with ids) and each family's use: ``"demos"``, ``"train"`` or
+    ``"heldout"``. Each kind's families are split between the three, so no RL row asks about a
+    family a demonstration read: the warm start cannot have memorised its ids, and RL gains only
+    by reading the search results."""
     families = _families(rng)
     ids = rng.sample(range(100, 1000), sum(len(f) for f in families))
     docs = [doc for family in families for doc in family]
@@ -279,11 +283,16 @@ def knowledge_base(rng: random.Random) -> tuple[list[Doc], set[int]]:
     for index, family in enumerate(families):
         for doc in family:
             doc["family"] = index
-    heldout: set[int] = set()
+    roles: dict[int, str] = {}
     for kind in ("site", "product", "policy"):
         of_kind = [i for i, f in enumerate(families) if f[0]["kind"] == kind]
-        heldout.update(rng.sample(of_kind, round(len(of_kind) * HELDOUT_SHARE)))
-    return docs, heldout
+        rng.shuffle(of_kind)
+        n_held = round(len(of_kind) * HELDOUT_SHARE)
+        rest = of_kind[n_held:]
+        roles.update({i: "heldout" for i in of_kind[:n_held]})
+        roles.update({i: "demos" for i in rest[: len(rest) // 2]})
+        roles.update({i: "train" for i in rest[len(rest) // 2 :]})
+    return docs, roles
 
 
 def question(doc: Doc, field: str) -> str:
@@ -361,7 +370,7 @@ def generate(seed: int = SEED, db_path: Path | None = None) -> dict[str, list[di
 
     main = _main_module()
     rng = random.Random(seed)
-    docs, heldout_families = knowledge_base(rng)
+    docs, roles = knowledge_base(rng)
     kb = [{k: d[k] for k in ("id", "title", "summary", "body", "popularity")} for d in docs]
     with tempfile.TemporaryDirectory() as tmp:
         path = db_path or Path(tmp) / "kb.db"
@@ -369,15 +378,14 @@ def generate(seed: int = SEED, db_path: Path | None = None) -> dict[str, list[di
         db = sqlite3.connect(path)
         main._db = db  # the tools read this database while the demonstrations are made
         try:
-            train_docs = [d for d in docs if d["family"] not in heldout_families]
-            held_docs = [d for d in docs if d["family"] in heldout_families]
-            a, b = round(DEMOS * DEMO_FIRST), round(TRAIN_ROWS * ROW_FIRST)
-            firsts = _questions(rng, main, db, train_docs, a + b, 1.0)
-            others = _questions(rng, main, db, train_docs, DEMOS - a + TRAIN_ROWS - b, 0.0)
-            demo_qs = _by_id(firsts[:a] + others[: DEMOS - a])
-            train_qs = _by_id(firsts[a:] + others[DEMOS - a :])
+
+            def of(role: str) -> list[Doc]:
+                return [d for d in docs if roles[d["family"]] == role]
+
+            demo_qs = _by_id(_questions(rng, main, db, of("demos"), DEMOS, DEMO_FIRST))
+            train_qs = _by_id(_questions(rng, main, db, of("train"), TRAIN_ROWS, ROW_FIRST))
             demos = [demonstration(main, db, d, f, i) for i, (d, f) in enumerate(demo_qs)]
-            held_qs = _questions(rng, main, db, held_docs, HELDOUT_ROWS, ROW_FIRST)
+            held_qs = _questions(rng, main, db, of("heldout"), HELDOUT_ROWS, ROW_FIRST)
         finally:
             main._db = None
             db.close()

@@ -76,13 +76,25 @@ def _first_result(messages: list[dict[str, Any]]) -> str | None:
     return None
 
 
+def _listed(messages: list[dict[str, Any]]) -> set[str]:
+    """Every id a search result showed in the conversation."""
+    ids: set[str] = set()
+    for m in messages:
+        if m.get("role") == "tool":
+            content = m.get("content")
+            text = content if isinstance(content, str) else json.dumps(content)
+            ids.update(re.findall(r"^\s*(D\d+):", text, re.MULTILINE))
+    return ids
+
+
 def reading(samples: list[tuple[list[dict[str, Any]], str]]) -> dict[str, float]:
-    """Reads per rollout, right-document rate (read the row's ``doc_id``), and the share of
-    rollouts whose first read was the first search result, over (messages, doc_id) pairs."""
+    """Reads per rollout, right-document rate (read the row's ``doc_id``), the share of
+    rollouts whose first read was the first search result, and the share that read an id no
+    search result showed (recalled from training, or made up), over (messages, doc_id) pairs."""
     n = len(samples)
     if not n:
         return {}
-    reads = right = first = 0
+    reads = right = first = unlisted = 0
     for messages, doc_id in samples:
         ids = [
             str(a.get("doc_id", "")).strip().upper()
@@ -93,11 +105,13 @@ def reading(samples: list[tuple[list[dict[str, Any]], str]]) -> dict[str, float]
         right += doc_id.upper() in ids
         top = _first_result(messages)
         first += bool(ids) and top is not None and ids[0] == top
+        unlisted += bool(set(ids) - _listed(messages))
     return {
         "rollouts": float(n),
         "reads_per_rollout": reads / n,
         "right_doc_rate": right / n,
         "first_result_rate": first / n,
+        "unlisted_read_rate": unlisted / n,
     }
 
 
@@ -299,7 +313,7 @@ def _reading_cell(r: dict[str, float] | None) -> str:
         return "–"
     return (
         f"{_f(r.get('reads_per_rollout'))} / {_f(r.get('right_doc_rate'), '.0%')} / "
-        f"{_f(r.get('first_result_rate'), '.0%')}"
+        f"{_f(r.get('first_result_rate'), '.0%')} / {_f(r.get('unlisted_read_rate'), '.0%')}"
     )
 
 
@@ -353,15 +367,17 @@ def search_table() -> str:
         "configs/training/kb.toml`, one run per seed (`python -m tests.benchmarks "
         "learning_search`, stored in `docs/learning_search_runs.json`): a warm start on 64 "
         "search → read → answer demonstrations (right document first in half), RL on 64 "
-        "questions whose document is the first search result in only half, and the run's "
-        "`[heldout]` eval on 32 questions about document families no training row reads. "
+        "questions about other document families whose document is the first search result "
+        "in only half, and the run's `[heldout]` eval on 32 questions about families neither "
+        "reads. "
         f"Targets, every seed: trained − warm held-out pass ≥ +{TARGET_OVER_WARM:.2f} with the "
         f"paired 95% CI above 0 — **{verdict('over_warm')}**; trained pass ≥ "
         f"{TARGET_PASS:.0%} — **{verdict('pass')}**; the whole run under "
         f"{TARGET_WALL_S // 60} min — **{verdict('wall')}** (load: the 1-minute load average "
         "at the start and end; above 2 the 2 cores were shared and the wall is an upper "
         "bound). Reading: reads per rollout / rollouts that read the right document / "
-        "rollouts whose first read was the first search result, from the traces (training: "
+        "rollouts whose first read was the first search result / rollouts that read an id no "
+        "search result showed (recalled or made up), from the traces (training: "
         "the traced samples of the first step → the last two; held-out: warm → trained).\n\n"
         "| seed | status | warm-start steps | RL steps | reward first 3 → last 3 "
         "| training: reading | held-out pass base / warm / trained "
@@ -407,7 +423,8 @@ def readme_block() -> str:
     met = [targets(r) for r in runs]
     return (
         "| seed | held-out pass base / warm / trained | trained − warm [95% CI] "
-        "| reads per rollout / right document / first result read, warm → trained "
+        "| reads per rollout / right document / first result read / id not shown, "
+        "warm → trained "
         "| wall | worker peak memory |\n|---|---|---|---|---|---|\n"
         + "\n".join(lines)
         + f"\n\nTargets over {len(runs)} of {len(SEEDS)} seeds: trained − warm ≥ "

@@ -36,12 +36,14 @@ def test_reading_counts_reads_right_documents_and_first_result_habit() -> None:
         (_conversation("D200", "d100"), "D100"),  # then the right one
         (_conversation("D100"), "D100"),  # the right one at once
         (_conversation(), "D100"),  # no read
+        (_conversation("D300"), "D100"),  # an id no result showed
     ]
     assert reading(samples) == {
-        "rollouts": 4.0,
+        "rollouts": 5.0,
         "reads_per_rollout": 1.0,
-        "right_doc_rate": 0.5,
-        "first_result_rate": 0.5,
+        "right_doc_rate": 0.4,
+        "first_result_rate": 0.4,
+        "unlisted_read_rate": 0.2,
     }
     assert reading([]) == {}
 
