@@ -868,6 +868,14 @@ def readme_block(runs: list[TrainRun], labels: list[str]) -> str:
         f"{sum(m['every_file'] for m in met)} of {n} (trained pass, lowest–highest: "
         f"{', '.join(spans)}); the whole run under {TARGET_WALL_S // 60} min in "
         f"{sum(m['wall'] for m in met)} of {n}{memory}.\n"
+        + "".join(
+            f"\nTrained longer (one run, seed {c['seed']}, `bench_learning curve`): {curve_result(c)}"
+            f"; the warm start and {c['steps']} RL steps took {_curve_minutes(c):.1f} min (the "
+            "whole run, with its held-out evals, "
+            f"{c['wall_s'] / 60:.1f} min).\n"
+            for c in stored_curves()
+            if c.get("template") == template_fingerprint()
+        )
     )
 
 
@@ -973,14 +981,44 @@ def _heldout_files(ws: Path) -> list[tuple[str, str]]:
     return list(config["heldout"]["datasets"].items())
 
 
+def shipped_steps() -> int:
+    """The quick start's ``[training] max_steps`` as the template ships it."""
+    import tomllib
+
+    text = (ROOT / "templates" / "strands" / "training.toml").read_text()
+    return int(tomllib.loads(text.replace("{{name}}", "calc"))["training"]["max_steps"])
+
+
+def stored_curves() -> list[dict[str, Any]]:
+    """The stored curves of this task (``docs/learning_transfer_curve.json``)."""
+    stored = json.loads(CURVE.read_text()) if CURVE.exists() else []
+    return [c for c in stored if c.get("task") == TASK]
+
+
+def _curve_minutes(curve: dict[str, Any]) -> float:
+    """Minutes from the warm start's start to the curve run's last RL step."""
+    return max((float(p["minutes"]) for p in curve["points"]), default=math.nan)
+
+
+def curve_result(curve: dict[str, Any]) -> str:
+    """The curve run's own ``[heldout]`` eval after its last step, every file, and whether each
+    reached the pass target."""
+    sets = heldout_sets(curve.get("heldout"))
+    final = "; ".join(
+        f"{name} {_rate(_pass(r, 'warm'))} → {_rate(_pass(r, 'trained'))}" for name, r in sets
+    )
+    every = bool(sets) and all((_pass(r, "trained") or 0.0) >= TARGET_PASS for _, r in sets)
+    return (
+        f"after step {curve['steps']} (pass, warm start → trained): {final}. Every file ≥ "
+        f"{TARGET_PASS:.2f}: **{'yes' if every else 'no'}**"
+    )
+
+
 def curve_section() -> str:
-    """The stored curves as a table (held-out pass per checkpoint) and ``docs/
-    learning_transfer_curve.png``; empty when none was measured."""
-    stored = [
-        c
-        for c in (json.loads(CURVE.read_text()) if CURVE.exists() else [])
-        if c.get("task") == TASK
-    ]
+    """The stored curves: one table each (held-out pass per checkpoint), the run's own
+    ``[heldout]`` eval after its last step on every file, and ``docs/learning_transfer_curve.png``;
+    empty when none was measured."""
+    stored = stored_curves()
     if not stored:
         return ""
     import matplotlib
@@ -989,26 +1027,46 @@ def curve_section() -> str:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(6, 3.6), dpi=110)
-    lines = []
+    stamp = template_fingerprint()
+    parts = []
     for c in stored:
+        steps = list(dict.fromkeys(p["step"] for p in c["points"]))
+        minutes = {p["step"]: p["minutes"] for p in c["points"]}
+        rows = []
         for name in dict.fromkeys(p["set"] for p in c["points"]):
-            pts = [p for p in c["points"] if p["set"] == name]
+            pts = {p["step"]: p["pass_rate"] for p in c["points"] if p["set"] == name}
             ax.plot(
-                [p["minutes"] for p in pts],
-                [p["pass_rate"] for p in pts],
+                [minutes[s] for s in steps if s in pts],
+                [pts[s] for s in steps if s in pts],
                 marker="o",
                 label=f"seed {c['seed']}: {name}",
             )
-            lines.append(
-                f"| seed {c['seed']} | {name} | "
-                + " | ".join(
-                    f"step {p['step']} ({p['minutes']:.1f} min): {_rate(p['pass_rate'], '.3f')}"
-                    for p in pts
-                )
-                + " |"
+            rows.append(
+                f"| {name} | " + " | ".join(_rate(pts.get(s), ".2f") for s in steps) + " |"
             )
+        load = c.get("load") or [math.nan, math.nan]
+        stale = (
+            ""
+            if c.get("template") == stamp
+            else f" **Stale** (ran template/trainer {c.get('template')}, not HEAD's)."
+        )
+        parts.append(
+            f"Seed {c['seed']}, {c['steps']} RL steps (the shipped config runs "
+            f"{shipped_steps()}), a checkpoint every {c['every']}; the whole run took "
+            f"{c['wall_s'] / 60:.1f} min (load {_rate(load[0], '.1f')} → "
+            f"{_rate(load[1], '.1f')}).{stale}\n\n"
+            "| held-out file | "
+            + " | ".join(
+                f"{'warm start' if s == 0 else f'step {s}'} ({minutes[s]:.1f} min)" for s in steps
+            )
+            + " |\n|---|"
+            + "---|" * len(steps)
+            + "\n"
+            + "\n".join(rows)
+            + f"\n\nThe run's own `[heldout]` eval {curve_result(c)}.\n"
+        )
     ax.axhline(TARGET_PASS, color="grey", lw=1, ls="--")
-    ax.set_xlabel("minutes of training (warm start at 0 steps)")
+    ax.set_xlabel("minutes since the warm start began")
     ax.set_ylabel("held-out pass rate")
     ax.set_ylim(0, 1.02)
     ax.grid(alpha=0.3)
@@ -1017,13 +1075,13 @@ def curve_section() -> str:
     fig.savefig(CURVE_PLOT)
     plt.close(fig)
     return (
-        "\nHow far more RL steps take it (`python -m tests.benchmarks.bench_learning curve SEED "
-        "STEPS EVERY`: one run trained longer, each checkpoint evaluated on a held-out file, "
-        "one sample per row; stored in `docs/learning_transfer_curve.json`):\n\n"
-        "| run | held-out file | pass rate per checkpoint (minutes since the warm start "
-        "began) |\n|---|---|---|\n"
-        + "\n".join(lines)
-        + "\n\n![held-out pass rate against training minutes](docs/learning_transfer_curve.png)\n"
+        "\n### How far more RL steps take it\n\n"
+        "`python -m tests.benchmarks.bench_learning curve SEED STEPS EVERY [FILE ...]`: one quick "
+        "start trained longer, each checkpoint evaluated on the named held-out files (one sample "
+        "per row; minutes since the warm start began, so the held-out evals are not in them); "
+        "stored in `docs/learning_transfer_curve.json`.\n\n"
+        + "\n".join(parts)
+        + "\n![held-out pass rate against training minutes](docs/learning_transfer_curve.png)\n"
     )
 
 
@@ -1143,8 +1201,8 @@ def render() -> None:
             if stale
             else ""
         )
-        + curve_section()
         + _where_rl_stands(runs)
+        + curve_section()
         + previous_task_table(stored)
         + "\n"
         + _warm_probe_table()
