@@ -397,7 +397,8 @@ def findings_table(probes: list[dict[str, Any]]) -> str:
 # --- the benchmark --------------------------------------------------------------------------
 
 
-def plot(runs: list[TrainRun], path: Path) -> None:
+def plot(runs: list[TrainRun], path: Path, labels: list[str]) -> None:
+    """Reward, tool-call rate and model calls per rollout per RL step of the runs at HEAD."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -410,13 +411,13 @@ def plot(runs: list[TrainRun], path: Path) -> None:
     )
     fig, axes = plt.subplots(1, 3, figsize=(12, 3.6), dpi=110)
     for ax, (key, label, ylim) in zip(axes, panels, strict=True):
-        for run in runs:
+        for name, run in zip(labels, runs, strict=True):
             values = run.series(key)
-            ax.plot(range(1, len(values) + 1), values, marker="o", ms=3, label=f"seed {run.seed}")
+            ax.plot(range(1, len(values) + 1), values, marker="o", ms=3, label=name)
         if len(runs) > 1:
             width = min(len(r.records) for r in runs)
             mean = [statistics.fmean(r.series(key)[i] for r in runs) for i in range(width)]
-            ax.plot(range(1, width + 1), mean, color="black", lw=2, label="mean of seeds")
+            ax.plot(range(1, width + 1), mean, color="black", lw=2, label="mean of runs")
         ax.xaxis.get_major_locator().set_params(integer=True)
         ax.set_xlabel("RL step (after the warm start)")
         ax.set_ylabel(label)
@@ -425,7 +426,7 @@ def plot(runs: list[TrainRun], path: Path) -> None:
         ax.grid(alpha=0.3)
     axes[0].legend(fontsize=8)
     fig.suptitle(
-        "Quick start: Strands calculator, SmolLM2-135M-Instruct, warm start then "
+        "Quick start at HEAD: Strands calculator, SmolLM2-135M-Instruct, warm start then "
         "GRPO + LoRA on multi-step questions, CPU",
         fontsize=10,
     )
@@ -1117,9 +1118,14 @@ def render() -> None:
     measured = sorted((m for m in stored if m.get("task") == TASK), key=lambda m: m["seed"])
     runs = [_stored(m) for m in measured]
     labels = _run_labels(runs)
-    if runs:
-        plot(runs, PLOT)
     stamp = template_fingerprint()
+    at_head = [
+        (label, run)
+        for label, run, m in zip(labels, runs, measured, strict=True)
+        if m.get("template") == stamp
+    ]
+    if at_head:
+        plot([r for _, r in at_head], PLOT, [label for label, _ in at_head])
     stale = [label for label, m in zip(labels, measured, strict=True) if m.get("template") != stamp]
     rows = []
     for label, run in zip(labels, runs, strict=True):
@@ -1207,8 +1213,9 @@ def render() -> None:
         + "\n"
         + _warm_probe_table()
         + (
-            "\n![reward, tool-call rate and turns per rollout per step](docs/learning.png)\n"
-            if runs
+            "\n![reward, tool-call rate and turns per rollout per step of the runs at HEAD]"
+            "(docs/learning.png)\n"
+            if at_head
             else ""
         )
     )

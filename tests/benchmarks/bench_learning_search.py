@@ -317,6 +317,56 @@ def _reading_cell(r: dict[str, float] | None) -> str:
     )
 
 
+PLOT = ROOT / "docs" / "learning_search.png"
+
+
+def plot(runs: list[dict[str, Any]], path: Path) -> None:
+    """Per seed at HEAD: held-out pass (base, warm start, trained), and how the agent read
+    (right document, first result) warm start → trained."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 3.6), dpi=110)
+    width = 0.25
+    for i, role in enumerate(("base", "warm", "trained")):
+        values = [_pass(r.get("heldout"), role) or 0.0 for r in runs]
+        left.bar([k + (i - 1) * width for k in range(len(runs))], values, width, label=role)
+    left.axhline(TARGET_PASS, color="grey", lw=1, ls="--")
+    left.set_ylabel("held-out pass rate")
+    left.set_ylim(0, 1)
+    for ax in (left, right):
+        ax.set_xticks(range(len(runs)), [f"seed {r['seed']}" for r in runs])
+        ax.grid(alpha=0.3, axis="y")
+    left.legend(fontsize=8)
+    for i, (key, label) in enumerate(
+        (("right_doc_rate", "right document read"), ("first_result_rate", "first result read"))
+    ):
+        for j, role in enumerate(("warm", "trained")):
+            values = [((r.get("heldout_reading") or {}).get(role) or {}).get(key, 0.0) for r in runs]
+            right.bar(
+                [k + (2 * i + j - 1.5) * 0.2 for k in range(len(runs))],
+                values,
+                0.2,
+                label=f"{label}, {role}",
+                hatch="" if role == "warm" else "//",
+                color=f"C{i}",
+                alpha=0.55 if role == "warm" else 1.0,
+            )
+    right.set_ylabel("share of held-out rollouts")
+    right.set_ylim(0, 1.05)
+    right.legend(fontsize=7)
+    fig.suptitle(
+        "search template at HEAD: OpenAI Agents SDK agent over SQLite/FTS5, SmolLM2-135M, "
+        "warm start then GRPO + LoRA, CPU",
+        fontsize=10,
+    )
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
 def search_table() -> str:
     """The ``search`` part of the learning section, from the stored runs (no training)."""
     stored = sorted(json.loads(RUNS.read_text()) if RUNS.exists() else [], key=lambda r: r["seed"])
@@ -324,6 +374,7 @@ def search_table() -> str:
         return ""
     stamp = template_fingerprint()
     rows, met = [], []
+    shown: list[dict[str, Any]] = []
     for run in stored:
         report = run.get("heldout") or {}
         diff = report.get("pass_vs_warm") or {}
@@ -353,6 +404,7 @@ def search_table() -> str:
         )
         if current and not run.get("overrides"):
             met.append(targets(run))
+            shown.append(run)
 
     def verdict(key: str) -> str:
         # Only finished runs of the shipped files count (the stale ones stay in the table).
@@ -383,7 +435,18 @@ def search_table() -> str:
         "| training: reading | held-out pass base / warm / trained "
         "| trained vs warm: pass diff [95% CI] | held-out: reading, warm → trained "
         "| wall | worker peak memory | load |\n"
-        "|---|---|---|---|---|---|---|---|---|---|---|---|\n" + "\n".join(rows) + "\n"
+        "|---|---|---|---|---|---|---|---|---|---|---|---|\n"
+        + "\n".join(rows)
+        + "\n"
+        + (_plotted(shown) if shown else "")
+    )
+
+
+def _plotted(runs: list[dict[str, Any]]) -> str:
+    plot(runs, PLOT)
+    return (
+        "\n![held-out pass and reading per seed, warm start → trained]"
+        "(docs/learning_search.png)\n"
     )
 
 
