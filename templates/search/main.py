@@ -131,12 +131,14 @@ def _kb() -> sqlite3.Connection:
 
 
 def search_text(query: str) -> str:
-    """What ``search`` answers: one line per result, "D104: Lisbon office (Our office in
-    Lisbon.)"."""
+    """What ``search`` answers: one line per result, "Lisbon office (id D104): Office in
+    Lisbon." The id comes right after its title: a model picking the result by title finds
+    the id next to it (with the id first, SmolLM2's warm start read the right document no more
+    often than chance; BENCHMARKS.md, "learning")."""
     found = search_kb(_kb(), query)
     if not found:
         return "No results."
-    return "\n".join(f"{doc_id}: {title} ({summary})" for doc_id, title, summary in found)
+    return "\n".join(f"{title} (id {doc_id}): {summary}" for doc_id, title, summary in found)
 
 
 def read_text(doc_id: str) -> str:

@@ -17,7 +17,8 @@ answer is a field of its document, so the files are right by construction.
   config): search for the name asked about, read the result with that title, answer the field's
   value; exactly the conversation the agent has (``main.py``'s tools run on the real database,
   messages and tool specs converted by the Agents SDK's own converter), so the warm start renders
-  the same prompt as RL. In three of four the right document is the first result.
+  the same prompt as RL. In half of them the right document is the first result
+  (``DEMO_FIRST``); in the others it is shown below a near-duplicate.
 - ``{{name}}.jsonl`` (RL): questions about other families than the demonstrations' (the warm
   start cannot recall their ids), where the right document is the first result for only half
   of them (searching the name asked about): reading the first result is often wrong, reading

@@ -65,14 +65,19 @@ def _calls(messages: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
     return out
 
 
+_RESULT_ID = re.compile(r"\bD\d+\b")
+"""A document id in a search result: "Lisbon office (id D104): ..." (also the older
+"D104: Lisbon office (...)", which stored runs hold)."""
+
+
 def _first_result(messages: list[dict[str, Any]]) -> str | None:
     """The id of the first result of the conversation's first search (None: no results)."""
     for m in messages:
         if m.get("role") == "tool":
             content = m.get("content")
             text = content if isinstance(content, str) else json.dumps(content)
-            found = re.match(r"\s*(D\d+):", text)
-            return found[1] if found else None
+            found = _RESULT_ID.search(text)
+            return found[0] if found else None
     return None
 
 
@@ -83,7 +88,7 @@ def _listed(messages: list[dict[str, Any]]) -> set[str]:
         if m.get("role") == "tool":
             content = m.get("content")
             text = content if isinstance(content, str) else json.dumps(content)
-            ids.update(re.findall(r"^\s*(D\d+):", text, re.MULTILINE))
+            ids.update(_RESULT_ID.findall(text))
     return ids
 
 

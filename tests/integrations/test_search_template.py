@@ -37,7 +37,7 @@ from osmosis_ai.testing import FakeRequest, ScriptItem, text, tool_call  # noqa:
 from tests.core.eval._helpers import fake_server_factory  # noqa: E402
 
 _QUESTION = re.compile(r"What is the (.+) of the (.+)\?")
-_RESULT = re.compile(r"^(D\d+): (.*) \(([^()]*)\)$")
+_RESULT = re.compile(r"^(.*) \(id (D\d+)\): (.*)$")
 
 Step = tuple[str, Any]
 """("search", query) | ("read", doc_id) | ("answer", text)."""
@@ -55,7 +55,7 @@ def next_step(question: str, results: list[str], *, habit: str = "title") -> Ste
         return "search", title
     if len(results) == 1:
         found = [_RESULT.match(line) for line in results[0].splitlines()]
-        ids = [(m[1], m[2]) for m in found if m]
+        ids = [(m[2], m[1]) for m in found if m]
         chosen = ids[0][0] if habit == "first" else next(i for i, t in ids if t == title)
         return "read", chosen
     for line in results[-1].splitlines()[1:]:
