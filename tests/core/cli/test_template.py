@@ -82,7 +82,7 @@ def test_create_configs_load_with_the_config_schema(run_cli: RunCli, tmp_path: P
         assert ev.entrypoint_path() == ws / "rollouts/calc/main.py"
         tr = load_training_config(ws / "configs/training/calc.toml")
         # sized for the CPU main job: a few dozen small steps at most (the time budget itself is
-        # measured by the mainjob and learning benchmarks, not asserted here)
+        # measured by the learning benchmark, not asserted here)
         assert tr.training.max_steps is not None and tr.training.max_steps <= 20
         assert tr.training.rollout_batch_size * tr.training.n_samples_per_prompt <= 32
         assert tr.lora.r == 8
