@@ -70,26 +70,25 @@ _RESULT_ID = re.compile(r"\bD\d+\b")
 "D104: Lisbon office (...)", which stored runs hold)."""
 
 
+def _tool_texts(messages: list[dict[str, Any]]) -> list[str]:
+    """The text of each tool reply, in order (non-string content as its JSON)."""
+    return [
+        c if isinstance(c := m.get("content"), str) else json.dumps(c)
+        for m in messages
+        if m.get("role") == "tool"
+    ]
+
+
 def _first_result(messages: list[dict[str, Any]]) -> str | None:
     """The id of the first result of the conversation's first search (None: no results)."""
-    for m in messages:
-        if m.get("role") == "tool":
-            content = m.get("content")
-            text = content if isinstance(content, str) else json.dumps(content)
-            found = _RESULT_ID.search(text)
-            return found[0] if found else None
-    return None
+    texts = _tool_texts(messages)
+    found = _RESULT_ID.search(texts[0]) if texts else None
+    return found[0] if found else None
 
 
 def _listed(messages: list[dict[str, Any]]) -> set[str]:
     """Every id a search result showed in the conversation."""
-    ids: set[str] = set()
-    for m in messages:
-        if m.get("role") == "tool":
-            content = m.get("content")
-            text = content if isinstance(content, str) else json.dumps(content)
-            ids.update(_RESULT_ID.findall(text))
-    return ids
+    return {i for text in _tool_texts(messages) for i in _RESULT_ID.findall(text)}
 
 
 def reading(samples: list[tuple[list[dict[str, Any]], str]]) -> dict[str, float]:
