@@ -68,11 +68,34 @@ def test_readme_block_quotes_runs_of_the_shipped_files_only(
         }
 
     runs = tmp_path / "runs.json"
-    runs.write_text(json.dumps([run(0, "old", 0.9), run(1, "now", 0.6)]))
+    runs.write_text(json.dumps([run(0, "old", 0.9), run(1, "now", 0.6), run(1, "now", 0.3)]))
     monkeypatch.setattr(bench_learning_search, "RUNS", runs)
     monkeypatch.setattr(bench_learning_search, "template_fingerprint", lambda: "now")
     text = bench_learning_search.readme_block()
-    assert "| 1 | 0.00 / 0.20 / 0.60 | +0.40 [+0.10, +0.50] |" in text
+    assert "| 1 | 1 | 0.00 / 0.20 / 0.60 | +0.40 [+0.10, +0.50] |" in text
+    assert "| 1 | 2 | 0.00 / 0.20 / 0.30 | +0.10 [+0.10, +0.50] |" in text
     assert "25.0 min (quiet) | 6.0 GB |" in text
     assert "| 0 |" not in text  # the stale run is not quoted
-    assert "Targets over 1 of 3 seeds" in text and "CI above 0 in 1;" in text
+    assert "Targets over 2 runs (1 of 3 seeds" in text and "CI above 0 in 1;" in text
+
+
+def test_store_keeps_runs_of_a_seed_at_one_fingerprint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(bench_learning_search, "RUNS", tmp_path / "runs.json")
+
+    def stored() -> list[tuple[int, str, str]]:
+        data = json.loads((tmp_path / "runs.json").read_text())
+        return [(r["seed"], r["template"], r["run"]) for r in data]
+
+    store = bench_learning_search._store
+    store({"seed": 0, "template": "old", "run": "a"})
+    store({"seed": 1, "template": "old", "run": "b"})
+    store({"seed": 0, "template": "new", "run": "c"})  # replaces seed 0's run of other code
+    store({"seed": 0, "template": "new", "run": "d"})  # a second run of the same code stays
+    assert stored() == [(1, "old", "b"), (0, "new", "c"), (0, "new", "d")]
+    numbers = [
+        (n, r["run"])
+        for n, r in bench_learning_search.numbered(json.loads((tmp_path / "runs.json").read_text()))
+    ]
+    assert numbers == [(1, "c"), (2, "d"), (1, "b")]
