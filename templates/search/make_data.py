@@ -2,7 +2,7 @@
 
     python rollouts/{{name}}/make_data.py   # rewrites data/{{name}}_kb.jsonl, data/{{name}}_kb.db,
                                             # data/{{name}}_demos.jsonl, data/{{name}}.jsonl,
-                                            # data/{{name}}_heldout.jsonl
+                                            # data/{{name}}_heldout.jsonl, data/{{name}}_test.jsonl
 
 Deterministic (a fixed seed), no model involved: documents are generated, and every row's
 answer is a field of its document, so the files are right by construction.
@@ -20,11 +20,14 @@ answer is a field of its document, so the files are right by construction.
   the same prompt as RL. In half of them the right document is the first result
   (``DEMO_FIRST``); in the others it is shown below a near-duplicate.
 - ``{{name}}.jsonl`` (RL): questions about other families than the demonstrations' (the warm
-  start cannot recall their ids), where the right document is the first result for only half
-  of them (searching the name asked about): reading the first result is often wrong, reading
-  the result whose title matches pays.
+  start cannot recall their ids), where the right document is the first result for only a
+  quarter of them (``TRAIN_FIRST``, searching the name asked about): reading the first result
+  is usually wrong, reading the result whose title matches pays.
 - ``{{name}}_heldout.jsonl``: questions about families never used in training (no demonstration
-  or RL row reads any of their documents), with the RL rows' mix of first / not first.
+  or RL row reads any of their documents), the right document first in half of them. It is a
+  validation file: ``TRAIN_FIRST`` was chosen by looking at it.
+- ``{{name}}_test.jsonl``: the same kind of questions about yet other families, which no
+  setting was chosen on: the honest measure of what training transferred.
 """
 
 from __future__ import annotations
@@ -43,12 +46,19 @@ DEMOS = 64
 TRAIN_ROWS = 64
 HELDOUT_ROWS = 32
 HELDOUT_SHARE = 0.2
-"""Share of each kind's families kept for held-out questions only."""
+"""Share of each kind's families kept for the held-out (validation) questions only."""
+TEST_SHARE = 0.15
+"""Share of each kind's families kept for the test questions only."""
 DEMO_FIRST = 0.5
 """Share of demonstrations whose right document is the first search result (the others show
 reading the result whose title matches, below a near-duplicate)."""
-ROW_FIRST = 0.5
-"""Share of RL and held-out rows whose right document is the first search result."""
+TRAIN_FIRST = 0.25
+"""Share of RL rows whose right document is the first search result. Below the held-out
+files' half: where the first result is right, reading it pays as well as reading the matching
+title, so those rows teach nothing; fewer of them leave RL more rows that reward reading the
+title asked about (on the validation file, a quarter beat a half)."""
+HELDOUT_FIRST = 0.5
+"""Share of held-out and test rows whose right document is the first search result."""
 
 CITIES = [
     "Lisbon",
@@ -272,8 +282,8 @@ def _families(rng: random.Random) -> list[list[Doc]]:
 
 
 def knowledge_base(rng: random.Random) -> tuple[list[Doc], dict[int, str]]:
-    """The documents (with ids) and each family's use: ``"demos"``, ``"train"`` or
-    ``"heldout"``. Each kind's families are split between the three, so no RL row asks about a
+    """The documents (with ids) and each family's use: ``"demos"``, ``"train"``, ``"heldout"``
+    or ``"test"``. Each kind's families are split between the four, so no RL row asks about a
     family a demonstration read: the warm start cannot have memorised its ids, and RL gains only
     by reading the search results."""
     families = _families(rng)
@@ -289,10 +299,12 @@ def knowledge_base(rng: random.Random) -> tuple[list[Doc], dict[int, str]]:
         of_kind = [i for i, f in enumerate(families) if f[0]["kind"] == kind]
         rng.shuffle(of_kind)
         n_held = round(len(of_kind) * HELDOUT_SHARE)
-        rest = of_kind[n_held:]
-        roles.update({i: "heldout" for i in of_kind[:n_held]})
-        roles.update({i: "demos" for i in rest[: len(rest) // 2]})
-        roles.update({i: "train" for i in rest[len(rest) // 2 :]})
+        n_test = round(len(of_kind) * TEST_SHARE)
+        rest = of_kind[n_held + n_test :]
+        roles.update(dict.fromkeys(of_kind[:n_held], "heldout"))
+        roles.update(dict.fromkeys(of_kind[n_held : n_held + n_test], "test"))
+        roles.update(dict.fromkeys(rest[: len(rest) // 2], "demos"))
+        roles.update(dict.fromkeys(rest[len(rest) // 2 :], "train"))
     return docs, roles
 
 
@@ -365,7 +377,7 @@ def _questions(
 
 
 def generate(seed: int = SEED, db_path: Path | None = None) -> dict[str, list[dict[str, Any]]]:
-    """The rows of every file: ``kb``, ``demos``, ``train`` and ``heldout``."""
+    """The rows of every file: ``kb``, ``demos``, ``train``, ``heldout`` and ``test``."""
     import sqlite3
     import tempfile
 
@@ -384,9 +396,10 @@ def generate(seed: int = SEED, db_path: Path | None = None) -> dict[str, list[di
                 return [d for d in docs if roles[d["family"]] == role]
 
             demo_qs = _by_id(_questions(rng, main, db, of("demos"), DEMOS, DEMO_FIRST))
-            train_qs = _by_id(_questions(rng, main, db, of("train"), TRAIN_ROWS, ROW_FIRST))
+            train_qs = _by_id(_questions(rng, main, db, of("train"), TRAIN_ROWS, TRAIN_FIRST))
             demos = [demonstration(main, db, d, f, i) for i, (d, f) in enumerate(demo_qs)]
-            held_qs = _questions(rng, main, db, of("heldout"), HELDOUT_ROWS, ROW_FIRST)
+            held_qs = _questions(rng, main, db, of("heldout"), HELDOUT_ROWS, HELDOUT_FIRST)
+            test_qs = _questions(rng, main, db, of("test"), HELDOUT_ROWS, HELDOUT_FIRST)
         finally:
             main._db = None
             db.close()
@@ -395,6 +408,7 @@ def generate(seed: int = SEED, db_path: Path | None = None) -> dict[str, list[di
         "demos": demos,
         "train": [_row(d, f) for d, f in train_qs],
         "heldout": [_row(d, f) for d, f in held_qs],
+        "test": [_row(d, f) for d, f in test_qs],
     }
 
 
@@ -430,7 +444,14 @@ def main(argv: list[str] | None = None) -> None:
     db_path = args.out / f"{args.name}_kb.db"
     rows = generate(args.seed, db_path)
     print(f"{db_path}: {len(rows['kb'])} documents (SQLite, FTS5)")
-    for key, suffix in (("kb", "_kb"), ("demos", "_demos"), ("train", ""), ("heldout", "_heldout")):
+    files = (
+        ("kb", "_kb"),
+        ("demos", "_demos"),
+        ("train", ""),
+        ("heldout", "_heldout"),
+        ("test", "_test"),
+    )
+    for key, suffix in files:
         path = args.out / f"{args.name}{suffix}.jsonl"
         write_jsonl(path, rows[key])
         print(f"{path}: {len(rows[key])} rows")

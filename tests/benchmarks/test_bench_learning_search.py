@@ -72,8 +72,9 @@ def test_readme_block_quotes_runs_of_the_shipped_files_only(
     monkeypatch.setattr(bench_learning_search, "RUNS", runs)
     monkeypatch.setattr(bench_learning_search, "template_fingerprint", lambda: "now")
     text = bench_learning_search.readme_block()
-    assert "| 1 | 1 | 0.00 / 0.20 / 0.60 | +0.40 [+0.10, +0.50] |" in text
-    assert "| 1 | 2 | 0.00 / 0.20 / 0.30 | +0.10 [+0.10, +0.50] |" in text
+    # One held-out file (older runs): it stands for the test file, no validation figures.
+    assert "| 1 | 1 | – / – / – | 0.00 / 0.20 / 0.60 | +0.40 [+0.10, +0.50] |" in text
+    assert "| 1 | 2 | – / – / – | 0.00 / 0.20 / 0.30 | +0.10 [+0.10, +0.50] |" in text
     assert "25.0 min (quiet) | 6.0 GB |" in text
     assert "| 0 |" not in text  # the stale run is not quoted
     assert "Targets over 2 runs (1 of 3 seeds" in text and "CI above 0 in 1;" in text
@@ -99,3 +100,26 @@ def test_store_keeps_runs_of_a_seed_at_one_fingerprint(
         for n, r in bench_learning_search.numbered(json.loads((tmp_path / "runs.json").read_text()))
     ]
     assert numbers == [(1, "c"), (2, "d"), (1, "b")]
+
+
+def test_targets_are_judged_on_the_test_file_not_the_validation_file() -> None:
+    def report(name: str, warm: float, trained: float, low: float) -> dict[str, Any]:
+        models = [("base", 0.0), ("warm", warm), ("trained", trained)]
+        return {
+            "name": name,
+            "models": [{"role": r, "pass_rate": p} for r, p in models],
+            "pass_vs_warm": {"diff": trained - warm, "ci_low": low, "ci_high": 0.6},
+        }
+
+    validation = report("validation", 0.3, 0.4, -0.1)
+    test = report("test", 0.3, 0.6, 0.05)
+    run = {
+        "wall_s": 600.0,
+        "heldout": {**validation, "sets": [test]},
+        "set_reading": {"validation": {"warm": {"right_doc_rate": 0.1}}, "test": {}},
+    }
+    assert bench_learning_search.held(run)[0]["name"] == "test"
+    assert bench_learning_search.held(run, "validation")[1] == {"warm": {"right_doc_rate": 0.1}}
+    assert bench_learning_search.targets(run) == {"over_warm": True, "pass": True, "wall": True}
+    run["heldout"] = {**test, "sets": [validation]}  # the order of the files does not matter
+    assert bench_learning_search.targets(run)["over_warm"]

@@ -41,7 +41,7 @@ def test_scaffold_and_train_search_on_smollm2(
         text, n = re.subn(rf"\n{key} = \d+\n", f"\n{key} = {value}\n", text)
         assert n == 1, key
     config.write_text(text)
-    for name, keep in (("kb_demos.jsonl", 16), ("kb_heldout.jsonl", 4)):
+    for name, keep in (("kb_demos.jsonl", 16), ("kb_heldout.jsonl", 4), ("kb_test.jsonl", 4)):
         data = tmp_path / "data" / name
         data.write_text("".join(data.read_text().splitlines(keepends=True)[:keep]))
     capsys.readouterr()
@@ -64,5 +64,8 @@ def test_scaffold_and_train_search_on_smollm2(
         assert r["samples"] > 0, r  # graded samples (sessions) reached the update
     report = out["heldout"]
     assert [m["role"] for m in report["models"]] == ["base", "warm", "trained"]
-    assert report["rows"] == 4 and report["pass_vs_warm"]["rows"] == 4
-    assert all(m["tool_call_rate"] is not None for m in report["models"])
+    # Both held-out files, each against base and warm start.
+    assert [r["name"] for r in [report, *report["sets"]]] == ["validation", "test"]
+    for each in (report, *report["sets"]):
+        assert each["rows"] == 4 and each["pass_vs_warm"]["rows"] == 4
+        assert all(m["tool_call_rate"] is not None for m in each["models"])

@@ -99,21 +99,22 @@ def test_shipped_data_is_what_make_data_writes(workspace: Path, tmp_path: Path) 
     make_data = _module(workspace / "rollouts" / "kb" / "make_data.py", "_kb_make_data")
     out = tmp_path / "regenerated"
     make_data.main(["--out", str(out), "--name", "kb"])
-    for name in ("kb_kb.jsonl", "kb_demos.jsonl", "kb.jsonl", "kb_heldout.jsonl"):
+    for name in ("kb_kb.jsonl", "kb_demos.jsonl", "kb.jsonl", "kb_heldout.jsonl", "kb_test.jsonl"):
         assert (out / name).read_text() == (workspace / "data" / name).read_text(), name
     assert (out / "kb_kb.db").is_file()
 
 
 def test_the_data_is_the_task(workspace: Path) -> None:
-    """Demonstrations, RL rows and held-out questions are about three disjoint sets of families;
-    near-duplicates often rank above the right document in RL and held-out rows; every answer
-    is its document's."""
+    """Demonstrations, RL rows, validation and test questions are about four disjoint sets of
+    families; near-duplicates often rank above the right document in RL and held-out rows (in
+    RL rows more often); every answer is its document's."""
     main = _module(workspace / "rollouts" / "kb" / "main.py", "_kb_main")
     data = workspace / "data"
     kb = {d["id"]: d for d in _jsonl(data / "kb_kb.jsonl")}
     assert 200 <= len(kb) <= 400
-    demos, train, heldout = (
-        _jsonl(data / f) for f in ("kb_demos.jsonl", "kb.jsonl", "kb_heldout.jsonl")
+    demos, train, heldout, test = (
+        _jsonl(data / f)
+        for f in ("kb_demos.jsonl", "kb.jsonl", "kb_heldout.jsonl", "kb_test.jsonl")
     )
     demo_reads = [
         json.loads(c["function"]["arguments"])["doc_id"]
@@ -131,7 +132,10 @@ def test_the_data_is_the_task(workspace: Path) -> None:
     rl_families = {family(r["doc_id"]) for r in train}
     # No RL row asks about a family a demonstration read (the warm start cannot recall its ids)
     assert not demo_families & rl_families
-    assert not (demo_families | rl_families) & {family(r["doc_id"]) for r in heldout}
+    held_families = {family(r["doc_id"]) for r in heldout}
+    test_families = {family(r["doc_id"]) for r in test}
+    assert not (demo_families | rl_families) & held_families
+    assert not (demo_families | rl_families | held_families) & test_families
     db = main.connect()
 
     def first_share(rows: list[dict[str, Any]]) -> float:
@@ -145,8 +149,10 @@ def test_the_data_is_the_task(workspace: Path) -> None:
             firsts += ids[0] == row["doc_id"]
         return firsts / len(rows)
 
-    assert first_share(train) == first_share(heldout) == 0.5
-    assert len({json.dumps(r) for r in train + heldout}) == len(train) + len(heldout)
+    assert first_share(train) == 0.25
+    assert first_share(heldout) == first_share(test) == 0.5
+    every = train + heldout + test
+    assert len({json.dumps(r) for r in every}) == len(every)
 
 
 async def test_the_grader_needs_the_read_of_the_right_document(workspace: Path) -> None:
@@ -441,6 +447,7 @@ def test_template_create_as_the_readme_says(
         "data/kb.jsonl",
         "data/kb_demos.jsonl",
         "data/kb_heldout.jsonl",
+        "data/kb_test.jsonl",
     ):
         assert (tmp_path / rel).is_file() and "{{" not in (tmp_path / rel).read_text()
     ev = load_eval_config(tmp_path / "configs/eval/kb.toml")
