@@ -12,6 +12,7 @@ import os
 import platform
 import re
 import statistics
+import subprocess
 import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -64,6 +65,16 @@ def cpu_info(cpuinfo: str | None = None) -> str:
         f"{name} (family {f.get('cpu family', '?')} model {f.get('model', '?')} stepping "
         f"{f.get('stepping', '?')}; {' '.join(has)}; {os.cpu_count()} vCPUs{smt})"
     )
+
+
+def git(*args: str, root: Path = ROOT) -> str | None:
+    """``git args`` run in ``root``: its output, or None when git is missing or fails (a copy
+    of the repository without its history still renders)."""
+    try:
+        done = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True)
+    except OSError:
+        return None
+    return done.stdout if done.returncode == 0 else None
 
 
 def load_average() -> str:

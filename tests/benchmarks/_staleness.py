@@ -14,11 +14,10 @@ does it after measuring.
 from __future__ import annotations
 
 import re
-import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from tests.benchmarks._report import REPORT, ROOT
+from tests.benchmarks._report import REPORT, ROOT, git
 
 __all__ = ["CODE", "SELF_MARKED", "mark_stale"]
 
@@ -51,25 +50,17 @@ _DATE = re.compile(r"^- Date: (\d{4}-\d\d-\d\d \d\d:\d\d UTC)", re.M)
 _MARK = re.compile(r"\*\*stale\*\* \(code changed since the results\):[^\n]*\n\n")
 
 
-def _git(root: Path, *args: str) -> str | None:
-    try:
-        done = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True)
-    except OSError:
-        return None
-    return done.stdout if done.returncode in (0, 1) else None
-
-
 def _results_commit(root: Path, report: Path, date_line: str) -> str | None:
     """The oldest commit that added ``date_line`` to the report (None: not committed)."""
     rel = report.relative_to(root).as_posix()
-    out = _git(root, "log", "--format=%H", "-S", date_line, "--", rel)
+    out = git("log", "--format=%H", "-S", date_line, "--", rel, root=root)
     commits = (out or "").split()
     return commits[-1] if commits else None
 
 
 def _changed(root: Path, commit: str, paths: Sequence[str]) -> list[str]:
     """Files under ``paths`` that differ between ``commit`` and the working tree."""
-    out = _git(root, "diff", "--name-only", commit, "--", *paths)
+    out = git("diff", "--name-only", commit, "--", *paths, root=root)
     return sorted((out or "").split())
 
 

@@ -16,13 +16,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import subprocess
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from tests.benchmarks._report import ROOT, load_average, machine
+from tests.benchmarks._report import ROOT, git, load_average, machine
 
 __all__ = ["Sitting", "fingerprint", "stale_note"]
 
@@ -31,14 +30,11 @@ STORE = ROOT / "docs" / "benchmarks"
 
 def _files(paths: Sequence[str]) -> list[str]:
     """The tracked files under ``paths`` (git's list; every file when git is not there)."""
-    try:
-        out = subprocess.run(
-            ["git", "ls-files", "--", *paths], cwd=ROOT, capture_output=True, text=True, check=True
-        ).stdout
-        return sorted(line for line in out.splitlines() if line.endswith(".py"))
-    except (OSError, subprocess.CalledProcessError):
+    out = git("ls-files", "--", *paths)
+    if out is None:
         found = [p for path in paths for p in (ROOT / path).rglob("*.py")]
         return sorted(str(p.relative_to(ROOT)) for p in found)
+    return sorted(line for line in out.splitlines() if line.endswith(".py"))
 
 
 def fingerprint(paths: Sequence[str]) -> str:
@@ -53,29 +49,11 @@ def fingerprint(paths: Sequence[str]) -> str:
 
 
 def _commit() -> str:
-    try:
-        return subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
+    return (git("rev-parse", "--short", "HEAD") or "unknown").strip()
 
 
 def _dirty(paths: Sequence[str]) -> list[str]:
-    try:
-        out = subprocess.run(
-            ["git", "status", "--porcelain", "--", *paths],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout
-    except (OSError, subprocess.CalledProcessError):
-        return []
+    out = git("status", "--porcelain", "--", *paths) or ""
     return sorted(line[3:] for line in out.splitlines() if line.endswith(".py"))
 
 
