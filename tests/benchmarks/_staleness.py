@@ -46,7 +46,9 @@ CODE: Mapping[str, tuple[str, ...]] = {
 """What each section measures besides its own ``tests/benchmarks/bench_<name>.py``."""
 
 _SECTION = re.compile(r"<!-- bench:(\w+) -->\n(.*?)<!-- /bench:\1 -->", re.S)
-_DATE = re.compile(r"^- Date: (\d{4}-\d\d-\d\d \d\d:\d\d UTC)", re.M)
+_DATE = re.compile(r"^- Date: \d{4}-\d\d-\d\d \d\d:\d\d UTC[^\n]*", re.M)
+"""A section's whole date line (start to end): two sittings that started in the same minute
+still differ in it, so the commit that added it is this section's."""
 _MARK = re.compile(r"\*\*stale\*\* \(code changed since the results\):[^\n]*\n\n")
 
 
