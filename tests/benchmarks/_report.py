@@ -8,6 +8,8 @@ physical core share its vector units), the load average while it ran, and the to
 
 from __future__ import annotations
 
+import ast
+import json
 import os
 import platform
 import re
@@ -64,6 +66,39 @@ def cpu_info(cpuinfo: str | None = None) -> str:
     return (
         f"{name} (family {f.get('cpu family', '?')} model {f.get('model', '?')} stepping "
         f"{f.get('stepping', '?')}; {' '.join(has)}; {os.cpu_count()} vCPUs{smt})"
+    )
+
+
+def behaviour_bytes(path: Path) -> bytes:
+    """What of a file decides what a benchmark measures, for the fingerprints that mark stored
+    results stale: Python as its syntax tree without docstrings or other bare strings, TOML as
+    its parsed table (comments dropped from both), any other file as is. Fixing a comment then
+    leaves hours of stored learning runs current; changing one setting or statement does not.
+    (Syntax trees differ between Python minors: compare fingerprints made on one machine.)"""
+    data = path.read_bytes()
+    try:
+        if path.suffix == ".py":
+            tree = ast.parse(data)
+            for node in ast.walk(tree):
+                for field in ("body", "orelse", "finalbody"):
+                    body = getattr(node, field, None)
+                    if isinstance(body, list):
+                        body[:] = [n for n in body if not _bare_string(n)]
+            return ast.dump(tree).encode()
+        if path.suffix == ".toml":
+            import tomllib
+
+            return json.dumps(tomllib.loads(data.decode()), sort_keys=True, default=str).encode()
+    except (SyntaxError, ValueError):  # not parseable (a template placeholder): as is
+        pass
+    return data
+
+
+def _bare_string(node: ast.AST) -> bool:
+    return (
+        isinstance(node, ast.Expr)
+        and isinstance(node.value, ast.Constant)
+        and isinstance(node.value.value, str)
     )
 
 

@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from tests.benchmarks._report import ROOT, git, load_average, machine
+from tests.benchmarks._report import ROOT, behaviour_bytes, git, load_average, machine
 
 __all__ = ["Sitting", "fingerprint", "stale_note"]
 
@@ -39,12 +39,13 @@ def _files(paths: Sequence[str]) -> list[str]:
 
 def fingerprint(paths: Sequence[str]) -> str:
     """sha256 (first 16 hex digits) of the names and contents of the Python files under
-    ``paths``, as they are in the working tree now."""
+    ``paths`` (comments and docstrings aside: :func:`behaviour_bytes`), as they are in the
+    working tree now."""
     digest = hashlib.sha256()
     for name in _files(paths):
         file = ROOT / name
         if file.exists():
-            digest.update(name.encode() + b"\0" + file.read_bytes() + b"\0")
+            digest.update(name.encode() + b"\0" + behaviour_bytes(file) + b"\0")
     return digest.hexdigest()[:16]
 
 

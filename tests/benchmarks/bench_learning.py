@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from osmosis_ai.learning import summarize_learning
-from tests.benchmarks._report import ROOT, write_readme_block, write_section
+from tests.benchmarks._report import ROOT, behaviour_bytes, write_readme_block, write_section
 
 SEEDS = (0, 1, 2)
 TASK = "carrying a result"
@@ -449,7 +449,7 @@ def template_fingerprint() -> str:
     trainer = sorted((ROOT / "trainer" / "osmosis_trainer").rglob("*.py"))
     trainer += sorted((ROOT / "core" / "osmosis_ai" / "eval").rglob("*.py"))
     for path in [*sorted((ROOT / "templates" / "strands").iterdir()), *trainer]:
-        digest.update(path.relative_to(ROOT).as_posix().encode() + b"\0" + path.read_bytes())
+        digest.update(path.relative_to(ROOT).as_posix().encode() + b"\0" + behaviour_bytes(path))
     digest.update(training_dtype("auto", "cpu").encode())
     return digest.hexdigest()[:16]
 

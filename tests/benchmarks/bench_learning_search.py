@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.benchmarks._report import ROOT
+from tests.benchmarks._report import ROOT, behaviour_bytes
 
 SEEDS = (0, 1, 2)
 RUNS_PER_SEED = 2
@@ -203,7 +203,7 @@ def template_fingerprint() -> str:
     files += sorted((ROOT / "trainer" / "osmosis_trainer").rglob("*.py"))
     files += sorted((ROOT / "core" / "osmosis_ai" / "eval").rglob("*.py"))
     for path in files:
-        digest.update(path.relative_to(ROOT).as_posix().encode() + b"\0" + path.read_bytes())
+        digest.update(path.relative_to(ROOT).as_posix().encode() + b"\0" + behaviour_bytes(path))
     return digest.hexdigest()[:16]
 
 

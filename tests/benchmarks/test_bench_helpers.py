@@ -241,3 +241,20 @@ def test_a_run_that_ended_on_other_code_makes_the_section_stale(
     data["runs"][-1]["fingerprint"] = "f" * 16  # the code changed while the sitting ran
     text = _render(tmp_path, monkeypatch, data)
     assert "**stale**" in text and f"runs ended on other code too ({'f' * 16})" in text
+
+
+def test_behaviour_bytes_ignore_comments_and_docstrings_not_code(tmp_path: Path) -> None:
+    def of(name: str, text: str) -> bytes:
+        path = tmp_path / name
+        path.write_text(text)
+        return _report.behaviour_bytes(path)
+
+    code = 'def f(x):\n    """Doubles."""\n    return 2 * x  # twice\n'
+    same = 'def f(x):\n    """Twice x: a new docstring."""\n    # a new comment\n    return 2 * x\n'
+    assert of("a.py", code) == of("b.py", same)
+    assert of("a.py", code) != of("c.py", code.replace("2 * x", "3 * x"))
+    table = '[training]\n# four steps\nmax_steps = 4\nname = "{{name}}"\n'
+    assert of("a.toml", table) == of("b.toml", table.replace("# four steps", "# more"))
+    assert of("a.toml", table) != of("c.toml", table.replace("= 4", "= 5"))
+    assert of("bad.toml", "x = {{name}}\n") == b"x = {{name}}\n"  # unparseable: as is
+    assert of("d.jsonl", '{"a": 1}\n') == b'{"a": 1}\n'
