@@ -29,7 +29,7 @@ __all__ = ["LoopSettings", "resolve_settings"]
 # its update peaked near 21 GB at 8192 and 6.8 GB at 2048 (the engine's copy included) on CPU.
 # On CPU both dtypes take 512: in the trainer_real benchmark (3 interleaved rounds) bf16 at 1024
 # peaked at 0.54x TRL's default memory, over the 0.40x goal, and at 512 at 0.35x for a step
-# about 15 % slower; fp32 at 1024 peaked at up to 0.41x. The benchmark's rows show the trade.
+# 10-15 % slower; fp32 at 1024 peaked at up to 0.41x. The benchmark's rows show the trade.
 _DEFAULT_MICRO_BATCH_TOKENS = {("cpu", "float32"): 512, ("cpu", "bfloat16"): 512}
 _CUDA_MICRO_BATCH_TOKENS = 8192
 
