@@ -28,7 +28,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from tests.benchmarks._report import spread, write_section
+from tests.benchmarks._report import spread, write_readme_block, write_section
 from tests.benchmarks._stored import Sitting, stale_note
 from tests.benchmarks.bench_trainer import GROUP, PROMPTS, Case, Result, Setup, _model_path, _run
 
@@ -333,6 +333,18 @@ def render() -> None:
         machine_text=data["machine"],
         date=f"{data['started']} to {data.get('ended', data['started'])}",
     )
+    write_readme_block("trainer-real-readme", readme_block(data, complete, verdicts))
+
+
+def readme_block(data: dict[str, Any], complete: int, verdicts: list[str]) -> str:
+    """What README.md quotes of the last sitting: when, where, and its verdicts on step time
+    and memory (the speed paths' lines stay in BENCHMARKS.md)."""
+    head = (
+        f"Last sitting ({data['started']}, {complete} interleaved round(s), "
+        f"{data['machine'].split(', torch')[0]}; `BENCHMARKS.md`, `trainer_real`, has the rows "
+        "and where the step goes):"
+    )
+    return "\n".join([head, "", *(v for v in verdicts if not v.startswith("- Path:"))])
 
 
 if __name__ == "__main__":

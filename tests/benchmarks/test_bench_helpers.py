@@ -258,3 +258,12 @@ def test_behaviour_bytes_ignore_comments_and_docstrings_not_code(tmp_path: Path)
     assert of("a.toml", table) != of("c.toml", table.replace("= 4", "= 5"))
     assert of("bad.toml", "x = {{name}}\n") == b"x = {{name}}\n"  # unparseable: as is
     assert of("d.jsonl", '{"a": 1}\n') == b'{"a": 1}\n'
+
+
+def test_trainer_real_readme_block_quotes_the_verdicts_not_the_paths() -> None:
+    data = {"started": "2026-11-28 19:28 UTC", "machine": "AMD EPYC (2 vCPUs), torch 2.13.0+cpu"}
+    verdicts = ["- Step: ours / TRL's fastest = **0.63x**", "- Path: prompt head: pays."]
+    text = bench_trainer_real.readme_block(data, 3, verdicts)
+    assert text.startswith("Last sitting (2026-11-28 19:28 UTC, 3 interleaved round(s), AMD EPYC")
+    assert "torch" not in text.splitlines()[0]
+    assert "**0.63x**" in text and "- Path:" not in text
