@@ -197,14 +197,13 @@ def main() -> None:
     lines.append(
         "\nWhat the OpenAI Agents adapter adds, and must: every rollout has its own route (a "
         "per-sample URL, so the gateway records each call's token ids against its sample), "
-        "hence one `AsyncOpenAI` per rollout (~45 us; its OS-platform lookup, a worker-thread "
-        "hop in openai, is done once per process instead) and a longer URL parsed per request; "
-        "the route is resolved per call (~3 us, the resolved `ModelSettings` are reused while "
-        "the runner passes equal ones); the runner carries retry settings (the gateway answers "
-        "429 while it swaps weights); the sample is built once per rollout (~30 us). The "
-        "gateway reads scoped path parameters without FastAPI's per-request validation. The "
-        "machine was shared with other work: compare the ratios, measured in the same run, "
-        "not the absolute times."
+        "hence one `AsyncOpenAI` per rollout (its OS-platform lookup, a worker-thread hop in "
+        "openai, is done once per process instead) and a longer URL parsed per request; the "
+        "route is resolved per call (the resolved `ModelSettings` are reused while the runner "
+        "passes equal ones); the runner carries retry settings (the gateway answers 429 while "
+        "it swaps weights); the sample is built once per rollout. The gateway reads scoped "
+        "path parameters without FastAPI's per-request validation. Compare the ratios, "
+        "measured in the same run, rather than the absolute times."
     )
     body = "\n".join(lines)
     print(body)
