@@ -75,9 +75,14 @@ def behaviour_bytes(path: Path) -> bytes:
     its parsed table (comments dropped from both), any other file as is. Fixing a comment then
     leaves hours of stored learning runs current; changing one setting or statement does not.
     (Syntax trees differ between Python minors: compare fingerprints made on one machine.)"""
-    data = path.read_bytes()
+    return behaviour(path.name, path.read_bytes())
+
+
+def behaviour(name: str, data: bytes) -> bytes:
+    """:func:`behaviour_bytes` of the content ``data`` of a file called ``name``."""
+    suffix = Path(name).suffix
     try:
-        if path.suffix == ".py":
+        if suffix == ".py":
             tree = ast.parse(data)
             for node in ast.walk(tree):
                 for field in ("body", "orelse", "finalbody"):
@@ -85,7 +90,7 @@ def behaviour_bytes(path: Path) -> bytes:
                     if isinstance(body, list):
                         body[:] = [n for n in body if not _bare_string(n)]
             return ast.dump(tree).encode()
-        if path.suffix == ".toml":
+        if suffix == ".toml":
             import tomllib
 
             return json.dumps(tomllib.loads(data.decode()), sort_keys=True, default=str).encode()

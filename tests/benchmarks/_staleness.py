@@ -17,7 +17,7 @@ import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from tests.benchmarks._report import REPORT, ROOT, git
+from tests.benchmarks._report import REPORT, ROOT, behaviour, git
 
 __all__ = ["CODE", "SELF_MARKED", "mark_stale"]
 
@@ -61,9 +61,18 @@ def _results_commit(root: Path, report: Path, date_line: str) -> str | None:
 
 
 def _changed(root: Path, commit: str, paths: Sequence[str]) -> list[str]:
-    """Files under ``paths`` that differ between ``commit`` and the working tree."""
+    """Files under ``paths`` that differ between ``commit`` and the working tree in what they do
+    (a Python or TOML file whose comments or docstrings alone changed does not count)."""
     out = git("diff", "--name-only", commit, "--", *paths, root=root)
-    return sorted((out or "").split())
+    changed = []
+    for name in sorted((out or "").split()):
+        now = root / name
+        old = git("show", f"{commit}:{name}", root=root) if now.suffix in (".py", ".toml") else None
+        if old is None or not now.is_file():
+            changed.append(name)
+        elif behaviour(name, old.encode()) != behaviour(name, now.read_bytes()):
+            changed.append(name)
+    return changed
 
 
 def _marked(name: str, body: str, root: Path, report: Path, code: Sequence[str]) -> str:

@@ -88,3 +88,18 @@ def test_no_git_history_means_no_mark(tmp_path: Path) -> None:
     report = tmp_path / "BENCHMARKS.md"
     report.write_text(_section("alpha", "2026-01-01 10:00 UTC", "body"))
     assert _staleness.mark_stale(report, tmp_path, {"alpha": ("x.py",)}) == []
+
+
+def test_a_comment_or_docstring_change_does_not_mark_a_section_stale(tmp_path: Path) -> None:
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    (tmp_path / "pkg").mkdir()
+    code_file = tmp_path / "pkg" / "a.py"
+    code_file.write_text('"""Module."""\nA = 1  # one\n')
+    report = tmp_path / "BENCHMARKS.md"
+    report.write_text("# Benchmarks\n\n" + _section("alpha", "2026-01-01 10:00 UTC", "body"))
+    _commit(tmp_path, "results")
+    code_file.write_text('"""Module, better said."""\n# why one\nA = 1  # still one\n')
+    _commit(tmp_path, "comments")
+    assert mark_stale(report, tmp_path, {"alpha": ("pkg",)}) == []
+    code_file.write_text("A = 2\n")
+    assert mark_stale(report, tmp_path, {"alpha": ("pkg",)}) == ["alpha"]
