@@ -161,7 +161,13 @@ def _tiny_run(folder: Path) -> dict[str, tuple[float, float]]:
 def main() -> None:
     import os
 
-    import ray
+    try:
+        import ray
+    except ImportError:
+        raise SystemExit(
+            "the ray benchmark needs Ray: pip install 'osmosis-ai[ray]' (or run it in "
+            "nox -s ray's environment)"
+        ) from None
 
     # A throwaway loopback instance: no token auth (else ray.init writes ~/.ray/auth_token).
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
