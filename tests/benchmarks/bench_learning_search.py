@@ -149,10 +149,12 @@ def heldout_reading(out_dir: Path) -> dict[str, dict[str, float]]:
 
 def set_reading(run_dir: Path, report: dict[str, Any] | None) -> dict[str, Any]:
     """:func:`heldout_reading` of each held-out file of the run, by the file's name."""
+    from osmosis_ai.eval import HeldOutSet
     from tests.benchmarks.bench_learning import heldout_sets
 
+    # Each file's eval folder as the trainer lays it out (heldout/ or heldout/<name>/).
     return {
-        name: heldout_reading(run_dir / "heldout" / (r["name"] if r.get("name") else ""))
+        name: heldout_reading(HeldOutSet(r.get("name"), None).output(run_dir))
         for name, r in heldout_sets(report)
     }
 
