@@ -9,6 +9,7 @@ physical core share its vector units), the load average while it ran, and the to
 from __future__ import annotations
 
 import ast
+import hashlib
 import json
 import os
 import platform
@@ -97,6 +98,18 @@ def behaviour(name: str, data: bytes) -> bytes:
     except (SyntaxError, ValueError):  # not parseable (a template placeholder): as is
         pass
     return data
+
+
+def template_digest(template: str) -> hashlib._Hash:
+    """sha256 over a template's files and the trainer's and eval package's Python source (each
+    file's name and :func:`behaviour_bytes`): what a learning run of that template ran."""
+    files = sorted((ROOT / "templates" / template).iterdir())
+    files += sorted((ROOT / "trainer" / "osmosis_trainer").rglob("*.py"))
+    files += sorted((ROOT / "core" / "osmosis_ai" / "eval").rglob("*.py"))
+    digest = hashlib.sha256()
+    for path in files:
+        digest.update(path.relative_to(ROOT).as_posix().encode() + b"\0" + behaviour_bytes(path))
+    return digest
 
 
 def _bare_string(node: ast.AST) -> bool:

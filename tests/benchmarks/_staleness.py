@@ -64,15 +64,15 @@ def _changed(root: Path, commit: str, paths: Sequence[str]) -> list[str]:
     """Files under ``paths`` that differ between ``commit`` and the working tree in what they do
     (a Python or TOML file whose comments or docstrings alone changed does not count)."""
     out = git("diff", "--name-only", commit, "--", *paths, root=root)
-    changed = []
-    for name in sorted((out or "").split()):
+
+    def same(name: str) -> bool:
         now = root / name
         old = git("show", f"{commit}:{name}", root=root) if now.suffix in (".py", ".toml") else None
-        if old is None or not now.is_file():
-            changed.append(name)
-        elif behaviour(name, old.encode()) != behaviour(name, now.read_bytes()):
-            changed.append(name)
-    return changed
+        return old is not None and now.is_file() and behaviour(name, old.encode()) == behaviour(
+            name, now.read_bytes()
+        )
+
+    return [name for name in sorted((out or "").split()) if not same(name)]
 
 
 def _marked(name: str, body: str, root: Path, report: Path, code: Sequence[str]) -> str:

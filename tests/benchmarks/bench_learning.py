@@ -25,7 +25,6 @@ on the first file: a tool call in at least 80 % of rollouts, +0.20 over the warm
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import os
@@ -42,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from osmosis_ai.learning import summarize_learning
-from tests.benchmarks._report import ROOT, behaviour_bytes, write_readme_block, write_section
+from tests.benchmarks._report import ROOT, template_digest, write_readme_block, write_section
 
 SEEDS = (0, 1, 2)
 TASK = "carrying a result"
@@ -445,11 +444,7 @@ def template_fingerprint() -> str:
     and fp32 runs differ)."""
     from osmosis_trainer.models import training_dtype
 
-    digest = hashlib.sha256()
-    trainer = sorted((ROOT / "trainer" / "osmosis_trainer").rglob("*.py"))
-    trainer += sorted((ROOT / "core" / "osmosis_ai" / "eval").rglob("*.py"))
-    for path in [*sorted((ROOT / "templates" / "strands").iterdir()), *trainer]:
-        digest.update(path.relative_to(ROOT).as_posix().encode() + b"\0" + behaviour_bytes(path))
+    digest = template_digest("strands")
     digest.update(training_dtype("auto", "cpu").encode())
     return digest.hexdigest()[:16]
 

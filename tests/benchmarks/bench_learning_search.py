@@ -25,7 +25,6 @@ cores.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import os
@@ -37,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.benchmarks._report import ROOT, behaviour_bytes
+from tests.benchmarks._report import ROOT, template_digest
 
 SEEDS = (0, 1, 2)
 RUNS_PER_SEED = 2
@@ -200,13 +199,7 @@ class Measured:
 def template_fingerprint() -> str:
     """A hash of the template's files and the trainer's and eval package's source (a stored run
     of other code is shown as stale)."""
-    digest = hashlib.sha256()
-    files = sorted((ROOT / "templates" / TEMPLATE).iterdir())
-    files += sorted((ROOT / "trainer" / "osmosis_trainer").rglob("*.py"))
-    files += sorted((ROOT / "core" / "osmosis_ai" / "eval").rglob("*.py"))
-    for path in files:
-        digest.update(path.relative_to(ROOT).as_posix().encode() + b"\0" + behaviour_bytes(path))
-    return digest.hexdigest()[:16]
+    return template_digest(TEMPLATE).hexdigest()[:16]
 
 
 SET_BY_THE_BENCHMARK = {"training.seed", "logging.trace_samples_per_step"}
