@@ -43,9 +43,6 @@ TOP_K = 3
 MAX_TURNS = 5
 """Model calls per question (a question needs three: search, read, answer); a run that keeps
 calling tools is stopped here and graded as it stands."""
-READ_CREDIT = 0.2
-"""What a wrong answer earns when the agent read the right document (the answer is still
-worth 1.0 only with that read): without it nearly every early rollout scores 0."""
 
 WORKSPACE = Path(__file__).resolve().parents[2]
 KB_JSONL = WORKSPACE / "data" / "{{name}}_kb.jsonl"
@@ -237,8 +234,10 @@ def read_ids(messages: list[dict[str, Any]]) -> list[str]:
 
 class SearchGrader(Grader):
     """1.0 for the exact answer (compared after ``normalise``) when the agent read the right
-    document (the row's ``doc_id``); an answer with no read of it scores 0 however right it is.
-    A wrong answer after reading the right document earns ``READ_CREDIT``."""
+    document (the row's ``doc_id``), else 0: an answer with no read of it scores 0 however
+    right it is, and so does a read with no answer. (A version that paid 0.2 for the read
+    alone taught agents to read the right document and then keep calling tools: BENCHMARKS.md,
+    "learning".)"""
 
     async def grade(self, ctx: GraderContext[Any]) -> None:
         if ctx.label is None:
@@ -247,10 +246,6 @@ class SearchGrader(Grader):
         if not doc_id:
             raise ValueError("this grader needs a doc_id column in the dataset")
         for sample_id, sample in ctx.samples.items():
-            if doc_id not in read_ids(sample.messages):
-                reward = 0.0
-            elif normalise(final_text(sample.messages)) == normalise(str(ctx.label)):
-                reward = 1.0
-            else:
-                reward = READ_CREDIT
-            ctx.set_sample_reward(sample_id, reward)
+            read = doc_id in read_ids(sample.messages)
+            right = normalise(final_text(sample.messages)) == normalise(str(ctx.label))
+            ctx.set_sample_reward(sample_id, 1.0 if read and right else 0.0)

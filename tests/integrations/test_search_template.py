@@ -188,7 +188,7 @@ async def test_the_grader_needs_the_read_of_the_right_document(workspace: Path) 
         samples={s.id: s for s in samples},
     )
     await main.SearchGrader().grade(ctx)
-    assert [s.reward for s in samples] == [1.0, 1.0, 0.0, 0.0, main.READ_CREDIT]
+    assert [s.reward for s in samples] == [1.0, 1.0, 0.0, 0.0, 0.0]
 
 
 async def _eval(workspace: Path, habit: str, limit: int | None = None) -> Path:
