@@ -35,7 +35,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from tests.benchmarks._report import ROOT, cpu_info, write_section
+from tests.benchmarks._report import ROOT, cpu_info, write_readme_block, write_section
 from tests.benchmarks.bench_trainer import GROUP, PROMPTS, Case, Setup, run_ours, run_trl
 
 RESULTS = Path(os.environ.get("OSMOSIS_GPU_RESULTS", ROOT / "docs" / "gpu_runs.json"))
@@ -269,6 +269,48 @@ def _median(runs: list[dict[str, Any]], key: str) -> float:
     return statistics.median(values) if values else float("nan")
 
 
+def _ratios(
+    rows: dict[str, list[dict[str, Any]]],
+) -> tuple[str | None, dict[str, tuple[float | None, float | None]]]:
+    """TRL's fastest row, and each row's step time over that row's and peak memory over TRL's
+    defaults' (None where a side has no finished run)."""
+    trl = {label: runs for label, runs in rows.items() if label.startswith("TRL")}
+    ok = {label: runs for label, runs in trl.items() if _median(runs, "step_s") > 0}
+    fastest = min(ok, key=lambda k: _median(ok[k], "step_s")) if ok else None
+    default = next((k for k in trl if "defaults" in k), None)
+    ref_mem = _median(rows[default], "peak_gpu_gb") if default is not None else 0.0
+    ratios: dict[str, tuple[float | None, float | None]] = {}
+    for label, runs in rows.items():
+        good = [r for r in runs if "error" not in r]
+        step, mem = _median(good, "step_s"), _median(good, "peak_gpu_gb")
+        to_fast = step / _median(ok[fastest], "step_s") if fastest and good else None
+        ratios[label] = (to_fast, mem / ref_mem if good and ref_mem > 0 else None)
+    return fastest, ratios
+
+
+def readme_block(data: dict[str, Any]) -> str:
+    """What README.md quotes of the last GPU run: where, the tests, and per model our step
+    against TRL's fastest and our memory against TRL's defaults."""
+    parts = []
+    for shape, model in data["models"].items():
+        fastest, ratios = _ratios(model["rows"])
+        ours = next((k for k in model["rows"] if not k.startswith("TRL")), "")
+        to_fast, to_mem = ratios.get(ours, (None, None))
+        if fastest is None or to_fast is None or to_mem is None:
+            parts.append(f"{shape}: no comparison (a row has no finished run)")
+            continue
+        parts.append(
+            f"{shape}: our step {to_fast:.2f}x TRL's fastest ({fastest}), "
+            f"our peak GPU memory {to_mem:.2f}x TRL's defaults"
+        )
+    fewest = min((len(r) for m in data["models"].values() for r in m["rows"].values()), default=0)
+    return (
+        f"{data['device']}, {data['date']}: `gpu` tests {data['tests']['tally']}; "
+        + "; ".join(parts)
+        + f" ({fewest} run(s) per row: indicative, no verdict; `BENCHMARKS.md`, `gpu`)."
+    )
+
+
 def render(data: dict[str, Any]) -> str:
     """The section body from stored results (no figure is typed by hand)."""
     tests = data["tests"]
@@ -286,10 +328,7 @@ def render(data: dict[str, Any]) -> str:
     ]
     for shape, model in data["models"].items():
         rows = model["rows"]
-        trl = {label: runs for label, runs in rows.items() if label.startswith("TRL")}
-        ok = {label: runs for label, runs in trl.items() if _median(runs, "step_s") > 0}
-        fastest = min(ok, key=lambda k: _median(ok[k], "step_s")) if ok else None
-        default = next((k for k in trl if "defaults" in k), None)
+        fastest, ratios = _ratios(rows)
         lines += [
             f"**{shape}** (random init, {model['params'] / 1e9:.2f} B parameters; {model['case']})",
             "",
@@ -305,11 +344,9 @@ def render(data: dict[str, Any]) -> str:
                 continue
             step, mem = _median(good, "step_s"), _median(good, "peak_gpu_gb")
             tokens = _median(good, "tokens_per_step")
-            vs_fast = (
-                f"{step / _median(ok[fastest], 'step_s'):.2f}x" if fastest is not None else "-"
-            )
-            ref_mem = _median(rows[default], "peak_gpu_gb") if default is not None else 0.0
-            vs_mem = f"{mem / ref_mem:.2f}x" if ref_mem > 0 else "-"
+            to_fast, to_mem = ratios[label]
+            vs_fast = "-" if to_fast is None else f"{to_fast:.2f}x"
+            vs_mem = "-" if to_mem is None else f"{to_mem:.2f}x"
             lines.append(
                 f"| {label} | {len(good)} | {step:.2f} s | {tokens / step:.0f} | {mem:.1f} GB "
                 f"| {vs_fast} | {vs_mem} |"
@@ -352,7 +389,9 @@ def main() -> None:
         render(data),
         COMMAND,
         machine_text=f"{data['device']}; host {data['host']}; {data['software']}",
+        date=data["date"],
     )
+    write_readme_block("gpu-readme", readme_block(data))
 
 
 if __name__ == "__main__":
