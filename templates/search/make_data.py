@@ -20,9 +20,9 @@ answer is a field of its document, so the files are right by construction.
   the same prompt as RL. In half of them the right document is the first result
   (``DEMO_FIRST``); in the others it is shown below a near-duplicate.
 - ``{{name}}.jsonl`` (RL): questions about other families than the demonstrations' (the warm
-  start cannot recall their ids), where the right document is the first result for only a
-  quarter of them (``TRAIN_FIRST``, searching the name asked about): reading the first result
-  is usually wrong, reading the result whose title matches pays.
+  start cannot recall their ids), where the right document is the first, second and third
+  result equally often (``TRAIN_FIRST``, searching the name asked about): no position pays more
+  than another; reading the result whose title matches does.
 - ``{{name}}_heldout.jsonl``: questions about families never used in training (no demonstration
   or RL row reads any of their documents), the right document first in half of them. It is a
   validation file: ``TRAIN_FIRST`` was chosen by looking at it.
@@ -52,11 +52,13 @@ TEST_SHARE = 0.15
 DEMO_FIRST = 0.5
 """Share of demonstrations whose right document is the first search result (the others show
 reading the result whose title matches, below a near-duplicate)."""
-TRAIN_FIRST = 0.25
-"""Share of RL rows whose right document is the first search result. Below the held-out
-files' half: where the first result is right, reading it pays as well as reading the matching
-title, so those rows teach nothing; fewer of them leave RL more rows that reward reading the
-title asked about (on the validation file, a quarter beat a half)."""
+TRAIN_FIRST = 1 / 3
+"""Share of RL rows whose right document is the first search result; the others are split
+evenly between the second and the third (``_questions``' ``even``). With every position equally
+often right, no position pays more than another, and only reading the title asked about beats
+a third. (With a half first, RL settled on reading the first result; with a quarter first and
+half second, on reading the second: 18 of 30 first reads of a trained agent on the validation
+file.)"""
 HELDOUT_FIRST = 0.5
 """Share of held-out and test rows whose right document is the first search result."""
 
@@ -358,20 +360,31 @@ def _rank(main: Any, db: Any, doc: Doc) -> int:
 
 
 def _questions(
-    rng: random.Random, main: Any, db: Any, docs: list[Doc], count: int, first_share: float
+    rng: random.Random,
+    main: Any,
+    db: Any,
+    docs: list[Doc],
+    count: int,
+    first_share: float,
+    even: bool = False,
 ) -> list[tuple[Doc, str]]:
     """``count`` distinct (document, field) questions, ``first_share`` of them about a document
-    that is the first result for its own title, the others about one shown below another."""
+    that is the first result for its own title, the others about one shown below another (as
+    they come, or with ``even`` in equal numbers per lower position)."""
     pool = [(d, f) for d in docs for f in d["fields"] if _rank(main, db, d) < main.TOP_K]
     rng.shuffle(pool)
-    firsts = [q for q in pool if _rank(main, db, q[0]) == 0]
-    others = [q for q in pool if _rank(main, db, q[0]) > 0]
+    by_rank = [[q for q in pool if _rank(main, db, q[0]) == r] for r in range(main.TOP_K)]
     n_first = round(count * first_share)
-    if len(firsts) < n_first or len(others) < count - n_first:
+    lower = [q for q in pool if _rank(main, db, q[0]) > 0]
+    if even:
+        ranks = len(by_rank) - 1
+        shares = [(count - n_first + ranks - 1 - i) // ranks for i in range(ranks)]
+        lower = [q for rank, n in zip(by_rank[1:], shares, strict=True) for q in rank[:n]]
+    if len(by_rank[0]) < n_first or len(lower) < count - n_first:
         raise SystemExit(
-            f"not enough questions: {len(firsts)} first / {len(others)} lower for {count}"
+            f"not enough questions: {len(by_rank[0])} first / {len(lower)} lower for {count}"
         )
-    chosen = firsts[:n_first] + others[: count - n_first]
+    chosen = by_rank[0][:n_first] + lower[: count - n_first]
     rng.shuffle(chosen)
     return chosen
 
@@ -396,7 +409,9 @@ def generate(seed: int = SEED, db_path: Path | None = None) -> dict[str, list[di
                 return [d for d in docs if roles[d["family"]] == role]
 
             demo_qs = _by_id(_questions(rng, main, db, of("demos"), DEMOS, DEMO_FIRST))
-            train_qs = _by_id(_questions(rng, main, db, of("train"), TRAIN_ROWS, TRAIN_FIRST))
+            train_qs = _by_id(
+                _questions(rng, main, db, of("train"), TRAIN_ROWS, TRAIN_FIRST, even=True)
+            )
             demos = [demonstration(main, db, d, f, i) for i, (d, f) in enumerate(demo_qs)]
             held_qs = _questions(rng, main, db, of("heldout"), HELDOUT_ROWS, HELDOUT_FIRST)
             test_qs = _questions(rng, main, db, of("test"), HELDOUT_ROWS, HELDOUT_FIRST)

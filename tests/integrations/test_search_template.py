@@ -107,7 +107,7 @@ def test_shipped_data_is_what_make_data_writes(workspace: Path, tmp_path: Path) 
 def test_the_data_is_the_task(workspace: Path) -> None:
     """Demonstrations, RL rows, validation and test questions are about four disjoint sets of
     families; near-duplicates often rank above the right document in RL and held-out rows (in
-    RL rows more often); every answer is its document's."""
+    RL rows it is first, second and third equally often); every answer is its document's."""
     main = _module(workspace / "rollouts" / "kb" / "main.py", "_kb_main")
     data = workspace / "data"
     kb = {d["id"]: d for d in _jsonl(data / "kb_kb.jsonl")}
@@ -138,19 +138,21 @@ def test_the_data_is_the_task(workspace: Path) -> None:
     assert not (demo_families | rl_families | held_families) & test_families
     db = main.connect()
 
-    def first_share(rows: list[dict[str, Any]]) -> float:
-        firsts = 0
+    def positions(rows: list[dict[str, Any]]) -> list[int]:
+        """How many rows have their right document first, second, third."""
+        counts = [0] * main.TOP_K
         for row in rows:
             title = _QUESTION.search(row["user_prompt"])[2]  # type: ignore[index]
             assert kb[row["doc_id"]]["title"] == title
             assert f": {row['ground_truth']}" in kb[row["doc_id"]]["body"]
             ids = [i for i, _, _ in main.search_kb(db, title)]
             assert row["doc_id"] in ids
-            firsts += ids[0] == row["doc_id"]
-        return firsts / len(rows)
+            counts[ids.index(row["doc_id"])] += 1
+        return counts
 
-    assert first_share(train) == 0.25
-    assert first_share(heldout) == first_share(test) == 0.5
+    # RL rows: every position equally often right, so no position pays more than another
+    assert max(positions(train)) - min(positions(train)) <= 1
+    assert positions(heldout)[0] == positions(test)[0] == 16  # held out: the right one first in half
     every = train + heldout + test
     assert len({json.dumps(r) for r in every}) == len(every)
 
