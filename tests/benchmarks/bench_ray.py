@@ -224,7 +224,6 @@ def main() -> None:
         f"Adapter sync per step (2 engine actors, {adapter_bytes / 1e6:.2f} MB adapter of a tiny "
         f"model, object store, each engine confirms the version): median {sync_s * 1000:.0f} ms "
         f"over {SYNC_ROUNDS} steps. Rollout workers never hold weights.",
-        "The machine was shared with other jobs (2 cores): compare rows of this run only.",
     ])
     write_section("ray", "Ray rollout workers: scaling and overhead", body,
                   "python -m tests.benchmarks ray")
