@@ -208,10 +208,9 @@ def main() -> None:
         "A worker runs its workflows concurrently (an async actor), so I/O that awaits does not "
         "need more workers; blocking work (sync tools, CPU) does, and that is what scales here.",
         f"Ray overhead on an instant workflow: {overhead_ms:+.2f} ms per rollout "
-        f"({local:.0f} vs {ray4:.0f} rollouts/s in-process vs 4 Ray workers; within run-to-run "
-        "noise here: the sign changed between two runs on this shared machine, +1.4 and -1.4 ms; "
-        "Ray's workers can also use the second core while the in-process path is one "
-        "interpreter).",
+        f"({local:.0f} vs {ray4:.0f} rollouts/s in-process vs 4 Ray workers; one run per row, "
+        "so a difference of a millisecond or two needs repeated runs to tell from noise; Ray's "
+        "workers can also use the second core while the in-process path is one interpreter).",
         "",
         "| tiny run (4 steps x 16 rollouts) | median step s | median rollout phase s |",
         "|---|---|---|",
