@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
-__all__ = ["cpu_info", "load_average", "machine", "spread", "write_section"]
+__all__ = ["cpu_info", "load_average", "load_note", "machine", "spread", "write_section"]
 
 ROOT = Path(__file__).resolve().parents[2]
 REPORT = ROOT / "BENCHMARKS.md"
@@ -133,6 +133,23 @@ def git(*args: str, root: Path = ROOT) -> str | None:
 def load_average() -> str:
     one, five, fifteen = os.getloadavg()
     return f"{one:.1f} / {five:.1f} / {fifteen:.1f} (1 / 5 / 15 min) on {os.cpu_count()} vCPUs"
+
+
+QUIET_LOAD = 0.5
+"""A 1-minute load average under this when a benchmark starts: nothing else was running."""
+
+
+def load_note(at_start: float, cores: int | None = None) -> str:
+    """Whether other work ran beside a benchmark, read from the 1-minute load average taken
+    before its own work began (the benchmark itself keeps the load near the core count)."""
+    cores = cores or os.cpu_count() or 1
+    load = f"1-minute load average {at_start:.1f} on {cores} cores when it started"
+    if at_start < QUIET_LOAD:
+        return f"Nothing else was running when this started ({load})."
+    return (
+        f"Other work was running when this started ({load}): compare the rows of this table "
+        "with each other, not with other sections."
+    )
 
 
 def _torch() -> str:

@@ -11,6 +11,7 @@ OpenAI-compatible/vLLM engine client use.
 from __future__ import annotations
 
 import asyncio
+import os
 import ssl
 import statistics
 import time
@@ -21,7 +22,7 @@ import httpx
 from osmosis_ai._http import ClientPool
 from osmosis_ai.serving.gateway import PolicyGateway
 from osmosis_ai.testing import ScriptedEngine
-from tests.benchmarks._report import write_section
+from tests.benchmarks._report import load_note, write_section
 
 ROUNDS = 5
 CALLS = 300
@@ -105,6 +106,7 @@ async def _run() -> dict[str, list[float]]:
 
 
 def main() -> None:
+    load_at_start = os.getloadavg()[0]
     r = asyncio.run(_run())
     med = {k: statistics.median(v) for k, v in r.items()}
     label = {
@@ -123,8 +125,7 @@ by three client strategies in rotating order: a new `httpx.AsyncClient` per requ
 loaded once, as `ctx.chat` did before), one shared keep-alive client for the target (one
 httpcore pool for all callers), and `osmosis_ai._http.ClientPool` (single-connection keep-alive
 clients, checked out per request). {ROUNDS} rounds of {CALLS} calls per strategy; medians over
-the rounds. CPU is the whole process's (client and gateway) per call. The machine was shared
-with other work (2 cores): compare rows of the same run only.
+the rounds. CPU is the whole process's (client and gateway) per call. {load_note(load_at_start)}
 
 | strategy | sequential, median per call | {CONCURRENT} concurrent callers | CPU per call (concurrent) |
 |---|---|---|---|

@@ -23,7 +23,7 @@ from pathlib import Path
 from osmosis_ai.grading import JudgeCache, JudgeModel, RubricJudge
 from osmosis_ai.grading._answers import judge_answers
 from tests.benchmarks._injection import RUBRIC, TOPICS, injection_section, measure_injection
-from tests.benchmarks._report import write_section
+from tests.benchmarks._report import load_note, write_section
 
 N_SAMPLES = 100
 SERIAL_SAMPLES = 16
@@ -132,9 +132,8 @@ def main() -> None:
 `osmosis eval rubric` as a library (`judge_answers`) over {N_SAMPLES} distinct support replies,
 judged by the embedded SmolLM2-135M-Instruct (in-process HF engine, CPU, JSON mode with two
 worked examples, greedy, at most 48 tokens per answer). Model load: {load_s:.1f} s (not counted).
-The machine was shared with other jobs while this ran (nice 0; load average
-{_load(load_at_start)} at the start, {_load(load_at_end)} at the end): compare the rows of
-this table with each other, not with other sections.
+{load_note(load_at_start[0])} Load average at the start
+{_load(load_at_start)}, at the end {_load(load_at_end)}.
 
 | pass | samples | judge calls | tokens per call (prompt + completion) | wall | calls/s | samples/s | cache hits | failed |
 |---|---|---|---|---|---|---|---|---|

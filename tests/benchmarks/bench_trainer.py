@@ -35,6 +35,7 @@ from typing import Any
 
 from tests.benchmarks._report import (
     library_env,
+    load_note,
     openmp_note,
     spread,
     trainer_openmp,
@@ -161,6 +162,9 @@ class Result:
     phases: list[dict[str, Any]] | None = None
     attention: str | None = None
     """The attention implementation the trained model ran (``config._attn_implementation``)."""
+    dtype: str | None = None
+    """The precision the step ran in: ours, ``[training] dtype`` as resolved on this machine;
+    TRL, fp32 weights with or without bf16 autocast."""
 
 
 @dataclass
@@ -209,7 +213,7 @@ def run_ours(case: Case, model: str, root: Path, setup: Setup) -> Result:
     from osmosis_trainer.job import run_training
     from osmosis_trainer.loop import StepReport
     from osmosis_trainer.loop._run import create_run_dir
-    from osmosis_trainer.models import load_model
+    from osmosis_trainer.models import load_model, training_dtype
     from tests.e2e.toy_workspace import make_workspace
 
     prof = None
@@ -277,6 +281,7 @@ def run_ours(case: Case, model: str, root: Path, setup: Setup) -> Result:
         update_s=statistics.median(r["train_time_s"] for r in steady),
         cpu_s=(_cpu_seconds() - cpu_at_warmup) / len(steady),
         phases=prof.report(len(steady)) if prof is not None else None,
+        dtype=training_dtype(setup.dtype or "auto", case.device),
     )
 
 
@@ -399,6 +404,7 @@ def run_trl(case: Case, model: str, root: Path, setup: Setup) -> Result:
         peak_rss_gb=_peak_rss_gb(),
         cpu_s=(_cpu_seconds() - cpu_at_warmup) / max(len(timer.times) - case.warmup, 1),
         attention=str(getattr(trl_model.config, "_attn_implementation", None)),
+        dtype="float32, bf16 autocast" if config.bf16 else "float32",
     )
 
 
@@ -643,11 +649,9 @@ def _phase_table(row: Row) -> str:
 _SETUP_PHASE = "setup: model load, engine copy, gateway (once)"
 
 
-def _load_note() -> str:
-    load = os.getloadavg()
+def _load_note(at_start: float) -> str:
     return (
-        f"The machine was shared with other work while this ran (1-minute load average "
-        f"{load[0]:.1f} on {os.cpu_count()} cores at the end); the runs of all rows are "
+        f"{load_note(at_start)} The runs of all rows are "
         "interleaved so slow minutes spread over them, and each row is the median over its "
         "runs (counted in its table's heading). CPU seconds per step (all threads of the "
         "process) depend far less on the load than "
@@ -663,8 +667,7 @@ def _prose() -> str:
     trl = importlib.metadata.version("trl")
     return (
         f'TRL {trl} (`GRPOTrainer`, `loss_type="dapo"` set explicitly, `beta=0`, no '
-        "gradient checkpointing; fp32 as its CPU default, and one row with `bf16=True`, "
-        "autocast over fp32 weights) and ours train the same LoRA with the same loss and reward. "
+        "gradient checkpointing, fp32 as its CPU default) and ours train the same LoRA with the same loss and reward. "
         "TRL runs as its users run it: its model loaded by transformers' "
         "`AutoModelForCausalLM.from_pretrained` (fp32, transformers' default attention: "
         "SDPA) from the same converted weights ours reads, not by osmosis's `load_model`. "
@@ -713,6 +716,7 @@ def _gpu_case(root: Path) -> str:
 def main() -> None:
     import torch
 
+    load_at_start = os.getloadavg()[0]
     root = Path(tempfile.mkdtemp(prefix="bench_trainer_"))
     runs = _runs()
     verdicts, sections = [], []
@@ -739,7 +743,7 @@ def main() -> None:
             "",
             _prose(),
             "",
-            _load_note(),
+            _load_note(load_at_start),
         ]
     )
     write_section(

@@ -72,6 +72,9 @@ ROWS: dict[str, Setup] = {
     "fp32": Setup(
         'osmosis, base weights in float32 ([training] dtype = "float32")', dtype="float32"
     ),
+    "bf16": Setup(
+        'osmosis, base weights in bfloat16 ([training] dtype = "bfloat16")', dtype="bfloat16"
+    ),
     "peft_merge": Setup(
         "osmosis, adapters merged by peft's merge_adapter/unmerge_adapter (engine's own weights)",
         without="peft_merge",
@@ -81,13 +84,16 @@ ROWS: dict[str, Setup] = {
 PATHS: dict[str, tuple[str, bool]] = {
     # row key: (the path the defaults have and this row lacks, judged on wall time alone)
     "ahead": ("on-policy against rollouts ahead (the update thread's overlap)", True),
-    "fp32": ('bf16 base weights ([training] dtype = "auto")', False),
+    # dtype "auto" times a matmul in each dtype on the CPU it runs on (``_cpu_dtype``): run the
+    # row of the dtype it did not pick.
+    "fp32": ('the dtype "auto" picked, against fp32 base weights', False),
+    "bf16": ('the dtype "auto" picked, against bf16 base weights', False),
     "peft_merge": ("our merge (peft's get_delta_weight into kept originals)", False),
     "merge": ("merged adapters (against peft's unmerged layers)", False),
 }
 """Rows that switch one path off: the section writes whether the path pays (>= 10 % of the
 step's wall time, and of its CPU time unless it only overlaps work, paired by round)."""
-DEFAULT_ROWS = ("ours", "ours_micro1024", "trl_defaults", "trl_bf16")
+DEFAULT_ROWS = ("ours", "trl_defaults", "trl_bf16", "trl_fp32")
 """The rows run when ``OSMOSIS_BENCH_ROWS`` is unset."""
 _DEFAULTS_KEY = "trl_defaults"
 
@@ -166,13 +172,15 @@ def _paired(a: _Row, b: _Row, attr: str) -> list[float]:
 
 def _table(rows: list[_Row], case: Case) -> str:
     lines = [
-        "| row | step s, median [min-max] | CPU s/step | peak RSS GB | generated tokens/step "
-        "| runs |",
-        "|---|---|---|---|---|---|",
+        "| row | precision | step s, median [min-max] | CPU s/step | peak RSS GB "
+        "| generated tokens/step | runs |",
+        "|---|---|---|---|---|---|---|",
     ]
     for row in rows:
+        precision = sorted({r.dtype or "-" for r in row.by_round.values()})
         lines.append(
-            f"| {row.label} | {spread(row.values('step_s'))} | {row.median('cpu_s'):.1f} "
+            f"| {row.label} | {', '.join(precision)} | {spread(row.values('step_s'))} "
+            f"| {row.median('cpu_s'):.1f} "
             f"| {spread(row.values('peak_rss_gb'))} | {row.median('tokens_per_step'):.0f} "
             f"| {len(row.by_round)} |"
         )

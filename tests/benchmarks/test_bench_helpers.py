@@ -42,6 +42,14 @@ def test_cpu_info_without_the_flags_says_so() -> None:
     assert "none of avx2/avx512f" in line
 
 
+def test_load_note_says_shared_only_when_the_load_before_the_run_says_so() -> None:
+    quiet = _report.load_note(0.2, cores=2)
+    busy = _report.load_note(1.4, cores=2)
+    assert quiet.startswith("Nothing else was running") and "0.2 on 2 cores" in quiet
+    assert busy.startswith("Other work was running") and "1.4 on 2 cores" in busy
+    assert "not with other sections" in busy and "other sections" not in quiet
+
+
 def test_spread_is_median_min_max() -> None:
     assert _report.spread([3.0, 1.0, 2.0]) == "2.00 [1.00-3.00]"
     assert _report.spread([1.5]) == "1.50"

@@ -19,12 +19,19 @@ def test_auto_is_bf16_on_cuda() -> None:
     assert training_dtype("auto", "cuda:1") == "bfloat16"
 
 
-@pytest.mark.parametrize("native", [True, False])
-def test_auto_on_cpu_follows_native_bf16_support(
-    monkeypatch: pytest.MonkeyPatch, native: bool
+@pytest.mark.parametrize(
+    ("native", "bf16_s", "expected"),
+    [(True, 0.5e-3, "bfloat16"), (True, 1.6e-3, "float32"), (False, 0.5e-3, "float32")],
+)
+def test_auto_on_cpu_needs_native_bf16_that_is_not_slower(
+    monkeypatch: pytest.MonkeyPatch, native: bool, bf16_s: float, expected: str
 ) -> None:
+    from osmosis_trainer import _cpu_dtype
+
     monkeypatch.setattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", lambda: native)
-    assert training_dtype("auto", "cpu") == ("bfloat16" if native else "float32")
+    probe = _cpu_dtype.DtypeProbe(fp32_s=1e-3, bf16_s=bf16_s)
+    monkeypatch.setattr(_cpu_dtype, "probe_cpu_matmul", lambda: probe)
+    assert training_dtype("auto", "cpu") == expected
 
 
 def test_bf16_base_trains_fp32_lora(tiny_model_dir: Path) -> None:

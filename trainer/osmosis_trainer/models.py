@@ -76,9 +76,10 @@ def _require_transformers() -> None:
 def training_dtype(setting: str, device: str) -> str:
     """``[training] dtype`` resolved for ``device``: ``"bfloat16"`` or ``"float32"``.
 
-    ``auto`` takes bf16 where the hardware multiplies it natively: CUDA, and CPUs whose oneDNN
-    has bf16 kernels (AVX512-BF16 / AMX). There the real-model trainer benchmark's forward and
-    backward run about 3x faster than fp32; elsewhere bf16 is emulated and slower than fp32.
+    ``auto`` takes bf16 on CUDA. On a CPU it takes bf16 only where oneDNN has native bf16
+    kernels (AVX512-BF16 / AMX; elsewhere bf16 is emulated and slow) *and* a timed matmul shows
+    them not slower than fp32 (:mod:`osmosis_trainer._cpu_dtype`): with native kernels the real
+    model's step ran ~3x faster in bf16 on an AMD EPYC and slower on an Intel Xeon without AMX.
     """
     if setting != "auto":
         return setting
@@ -86,11 +87,13 @@ def training_dtype(setting: str, device: str) -> str:
         return "bfloat16"
     import torch
 
+    from osmosis_trainer._cpu_dtype import probe_cpu_matmul
+
     mkldnn: Any = torch.backends.mkldnn  # untyped in torch's stubs
     # No public torch API exposes oneDNN's bf16 check; its own op is the one its kernels obey.
     check = getattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", None)
     native = bool(mkldnn.is_available() and check is not None and check())
-    return "bfloat16" if native else "float32"
+    return probe_cpu_matmul().choice if native else "float32"
 
 
 def load_model(model_path: str, *, device: str = "cpu", dtype: str = "auto") -> LoadedModel:
