@@ -819,9 +819,26 @@ def _span(values: list[float], fmt: str) -> str:
     return low if low == high else f"{low}–{high}"
 
 
-def readme_block(runs: list[TrainRun], labels: list[str]) -> str:
+def stale_note(fingerprint: str, head: str, command: str) -> str:
+    """The line above a README table quoting runs of an earlier fingerprint than ``head``."""
+    return (
+        f"**Stale:** no run of the shipped code is stored yet; these ran an earlier template or "
+        f"trainer (fingerprint {fingerprint}, HEAD's is {head}). "
+        f"`{command}` measures the shipped one.\n\n"
+    )
+
+
+def last_fingerprint(stored: list[dict[str, Any]]) -> str | None:
+    """The fingerprint of the last finished run stored (the README falls back to its runs)."""
+    return next(
+        (m.get("template") for m in reversed(stored) if m.get("status") == "finished"), None
+    )
+
+
+def readme_block(runs: list[TrainRun], labels: list[str], stale: str = "") -> str:
     """What README.md quotes of the quick start (its ``bench:learning-readme`` block): every
-    finished run at HEAD, file by file, and how many runs met each target."""
+    finished run at HEAD, file by file, and how many runs met each target. ``stale``: the
+    runs are of an earlier fingerprint (its :func:`stale_note` goes first)."""
     if not runs:
         return (
             "No run of the shipped template and trainer is stored yet: "
@@ -858,7 +875,8 @@ def readme_block(runs: list[TrainRun], labels: list[str]) -> str:
     peaks = [r.peak_rss_gb for r in runs if r.peak_rss_gb]
     memory = f"; the worker peaked at {_span(peaks, '.1f')} GB" if peaks else ""
     return (
-        "| run | "
+        stale
+        + "| run | "
         + " | ".join(f"{n_} (new wordings)" if n_ == TRANSFER_SET else n_ for n_ in names)
         + " | wall / CPU time | worker peak memory |\n|---|"
         + "---|" * len(names)
@@ -1237,7 +1255,18 @@ def render() -> None:
 
     body += search_table()  # the search template's runs (bench_learning_search)
     print(body, flush=True)
-    write_readme_block("learning-readme", readme_block(current, [label_of[id(r)] for r in current]))
+    quoted, note = current, ""
+    if not current and (last := last_fingerprint([m for m in stored if m.get("task") == TASK])):
+        # Nothing at HEAD yet: the README keeps the last fingerprint's runs, marked stale.
+        quoted = [
+            r
+            for r, m in zip(runs, measured, strict=True)
+            if m.get("template") == last and r.status == "finished"
+        ]
+        note = stale_note(last, stamp, "python -m tests.benchmarks learning")
+    write_readme_block(
+        "learning-readme", readme_block(quoted, [label_of[id(r)] for r in quoted], note)
+    )
     write_readme_block("learning-search-readme", search_readme())
     write_section(
         "learning",

@@ -11,7 +11,9 @@ from tests.benchmarks import _report
 from tests.benchmarks.bench_learning import (
     TrainRun,
     heldout_sets,
+    last_fingerprint,
     readme_block,
+    stale_note,
     transfer_tables,
     transfer_targets,
 )
@@ -73,6 +75,12 @@ def test_readme_block_quotes_each_run_and_counts_targets(
     assert "(loaded) | – |" in text  # a shared machine's wall time is marked; no memory stored
     assert "CI above 0 in 1 of 2" in text and "every file at ≥ 0.50 in 1 of 2" in text
     assert "phrasings 0.40–0.60" in text
+    assert not text.startswith("**Stale:**")
+    stale = readme_block(runs, ["seed 0, run 1", "seed 1, run 1"], stale_note("a", "b", "cmd"))
+    assert stale.startswith("**Stale:** no run of the shipped code") and "`cmd`" in stale
+    assert stale.endswith(text)
+    stored = [{"status": "finished", "template": "a"}, {"status": "failed", "template": "b"}]
+    assert last_fingerprint(stored) == "a"  # the last *finished* run's
     readme = tmp_path / "README.md"
     readme.write_text(
         "a\n<!-- bench:learning-readme -->\nold\n<!-- /bench:learning-readme -->\nb\n"

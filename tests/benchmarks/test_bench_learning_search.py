@@ -78,6 +78,11 @@ def test_readme_block_quotes_runs_of_the_shipped_files_only(
     assert "25.0 min (quiet) | 6.0 GB |" in text
     assert "| 0 |" not in text  # the stale run is not quoted
     assert "Targets over 2 runs (1 of 3 seeds" in text and "CI above 0 in 1;" in text
+    # Nothing stored at HEAD: the runs of the last fingerprint stored, marked stale.
+    monkeypatch.setattr(bench_learning_search, "template_fingerprint", lambda: "next")
+    text = bench_learning_search.readme_block()
+    assert text.startswith("**Stale:**") and "(fingerprint now, HEAD's is next)" in text
+    assert "| 1 | 1 |" in text and "| 1 | 2 |" in text and "| 0 |" not in text
 
 
 def test_store_keeps_runs_of_a_seed_at_one_fingerprint(
