@@ -62,22 +62,28 @@ async def test_group_judge_reward_moves_the_policy_the_judges_way(
         monkeypatch.setenv("OSMOSIS_JUDGE_MODEL", sj.model.model)
         marks: list[int] = []
         judged: list[float] = []
+        cached: list[float] = []
 
         def record(report: StepReport) -> None:
             if report.kind == "train":
                 marks.append(len(sj.requests))
                 judged.append(report.metrics.get("judge_calls", float("nan")))
+                cached.append(report.metrics.get("judge_cache_hits", 0.0))
 
         run = create_run_dir(tmp_path / "runs", "short")
         result = await run_training(config, run, on_report=record)
         assert result.steps_done == STEPS, result
-        # One judge call per GRPO group: 4 rows of 4 samples per step.
-        assert len(sj.requests) == 4 * STEPS
+        # One judge call per GRPO group (4 rows of 4 samples per step), unless the judge's
+        # cache already holds the group's four replies: a tiny policy that has converged
+        # repeats whole groups, and a hit books one cache hit per reply instead of a call.
+        assert [c + h / 4 for c, h in zip(judged, cached, strict=True)] == [4.0] * STEPS
+        assert len(sj.requests) == sum(judged)
         assert all(len(shown_responses(r)) == 4 for r in sj.requests)
         lengths = []
         for start, end in zip([0, *marks[:-1]], marks, strict=True):
             shown = [len(t) for r in sj.requests[start:end] for t in shown_responses(r)]
-            lengths.append(statistics.fmean(shown))
+            if shown:  # a step whose every group was a cache hit shows the judge nothing
+                lengths.append(statistics.fmean(shown))
     first, last = statistics.fmean(lengths[:4]), statistics.fmean(lengths[-4:])
     assert last < 0.9 * first, f"replies did not get shorter: {lengths}"
     # The judge's calls show up in the training metrics (booked once per group).
