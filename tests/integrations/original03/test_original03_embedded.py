@@ -37,7 +37,7 @@ def workspace(root: Path, rollout: str) -> Path:
             "[secrets]\nrequired = []\n")
     for kind, body in (
         ("eval", "[evaluation]\nlimit = 1\nagent_workflow_timeout_s = 1500\n\n"
-                 "[sampling]\nmax_tokens = 64\nrollout_temperature = 0.0\n"),
+                 "[sampling]\nmax_tokens = 256\nrollout_temperature = 0.0\n"),
         ("training", "[training]\nmax_steps = 2\nrollout_batch_size = 1\n"
                      "n_samples_per_prompt = 2\nmax_response_length = 96\n"),
     ):
