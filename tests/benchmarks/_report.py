@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
-__all__ = ["cpu_info", "load_average", "load_note", "machine", "spread", "write_section"]
+__all__ = ["cpu_info", "cpu_short", "load_average", "load_note", "machine", "spread", "write_section"]
 
 ROOT = Path(__file__).resolve().parents[2]
 REPORT = ROOT / "BENCHMARKS.md"
@@ -68,6 +68,20 @@ def cpu_info(cpuinfo: str | None = None) -> str:
         f"{name} (family {f.get('cpu family', '?')} model {f.get('model', '?')} stepping "
         f"{f.get('stepping', '?')}; {' '.join(has)}; {os.cpu_count()} vCPUs{smt})"
     )
+
+
+def cpu_short(cpuinfo: str | None = None) -> str:
+    """The CPU in a table cell, e.g. ``Intel Xeon (6/207)`` (family/model): stored with each
+    run, since runs made on different machines share one table."""
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text()
+        except OSError:
+            return platform.processor() or platform.machine()
+    f = _cpuinfo(cpuinfo)
+    name = re.sub(r"\((R|TM)\)|\bProcessor\b|\bCPU\b", "", f.get("model name", ""))
+    name = " ".join(name.split()[:3]) or platform.machine()
+    return f"{name} ({f.get('cpu family', '?')}/{f.get('model', '?')})"
 
 
 def behaviour_bytes(path: Path) -> bytes:

@@ -44,6 +44,7 @@ from osmosis_ai.learning import summarize_learning
 from tests.benchmarks._report import (
     QUIET_LOAD,
     ROOT,
+    cpu_short,
     template_digest,
     write_readme_block,
     write_section,
@@ -128,6 +129,8 @@ class TrainRun:
     """``OMP_WAIT_POLICY`` the run was started under (None: the worker's default, ACTIVE)."""
     peak_rss_gb: float | None = None
     """The worker's peak resident memory (None: not measured, runs stored before it was)."""
+    cpu: str | None = None
+    """The CPU it ran on (:func:`cpu_short`; None: stored before runs recorded it)."""
 
     @property
     def rewards(self) -> list[float]:
@@ -467,6 +470,7 @@ _RUN_FIELDS = (
     "load",
     "omp_wait_policy",
     "peak_rss_gb",
+    "cpu",
 )
 
 
@@ -501,6 +505,7 @@ def run_one(seed: int, render_after: bool = True) -> TrainRun:
     ws = scaffold(Path(tempfile.mkdtemp(prefix=f"qs-{seed}-")))
     run = train(ws, seed)
     run.omp_wait_policy = os.environ.get("OMP_WAIT_POLICY")
+    run.cpu = cpu_short()
     stored = json.loads(RUNS.read_text()) if RUNS.exists() else []
     stored.append({**asdict(run), "task": TASK, "template": stamp, "workspace": str(ws)})
     RUNS.parent.mkdir(parents=True, exist_ok=True)
@@ -522,6 +527,7 @@ def add_run(run_dir: str, seed: str, wall_s: str, cpu_s: str, load: str) -> None
     low, high = (float(x) for x in load.split(","))
     run = read_run(Path(run_dir), int(seed), float(wall_s), float(cpu_s), (low, high))
     run.omp_wait_policy = os.environ.get("OMP_WAIT_POLICY")
+    run.cpu = cpu_short()
     measured = json.loads(RUNS.read_text()) if RUNS.exists() else []
     measured.append(
         {
@@ -859,7 +865,9 @@ def readme_block(runs: list[TrainRun], labels: list[str], stale: str = "") -> st
         loaded = bool(run.load and max(run.load) >= 2)
         wall = f"{run.wall_s / 60:.1f} / {_cpu_minutes(run)} ({'loaded' if loaded else 'quiet'})"
         peak = f"{run.peak_rss_gb:.1f} GB" if run.peak_rss_gb else "–"
-        lines.append(f"| {label} | " + " | ".join(cells) + f" | {wall} | {peak} |")
+        lines.append(
+            f"| {label} | " + " | ".join(cells) + f" | {wall} | {peak} | {run.cpu or 'not recorded'} |"
+        )
     met = [{**_targets(r), **transfer_targets(r)} for r in runs]
     n = len(runs)
     spans = []
@@ -878,9 +886,9 @@ def readme_block(runs: list[TrainRun], labels: list[str], stale: str = "") -> st
         stale
         + "| run | "
         + " | ".join(f"{n_} (new wordings)" if n_ == TRANSFER_SET else n_ for n_ in names)
-        + " | wall / CPU time | worker peak memory |\n|---|"
+        + " | wall / CPU time | worker peak memory | CPU |\n|---|"
         + "---|" * len(names)
-        + "---|---|\n"
+        + "---|---|---|\n"
         + "\n".join(lines)
         + f"\n\nOver {'this run' if n == 1 else f'these {n} runs'}: the new wordings beat the warm start by ≥ "
         f"+{TARGET_OVER_WARM:.2f} with the 95% CI above 0 in "
@@ -935,6 +943,7 @@ def transfer_curve(argv: list[str]) -> None:
         ws, seed, {"training.max_steps": str(steps), "checkpoints.checkpoint_save_freq": str(every)}
     )
     run.omp_wait_policy = os.environ.get("OMP_WAIT_POLICY")
+    run.cpu = cpu_short()
     files = dict(_heldout_files(ws))
     start = run.warm_records[0]["time"] if run.warm_records else run.records[0]["time"]
     minutes = {0: (run.records[0]["time"] - run.records[0].get("step_time_s", 0.0) - start) / 60}
@@ -1161,7 +1170,8 @@ def render() -> None:
             f"{d['zero_variance_share']:.0%} | {d['truncated_share']:.0%} | "
             f"{cells[0]} | {cells[1]} | {cells[2]} | {cells[3]} | "
             f"{run.wall_s / 60:.1f} min | {_cpu_minutes(run)} | "
-            f"{f'{run.peak_rss_gb:.1f} GB' if run.peak_rss_gb else '–'} | {load} |"
+            f"{f'{run.peak_rss_gb:.1f} GB' if run.peak_rss_gb else '–'} | {load} | "
+            f"{run.cpu or 'not recorded'} |"
         )
     probes = [
         p
@@ -1213,8 +1223,8 @@ def render() -> None:
         "| tool-call rate first 3 → last 3 | turns first 3 → last 3 | zero-variance groups "
         "| replies cut at the cap | held-out pass base / warm / trained "
         "| trained: tool-call rate | trained: calls per rollout "
-        "| trained vs warm: pass diff [95% CI] | wall | CPU time | worker peak memory | load |\n"
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n"
+        "| trained vs warm: pass diff [95% CI] | wall | CPU time | worker peak memory | load | CPU |\n"
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n"
         + "\n".join(rows)
         + "\n\n"
         + quiet_wall_note(runs, stored)

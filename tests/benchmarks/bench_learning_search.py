@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.benchmarks._report import ROOT, template_digest
+from tests.benchmarks._report import ROOT, cpu_short, template_digest
 
 SEEDS = (0, 1, 2)
 RUNS_PER_SEED = 2
@@ -241,6 +241,7 @@ def entry(m: Measured, workspace: Path) -> dict[str, Any]:
         "cpu_s": m.cpu_s,
         "load": list(m.load),
         "peak_rss_gb": m.peak_rss_gb,
+        "cpu": cpu_short(),
         "template": template_fingerprint(),
         "workspace": str(workspace),
         # The worker spins its OpenMP threads unless the user sets a policy; on a machine
@@ -448,7 +449,8 @@ def search_table() -> str:
             f"{_reading_cell(reading_.get('warm'))} → {_reading_cell(reading_.get('trained'))} | "
             f"{run['wall_s'] / 60:.1f} min | {_f(run.get('peak_rss_gb'), '.1f')} GB | "
             f"{_f(load[0], '.1f')} → {_f(load[1], '.1f')}"
-            f"{' (OMP ' + run['omp_wait_policy'] + ')' if run.get('omp_wait_policy') else ''} |"
+            f"{' (OMP ' + run['omp_wait_policy'] + ')' if run.get('omp_wait_policy') else ''} | "
+            f"{run.get('cpu') or 'not recorded'} |"
         )
         if current and not run.get("overrides"):
             met.append(targets(run))
@@ -490,8 +492,8 @@ def search_table() -> str:
         "| training: reading | validation pass base / warm / trained "
         "| test pass base / warm / trained "
         "| test: trained − warm pass [95% CI] | test: reading, warm → trained "
-        "| wall | worker peak memory | load |\n"
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n"
+        "| wall | worker peak memory | load | CPU |\n"
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n"
         + "\n".join(rows)
         + "\n"
         + (_plotted(shown) if shown else "")
@@ -539,7 +541,7 @@ def readme_block() -> str:
             f"[{_f(diff.get('ci_low'), '+.2f')}, {_f(diff.get('ci_high'), '+.2f')}] | "
             f"{_reading_cell(reading_.get('warm'))} → {_reading_cell(reading_.get('trained'))} | "
             f"{run['wall_s'] / 60:.1f} min ({'loaded' if max(load) >= 2 else 'quiet'}) | "
-            f"{_f(run.get('peak_rss_gb'), '.1f')} GB |"
+            f"{_f(run.get('peak_rss_gb'), '.1f')} GB | {run.get('cpu') or 'not recorded'} |"
         )
     met = [targets(r) for r in runs]
     return (
@@ -548,7 +550,7 @@ def readme_block() -> str:
         "| test: trained − warm [95% CI] "
         "| test: reads per rollout / right document / first result read / id not shown, "
         "warm → trained "
-        "| wall | worker peak memory |\n|---|---|---|---|---|---|---|---|\n"
+        "| wall | worker peak memory | CPU |\n|---|---|---|---|---|---|---|---|---|\n"
         + "\n".join(lines)
         + f"\n\nTargets over {len(runs)} runs ({len({r['seed'] for r in runs})} of "
         f"{len(SEEDS)} seeds; the target: {RUNS_PER_SEED} runs each), on the test file: "

@@ -42,6 +42,12 @@ def test_cpu_info_without_the_flags_says_so() -> None:
     assert "none of avx2/avx512f" in line
 
 
+def test_cpu_short_is_vendor_line_and_family_model() -> None:
+    assert _report.cpu_short(_CPUINFO) == "AMD EPYC 9R14 (25/17)"
+    intel = "model name\t: Intel(R) Xeon(R) Processor\ncpu family\t: 6\nmodel\t\t: 207\n"
+    assert _report.cpu_short(intel) == "Intel Xeon (6/207)"
+
+
 def test_load_note_says_shared_only_when_the_load_before_the_run_says_so() -> None:
     quiet = _report.load_note(0.2, cores=2)
     busy = _report.load_note(1.4, cores=2)
