@@ -21,7 +21,15 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
-__all__ = ["cpu_info", "cpu_short", "load_average", "load_note", "machine", "spread", "write_section"]
+__all__ = [
+    "cpu_info",
+    "cpu_short",
+    "load_average",
+    "load_note",
+    "machine",
+    "spread",
+    "write_section",
+]
 
 ROOT = Path(__file__).resolve().parents[2]
 REPORT = ROOT / "BENCHMARKS.md"

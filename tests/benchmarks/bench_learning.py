@@ -866,7 +866,9 @@ def readme_block(runs: list[TrainRun], labels: list[str], stale: str = "") -> st
         wall = f"{run.wall_s / 60:.1f} / {_cpu_minutes(run)} ({'loaded' if loaded else 'quiet'})"
         peak = f"{run.peak_rss_gb:.1f} GB" if run.peak_rss_gb else "–"
         lines.append(
-            f"| {label} | " + " | ".join(cells) + f" | {wall} | {peak} | {run.cpu or 'not recorded'} |"
+            f"| {label} | "
+            + " | ".join(cells)
+            + f" | {wall} | {peak} | {run.cpu or 'not recorded'} |"
         )
     met = [{**_targets(r), **transfer_targets(r)} for r in runs]
     n = len(runs)

@@ -146,6 +146,8 @@ def _switch_off(path: str) -> None:
 
         HFEngine.__init__ = own_weights  # type: ignore[method-assign]
         HFEngine._serve = _peft_merge_serve  # type: ignore[method-assign]
+    elif path == "openmp":  # libgomp's own waits: :func:`_worker` skips the worker's setting
+        return
     elif path:
         raise ValueError(f"unknown speed path {path!r}")
 
@@ -412,7 +414,7 @@ def _worker(spec: str) -> None:
     """One run in this fresh process; prints its result as the last line."""
     job = json.loads(spec)
     case, setup, root = Case(**job["case"]), Setup(**job["setup"]), Path(job["root"])
-    if setup.who != "trl":
+    if setup.who != "trl" and setup.without != "openmp":
         trainer_openmp()  # as `osmosis train` runs; TRL keeps the environment its users have
     model = _model_path(case, root)
     run = run_trl if setup.who == "trl" else run_ours

@@ -80,6 +80,10 @@ ROWS: dict[str, Setup] = {
         without="peft_merge",
     ),
     "merge": Setup("osmosis, adapters served through peft's unmerged layers", without="merge"),
+    "openmp": Setup(
+        "osmosis, libgomp's default OpenMP waits (the worker's bounded spin not set)",
+        without="openmp",
+    ),
 }
 PATHS: dict[str, tuple[str, bool]] = {
     # row key: (the path the defaults have and this row lacks, judged on wall time alone)
@@ -90,6 +94,8 @@ PATHS: dict[str, tuple[str, bool]] = {
     "bf16": ('the dtype "auto" picked, against bf16 base weights', False),
     "peft_merge": ("our merge (peft's get_delta_weight into kept originals)", False),
     "merge": ("merged adapters (against peft's unmerged layers)", False),
+    # Spinning trades CPU time for wall time by design: judged on wall, its CPU shows in the row.
+    "openmp": ("the worker's OpenMP waits (against libgomp's defaults)", True),
 }
 """Rows that switch one path off: the section writes whether the path pays (>= 10 % of the
 step's wall time, and of its CPU time unless it only overlaps work, paired by round)."""

@@ -63,3 +63,22 @@ def test_models_load_with_transformers_default_attention(tiny_dir: Path) -> None
 def test_unknown_switch_is_refused() -> None:
     with pytest.raises(ValueError, match="unknown speed path"):
         bench_trainer._switch_off("nope")
+
+
+@pytest.mark.parametrize(("without", "spins"), [("", True), ("openmp", False)])
+def test_openmp_switch_leaves_libgomps_defaults(
+    without: str, spins: bool, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    set_waits: list[bool] = []
+    monkeypatch.setattr(bench_trainer, "trainer_openmp", lambda: set_waits.append(True))
+    monkeypatch.setattr(bench_trainer, "_model_path", lambda *_: "model")
+    monkeypatch.setattr(bench_trainer, "run_ours", lambda *_: bench_trainer.Result(1.0, 1.0, 1.0))
+    case = bench_trainer.Case("c", embedded=False)
+    spec = {
+        "case": bench_trainer.asdict(case),
+        "setup": bench_trainer.asdict(bench_trainer.Setup("row", without=without)),
+        "root": "/nonexistent",
+    }
+    bench_trainer._worker(bench_trainer.json.dumps(spec))
+    assert set_waits == ([True] if spins else [])
+    assert capsys.readouterr().out.startswith("RESULT ")

@@ -4,10 +4,9 @@ torch's CPU kernels run on OpenMP (libgomp in the PyPI wheels). Between two para
 an idle worker thread either spins or sleeps on a futex, and waking a sleeping one costs tens of
 microseconds on a virtual machine (an inter-processor interrupt through the hypervisor), more on
 some hosts than on others. A training step runs tens of thousands of small kernels (32-row
-decode matmuls, rank-8 LoRA products), so that cost decides how fast the step is: on the
-embedded SmolLM2-135M (2 vCPUs, AMD EPYC) sleeping workers (``OMP_WAIT_POLICY=PASSIVE``) made
-the on-policy step 25-45 % slower than spinning ones, and the gap moved between hosts and days
-(BENCHMARKS.md, ``trainer_real``).
+decode matmuls, rank-8 LoRA products), so that cost can decide how fast the step is. It
+varies by host: ``trainer_real``'s ``openmp`` row measures this setting against libgomp's
+defaults on the CPU at hand (BENCHMARKS.md).
 
 libgomp's own ``ACTIVE`` spins for minutes, which burns both cores while the trainer waits on
 HTTP (a remote rollout server, a judge); its default spins ~3 ms but drops to 100 spins as soon
