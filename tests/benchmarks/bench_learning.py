@@ -131,6 +131,13 @@ class TrainRun:
     """The worker's peak resident memory (None: not measured, runs stored before it was)."""
     cpu: str | None = None
     """The CPU it ran on (:func:`cpu_short`; None: stored before runs recorded it)."""
+    dtype: str | None = None
+    """The base weights' dtype the worker trained in (its ``status.json``; None: not recorded)."""
+
+    @property
+    def machine(self) -> str:
+        """The CPU and precision cell of a table."""
+        return f"{self.cpu or 'not recorded'}{', ' + self.dtype if self.dtype else ''}"
 
     @property
     def rewards(self) -> list[float]:
@@ -171,7 +178,8 @@ def read_run(
     """A finished run's records and held-out report, from its folder."""
     lines = (run_dir / "metrics.jsonl").read_text().splitlines()
     records = list(map(json.loads, lines))
-    status = json.loads((run_dir / "status.json").read_text()).get("status", "unknown")
+    status_file = json.loads((run_dir / "status.json").read_text())
+    status = status_file.get("status", "unknown")
     heldout_file = run_dir / "heldout.json"
     return TrainRun(
         seed,
@@ -183,6 +191,7 @@ def read_run(
         [r for r in records if r.get("kind") == "warm_start"],
         json.loads(heldout_file.read_text()) if heldout_file.is_file() else None,
         load,
+        dtype=status_file.get("dtype"),
     )
 
 
@@ -471,6 +480,7 @@ _RUN_FIELDS = (
     "omp_wait_policy",
     "peak_rss_gb",
     "cpu",
+    "dtype",
 )
 
 
@@ -868,7 +878,7 @@ def readme_block(runs: list[TrainRun], labels: list[str], stale: str = "") -> st
         lines.append(
             f"| {label} | "
             + " | ".join(cells)
-            + f" | {wall} | {peak} | {run.cpu or 'not recorded'} |"
+            + f" | {wall} | {peak} | {run.machine} |"
         )
     met = [{**_targets(r), **transfer_targets(r)} for r in runs]
     n = len(runs)
@@ -888,7 +898,7 @@ def readme_block(runs: list[TrainRun], labels: list[str], stale: str = "") -> st
         stale
         + "| run | "
         + " | ".join(f"{n_} (new wordings)" if n_ == TRANSFER_SET else n_ for n_ in names)
-        + " | wall / CPU time | worker peak memory | CPU |\n|---|"
+        + " | wall / CPU time | worker peak memory | CPU, precision |\n|---|"
         + "---|" * len(names)
         + "---|---|---|\n"
         + "\n".join(lines)
@@ -1173,7 +1183,7 @@ def render() -> None:
             f"{cells[0]} | {cells[1]} | {cells[2]} | {cells[3]} | "
             f"{run.wall_s / 60:.1f} min | {_cpu_minutes(run)} | "
             f"{f'{run.peak_rss_gb:.1f} GB' if run.peak_rss_gb else '–'} | {load} | "
-            f"{run.cpu or 'not recorded'} |"
+            f"{run.machine} |"
         )
     probes = [
         p
@@ -1225,7 +1235,8 @@ def render() -> None:
         "| tool-call rate first 3 → last 3 | turns first 3 → last 3 | zero-variance groups "
         "| replies cut at the cap | held-out pass base / warm / trained "
         "| trained: tool-call rate | trained: calls per rollout "
-        "| trained vs warm: pass diff [95% CI] | wall | CPU time | worker peak memory | load | CPU |\n"
+        "| trained vs warm: pass diff [95% CI] | wall | CPU time | worker peak memory | load "
+        "| CPU, precision |\n"
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n"
         + "\n".join(rows)
         + "\n\n"

@@ -197,9 +197,14 @@ class Measured:
 
 
 def template_fingerprint() -> str:
-    """A hash of the template's files and the trainer's and eval package's source (a stored run
-    of other code is shown as stale)."""
-    return template_digest(TEMPLATE).hexdigest()[:16]
+    """A hash of the template's files and the trainer's and eval package's source, and of the
+    precision ``[training] dtype = "auto"`` trains in on this machine (a stored run of other
+    code is shown as stale)."""
+    from osmosis_trainer.models import training_dtype
+
+    digest = template_digest(TEMPLATE)
+    digest.update(training_dtype("auto", "cpu").encode())
+    return digest.hexdigest()[:16]
 
 
 SET_BY_THE_BENCHMARK = {"training.seed", "logging.trace_samples_per_step"}
@@ -230,7 +235,8 @@ def entry(m: Measured, workspace: Path) -> dict[str, Any]:
     """What is stored of one run: its records and report, measured from its folder."""
     run_dir = Path(m.run)
     records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-    status = json.loads((run_dir / "status.json").read_text()).get("status", "unknown")
+    status_file = json.loads((run_dir / "status.json").read_text())
+    status = status_file.get("status", "unknown")
     path = run_dir / "heldout.json"
     heldout = json.loads(path.read_text()) if path.is_file() else None
     return {
@@ -242,6 +248,7 @@ def entry(m: Measured, workspace: Path) -> dict[str, Any]:
         "load": list(m.load),
         "peak_rss_gb": m.peak_rss_gb,
         "cpu": cpu_short(),
+        "dtype": status_file.get("dtype"),  # what the worker trained in
         "template": template_fingerprint(),
         "workspace": str(workspace),
         # The worker spins its OpenMP threads unless the user sets a policy; on a machine
@@ -450,7 +457,7 @@ def search_table() -> str:
             f"{run['wall_s'] / 60:.1f} min | {_f(run.get('peak_rss_gb'), '.1f')} GB | "
             f"{_f(load[0], '.1f')} → {_f(load[1], '.1f')}"
             f"{' (OMP ' + run['omp_wait_policy'] + ')' if run.get('omp_wait_policy') else ''} | "
-            f"{run.get('cpu') or 'not recorded'} |"
+            f"{_machine(run)} |"
         )
         if current and not run.get("overrides"):
             met.append(targets(run))
@@ -492,12 +499,17 @@ def search_table() -> str:
         "| training: reading | validation pass base / warm / trained "
         "| test pass base / warm / trained "
         "| test: trained − warm pass [95% CI] | test: reading, warm → trained "
-        "| wall | worker peak memory | load | CPU |\n"
+        "| wall | worker peak memory | load | CPU, precision |\n"
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n"
         + "\n".join(rows)
         + "\n"
         + (_plotted(shown) if shown else "")
     )
+
+
+def _machine(run: dict[str, Any]) -> str:
+    """The CPU and precision cell of a stored run."""
+    return f"{run.get('cpu') or 'not recorded'}{', ' + run['dtype'] if run.get('dtype') else ''}"
 
 
 def _plotted(runs: list[dict[str, Any]]) -> str:
@@ -541,7 +553,7 @@ def readme_block() -> str:
             f"[{_f(diff.get('ci_low'), '+.2f')}, {_f(diff.get('ci_high'), '+.2f')}] | "
             f"{_reading_cell(reading_.get('warm'))} → {_reading_cell(reading_.get('trained'))} | "
             f"{run['wall_s'] / 60:.1f} min ({'loaded' if max(load) >= 2 else 'quiet'}) | "
-            f"{_f(run.get('peak_rss_gb'), '.1f')} GB | {run.get('cpu') or 'not recorded'} |"
+            f"{_f(run.get('peak_rss_gb'), '.1f')} GB | {_machine(run)} |"
         )
     met = [targets(r) for r in runs]
     return (
@@ -550,7 +562,7 @@ def readme_block() -> str:
         "| test: trained − warm [95% CI] "
         "| test: reads per rollout / right document / first result read / id not shown, "
         "warm → trained "
-        "| wall | worker peak memory | CPU |\n|---|---|---|---|---|---|---|---|---|\n"
+        "| wall | worker peak memory | CPU, precision |\n|---|---|---|---|---|---|---|---|---|\n"
         + "\n".join(lines)
         + f"\n\nTargets over {len(runs)} runs ({len({r['seed'] for r in runs})} of "
         f"{len(SEEDS)} seeds; the target: {RUNS_PER_SEED} runs each), on the test file: "

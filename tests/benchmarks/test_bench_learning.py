@@ -12,6 +12,7 @@ from tests.benchmarks.bench_learning import (
     TrainRun,
     heldout_sets,
     last_fingerprint,
+    read_run,
     readme_block,
     stale_note,
     transfer_tables,
@@ -67,7 +68,10 @@ def test_readme_block_quotes_each_run_and_counts_targets(
 ) -> None:
     runs = [_run(0, (0.2, 0.6, 0.1), 0.5), _run(1, (0.3, 0.4, -0.1), 0.75)]
     runs[0].peak_rss_gb, runs[1].load = 5.25, (0.5, 3.0)
+    runs[0].cpu, runs[0].dtype = "Intel Xeon (6/207)", "float32"
     text = readme_block(runs, ["seed 0, run 1", "seed 1, run 1"])
+    assert "| 5.2 GB | Intel Xeon (6/207), float32 |" in text  # runs of several machines
+    assert "| – | not recorded |" in text
     assert "| seed 0, run 1 | 0.30 → 0.90 | 0.20 → 0.60 (+0.40 [+0.10, +0.90]) | 0.10 → 0.50 |" in (
         text
     )
@@ -92,3 +96,11 @@ def test_readme_block_quotes_each_run_and_counts_targets(
     assert written.startswith("a\n<!-- bench:learning-readme -->\n") and written.endswith("b\n")
     with pytest.raises(SystemExit, match="no '<!-- bench:other -->' block"):
         _report.write_readme_block("other", text)
+
+
+def test_a_stored_run_keeps_the_precision_its_worker_trained_in(tmp_path: Path) -> None:
+    (tmp_path / "metrics.jsonl").write_text('{"kind": "train", "step": 1, "reward_mean": 0.5}\n')
+    (tmp_path / "status.json").write_text('{"status": "finished", "dtype": "bfloat16"}')
+    run = read_run(tmp_path, 0, 60.0, 90.0, None)
+    assert run.status == "finished" and run.dtype == "bfloat16" and len(run.records) == 1
+    assert run.machine == "not recorded, bfloat16"

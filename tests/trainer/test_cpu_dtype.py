@@ -30,3 +30,30 @@ def test_the_probe_times_both_dtypes_once_per_process(caplog: pytest.LogCaptureF
     assert first.choice in ("bfloat16", "float32")
     said = [r.getMessage() for r in caplog.records if "dtype" in r.getMessage()]
     assert len(said) == 1 and said[0].endswith(first.choice)
+
+
+def test_the_probe_times_on_one_thread_and_gives_the_threads_back(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Multi-threaded timings on a busy machine measure the scheduler and flipped the choice
+    # between runs; one thread's do not. The caller's thread count is restored.
+    import torch
+
+    seen: list[int] = []
+    matmul = torch.matmul
+
+    def counting(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        seen.append(torch.get_num_threads())
+        return matmul(a, b)
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    monkeypatch.setattr(torch, "matmul", counting)
+    probe_cpu_matmul.cache_clear()
+    try:
+        probe_cpu_matmul()
+        assert seen and set(seen) == {1}
+        assert torch.get_num_threads() == 2
+    finally:
+        probe_cpu_matmul.cache_clear()
+        torch.set_num_threads(before)

@@ -5,6 +5,12 @@ matmul at SmolLM2-135M's shapes ran 2.2x faster than fp32 (MKL's generic path th
 2-vCPU Intel Xeon (model 207, AVX-512 BF16 without AMX exposed) it ran 1.6x *slower* than MKL's
 AVX-512 fp32 (``BENCHMARKS.md``, ``cpu``). Both report native bf16 kernels, so ``auto`` times
 one matmul of each and keeps bf16 only where it is not clearly slower.
+
+The matmuls run on one thread. On a machine whose cores are busy with other work, a
+multi-threaded call mostly measures the scheduler (each call waits for its slowest thread): on
+the Intel Xeon beside a training run, two-thread timings put bf16 at 0.75-1.29x fp32 and flipped
+the choice between runs, while one-thread timings stayed at 1.71-1.81x, as on the quiet machine
+(1.84x). The choice also decides the run's results, so it must not depend on the load.
 """
 
 from __future__ import annotations
@@ -21,10 +27,12 @@ PROBE_SHAPE = (512, 576, 1536)
 the kind of product a CPU training step spends most of its time in."""
 ROUNDS = 7
 """Interleaved timings per dtype; the minimum of each is kept (load only ever slows a call)."""
+THREADS = 1
+"""Threads the probe's matmuls run on (see the module's docstring)."""
 BF16_MARGIN = 1.10
 """bf16 is kept while its matmul takes at most this many times fp32's: it halves the base
 weights' memory, so a near tie goes to it. The measured CPUs sit far from the line (0.45x and
-1.6x), so load on the machine does not flip the choice."""
+1.8x, on one thread, loaded or not)."""
 
 
 @dataclass(frozen=True)
@@ -46,7 +54,7 @@ def bf16_pays(fp32_s: float, bf16_s: float) -> bool:
 
 @functools.cache
 def probe_cpu_matmul() -> DtypeProbe:
-    """Time :data:`PROBE_SHAPE` in fp32 and bf16 on this process's CPU threads (~0.1 s, once
+    """Time :data:`PROBE_SHAPE` in fp32 and bf16 on :data:`THREADS` CPU thread(s) (~0.2 s, once
     per process)."""
     import torch
 
@@ -56,21 +64,27 @@ def probe_cpu_matmul() -> DtypeProbe:
     w = torch.randn(inputs, outputs, generator=gen)
     pairs = {torch.float32: (x, w), torch.bfloat16: (x.bfloat16(), w.bfloat16())}
     best = dict.fromkeys(pairs, float("inf"))
-    with torch.inference_mode():
-        for a, b in pairs.values():  # the first call compiles oneDNN's kernel: not timed
-            torch.matmul(a, b)
-        for _ in range(ROUNDS):
-            for dtype, (a, b) in pairs.items():
-                start = time.perf_counter()
+    threads = torch.get_num_threads()
+    torch.set_num_threads(THREADS)
+    try:
+        with torch.inference_mode():
+            for a, b in pairs.values():  # the first call compiles oneDNN's kernel: not timed
                 torch.matmul(a, b)
-                best[dtype] = min(best[dtype], time.perf_counter() - start)
+            for _ in range(ROUNDS):
+                for dtype, (a, b) in pairs.items():
+                    start = time.perf_counter()
+                    torch.matmul(a, b)
+                    best[dtype] = min(best[dtype], time.perf_counter() - start)
+    finally:
+        torch.set_num_threads(threads)
     result = DtypeProbe(fp32_s=best[torch.float32], bf16_s=best[torch.bfloat16])
     logging.getLogger("osmosis").info(
-        'dtype "auto" on this CPU: a %dx%dx%d matmul takes %.2f ms in fp32 and %.2f ms in bf16: '
-        "base weights in %s",
+        'dtype "auto" on this CPU: a %dx%dx%d matmul on %d thread(s) takes %.2f ms in fp32 and '
+        "%.2f ms in bf16: base weights in %s",
         rows,
         inputs,
         outputs,
+        THREADS,
         result.fp32_s * 1e3,
         result.bf16_s * 1e3,
         result.choice,

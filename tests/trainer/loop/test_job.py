@@ -13,7 +13,7 @@ from osmosis_trainer.checkpoints import list_checkpoints
 from osmosis_trainer.job import plan_job, run_training
 from osmosis_trainer.loop._metrics import read_metrics
 from osmosis_trainer.loop._run import create_run_dir, read_status
-from osmosis_trainer.models import load_model
+from osmosis_trainer.models import load_model, training_dtype
 from tests.e2e.toy_workspace import make_workspace
 
 
@@ -52,6 +52,9 @@ async def test_run_training_end_to_end(tiny_model_dir: Path, tmp_path: Path) -> 
     assert [p.name for p in list_checkpoints(run.checkpoints)] == ["step_000001", "step_000002"]
     status = read_status(run.path)
     assert status is not None and status["status"] == "finished"
+    # The run records the precision it trained in ("auto" resolves per machine).
+    dtype = training_dtype(config.training.dtype, "cpu")
+    assert status["dtype"] == dtype and any(p.endswith(f"on cpu in {dtype}") for p in phases)
     assert (run.path / "config.toml").read_text() == config_file.read_text()
     assert list((run.path / "tensorboard").glob("events.out.tfevents.*"))
 

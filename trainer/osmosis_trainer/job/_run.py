@@ -105,6 +105,8 @@ class _Parts:
     settings: LoopSettings
     sampling: SamplingConfig
     """``[sampling]`` with its length resolved (the gateway enforces it)."""
+    dtype: str
+    """The base weights' dtype, ``[training] dtype`` resolved on this machine."""
 
 
 def _prepare(config: TrainingConfig, plan: JobPlan, phase: Callable[[str], None]) -> _Parts:
@@ -115,15 +117,15 @@ def _prepare(config: TrainingConfig, plan: JobPlan, phase: Callable[[str], None]
     entry = None if config.remote is not None else load_entrypoint(plan.entrypoint)
     # "auto" without a Grader is a ConfigError naming both fixes.
     grader = load_remote_grader(config) if needs_entrypoint(config) and entry is None else None
-    phase(f"loading {config.experiment.model_path} on {plan.device}")
     dtype = training_dtype(config.training.dtype, plan.device)
+    phase(f"loading {config.experiment.model_path} on {plan.device} in {dtype}")
     loaded = load_model(config.experiment.model_path, device=plan.device, dtype=dtype)
     settings = resolve_settings(
         config, n_rows=len(plan.rows), pad_id=int(loaded.tokenizer.pad_token_id),
         device=plan.device, dtype=dtype,
     )
     sampling = config.sampling.model_copy(update={"max_tokens": settings.max_completion_length})
-    return _Parts(plan, entry, grader, loaded, settings, sampling)
+    return _Parts(plan, entry, grader, loaded, settings, sampling, dtype)
 
 
 @contextlib.contextmanager
@@ -173,6 +175,8 @@ async def _run(
     """Prepare the parts, start the engine and the gateway, then wire and run the trainer."""
     with _job_environment(config.env):
         parts = _prepare(config, plan or plan_job(config), phase)
+        # What the run trained in: "auto" resolves per machine, and results differ by dtype.
+        run.update_status(dtype=parts.dtype)
         cluster, engine = await _start_engine(
             config, run, parts.plan, parts.loaded, parts.settings, phase
         )
