@@ -54,15 +54,22 @@ def _cpuinfo(text: str) -> dict[str, str]:
     return fields
 
 
-def cpu_info(cpuinfo: str | None = None) -> str:
-    """E.g. ``AMD EPYC (family 25 model 17 stepping 1; avx2 avx512f avx512_bf16; 2 vCPUs,
-    1 thread per core)``."""
+def _first_cpu(cpuinfo: str | None) -> dict[str, str] | None:
+    """:func:`_cpuinfo` of ``cpuinfo``, or of ``/proc/cpuinfo`` (None where it cannot be read)."""
     if cpuinfo is None:
         try:
             cpuinfo = Path("/proc/cpuinfo").read_text()
         except OSError:
-            return platform.processor() or platform.machine()
-    f = _cpuinfo(cpuinfo)
+            return None
+    return _cpuinfo(cpuinfo)
+
+
+def cpu_info(cpuinfo: str | None = None) -> str:
+    """E.g. ``AMD EPYC (family 25 model 17 stepping 1; avx2 avx512f avx512_bf16; 2 vCPUs,
+    1 thread per core)``."""
+    f = _first_cpu(cpuinfo)
+    if f is None:
+        return platform.processor() or platform.machine()
     name = f.get("model name") or platform.processor() or platform.machine()
     flags = set(f.get("flags", "").split())
     has = [flag for flag in KEY_FLAGS if flag in flags] or ["none of " + "/".join(KEY_FLAGS)]
@@ -81,12 +88,9 @@ def cpu_info(cpuinfo: str | None = None) -> str:
 def cpu_short(cpuinfo: str | None = None) -> str:
     """The CPU in a table cell, e.g. ``Intel Xeon (6/207)`` (family/model): stored with each
     run, since runs made on different machines share one table."""
-    if cpuinfo is None:
-        try:
-            cpuinfo = Path("/proc/cpuinfo").read_text()
-        except OSError:
-            return platform.processor() or platform.machine()
-    f = _cpuinfo(cpuinfo)
+    f = _first_cpu(cpuinfo)
+    if f is None:
+        return platform.processor() or platform.machine()
     name = re.sub(r"\((R|TM)\)|\bProcessor\b|\bCPU\b", "", f.get("model name", ""))
     name = " ".join(name.split()[:3]) or platform.machine()
     return f"{name} ({f.get('cpu family', '?')}/{f.get('model', '?')})"
