@@ -21,7 +21,9 @@ from tests.benchmarks._report import REPORT, ROOT, behaviour, git
 
 __all__ = ["CODE", "SELF_MARKED", "mark_stale"]
 
-SELF_MARKED = frozenset({"trainer_real", "merge", "learning", "learning_search", "gpu"})
+SELF_MARKED = frozenset(
+    {"trainer_real", "merge", "learning", "learning_search", "gpu", "turn_cache"}
+)
 """Benchmarks that compare fingerprints of their own stored results (``learning_search``
 writes a table of the ``learning`` section)."""
 

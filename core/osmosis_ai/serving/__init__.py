@@ -5,6 +5,7 @@ all serve models through it:
 
 - :class:`InferenceEngine`: one chat request in, one generation out, with the exact sampled
   token ids and logprobs (:class:`GenerationRequest`, :class:`GenerationResult`).
+  :class:`KeepsRollouts`: an engine that keeps state per rollout, told when one ends.
 - :class:`OpenAIServerEngine`: any OpenAI-compatible server (vLLM gives trainable calls).
 - :class:`LiteLLMEngine`: hosted APIs for evaluation (no token ids, so not trainable).
 - :func:`create_engine`: picks one from a model spec; engines that need torch (transformers
@@ -24,6 +25,7 @@ from osmosis_ai.serving._engine import (
     GenerationRequest,
     GenerationResult,
     InferenceEngine,
+    KeepsRollouts,
 )
 from osmosis_ai.serving._factory import EMBEDDED_ALIASES, EMBEDDED_INSTALL, create_engine
 from osmosis_ai.serving._keys import new_api_key
@@ -40,6 +42,7 @@ __all__ = [
     "GenerationRequest",
     "GenerationResult",
     "InferenceEngine",
+    "KeepsRollouts",
     "LiteLLMEngine",
     "OpenAIServerEngine",
     "create_engine",

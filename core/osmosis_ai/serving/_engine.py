@@ -135,3 +135,13 @@ class InferenceEngine(Protocol):
     async def close(self) -> None:
         """Release the engine's resources (threads, subprocesses, connections)."""
         ...
+
+
+@runtime_checkable
+class KeepsRollouts(Protocol):
+    """An engine that keeps state per rollout between its calls (the HF engine keeps each
+    sample's last turn): the policy gateway tells it when a rollout has been collected."""
+
+    def forget_rollout(self, rollout_id: str) -> None:
+        """Drop what is kept for ``rollout_id``."""
+        ...

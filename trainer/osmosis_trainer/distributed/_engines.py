@@ -20,7 +20,7 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
-from osmosis_ai.serving import EngineError, GenerationRequest, GenerationResult
+from osmosis_ai.serving import EngineError, GenerationRequest, GenerationResult, KeepsRollouts
 from osmosis_trainer.distributed._placement import ClusterPlacement
 
 __all__ = ["EngineActor", "RayEnginePool", "VLLMEngineActor"]
@@ -61,6 +61,10 @@ class EngineActor:
             (folder / name).write_bytes(data)
         await self.engine.load_adapter(str(folder), version)
         return int(self.engine.policy_version)
+
+    def forget_rollout(self, rollout_id: str) -> None:
+        if isinstance(self.engine, KeepsRollouts):
+            self.engine.forget_rollout(rollout_id)
 
     async def close(self) -> None:
         await self.engine.close()
@@ -280,6 +284,13 @@ class RayEnginePool:
             return result
         raise EngineError(f"{self.dead_message()} (last: {last})", status_code=503,
                           code="engines_lost")
+
+    def forget_rollout(self, rollout_id: str) -> None:
+        """Tell every live engine that ``rollout_id`` has ended, without waiting: a message
+        lost with its engine only leaves entries that the engine's cap drops later."""
+        for actor, alive in zip(self._actors, self._alive, strict=False):
+            if alive:
+                actor.forget_rollout.remote(rollout_id)
 
     async def load_adapter(self, path: str, version: int) -> None:
         """Ship the adapter to every live engine; returns when each confirms ``version``."""

@@ -38,6 +38,7 @@ from osmosis_trainer.engines._hf_adapter import (
 )
 from osmosis_trainer.engines._hf_batch import PromptHead, Row, generate_batch
 from osmosis_trainer.engines._hf_merge import MergedLoRA, unmergeable_reason
+from osmosis_trainer.engines._hf_turns import TurnCache
 from osmosis_trainer.engines._response import ResponseParser
 from osmosis_trainer.models import LoadedModel, load_model, training_dtype
 
@@ -108,6 +109,11 @@ class HFEngine:
         share_prompt_head: prefill the prompt head that requests share (an agent's system
             prompt and tools) once per adapter version and reuse its keys/values (see
             ``_hf_batch.PromptHead``; BENCHMARKS.md, ``prompt_head``, has the gain).
+        keep_turns: keep the keys/values of each rollout sample's last call, so that its next
+            call (the conversation plus a tool result or a follow-up) prefills only what is new
+            (see ``_hf_turns``; BENCHMARKS.md, ``turn_cache``, has the gain). At most
+            ``2 * max_batch_size`` conversations are kept; the gateway drops a rollout's when
+            it collects the rollout, an adapter load drops them all.
     """
 
     provides_token_ids = True
@@ -126,6 +132,7 @@ class HFEngine:
         share_weights: bool = False,
         merge_adapters: bool = True,
         share_prompt_head: bool = True,
+        keep_turns: bool = True,
     ) -> None:
         import torch
 
@@ -165,6 +172,7 @@ class HFEngine:
         self.merge_adapters = merge_adapters and (copy_model or not given)
         self._merged = MergedLoRA()
         self._head = PromptHead() if share_prompt_head else None
+        self._turns = TurnCache(2 * max_batch_size) if keep_turns else None
         self._version = 0
         self._generator = torch.Generator(self.device)
         self._generator.manual_seed(seed if seed is not None else torch.seed() % (2**63))
@@ -205,6 +213,11 @@ class HFEngine:
         future: concurrent.futures.Future[None] = concurrent.futures.Future()
         self._submit(_Load(state, version, future))
         await asyncio.wrap_future(future)
+
+    def forget_rollout(self, rollout_id: str) -> None:
+        """Drop what the engine kept of ``rollout_id``'s conversations (it has ended)."""
+        if self._turns is not None:
+            self._turns.forget(rollout_id)
 
     async def close(self) -> None:
         with self._lock:
@@ -255,8 +268,11 @@ class HFEngine:
     def _do_load(self, item: _Load) -> None:
         if not item.future.set_running_or_notify_cancel():
             return
+        # Their keys/values belong to the weights served until now.
         if self._head is not None:
-            self._head.clear()  # its keys/values belong to the weights served until now
+            self._head.clear()
+        if self._turns is not None:
+            self._turns.clear()
         try:
             self._serve(item.state)
         except Exception as exc:
@@ -359,6 +375,7 @@ class HFEngine:
                 admit=admit,
                 on_done=self._finish,
                 head=self._head,
+                turns=self._turns,
             )
         except Exception as exc:
             logger.exception("HF engine batch of %d failed", len(started))
@@ -397,6 +414,7 @@ class HFEngine:
             stop=list(req.stop or []),
             parse_tools=bool(tools),
             device=self.device,
+            key=(req.rollout_id, req.sample_id) if req.rollout_id and req.sample_id else None,
         )
 
     def _pad_id(self) -> int:

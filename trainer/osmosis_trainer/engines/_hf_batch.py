@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, cast
 from osmosis_ai.serving import FinishReason, GenerationResult
 from osmosis_ai.serving.toolcalls import assistant_message
 from osmosis_trainer._kv import cache_kwargs
+from osmosis_trainer.engines._hf_turns import Turn, TurnCache, TurnKey, common_length
 from osmosis_trainer.engines._response import ResponseParser, reply_text
 from osmosis_trainer.engines._sampling import processed_logprobs, sample_tokens
 
@@ -93,6 +94,8 @@ class Row(Generic[P]):
     finish: FinishReason | None = None
     generator: torch.Generator | None = None
     ended_by_eos: bool = False
+    key: TurnKey | None = None
+    """The conversation the call continues (rollout, sample), for the turn cache."""
 
     def __post_init__(self) -> None:
         if self.seed is not None:
@@ -162,15 +165,6 @@ HEAD_MIN_TOKENS = 16
 """A shared prompt head shorter than this is not worth a forward pass of its own."""
 
 
-def _common_length(a: Sequence[int], b: Sequence[int]) -> int:
-    n = 0
-    for x, y in zip(a, b, strict=False):
-        if x != y:
-            break
-        n += 1
-    return n
-
-
 @dataclass
 class PromptHead:
     """The keys/values of the prompt head most requests share (an agent's system prompt and
@@ -200,14 +194,14 @@ class PromptHead:
         if not self.ids:
             # Distinct prompts of this prefill, or a lone one and the one before it.
             pool = list(prompts) if len(prompts) > 1 else [prompts[0], self.last]
-            n = min(_common_length(pool[0], p) for p in pool[1:])
+            n = min(common_length(pool[0], p) for p in pool[1:])
             n = min(n, *(len(p) - 1 for p in prompts))
             if n >= HEAD_MIN_TOKENS:
                 self._learn(prompts[0][:n], forward, device)
             self.last = tuple(prompts[0])
         if not self.ids:
             return 0
-        n = min(min(_common_length(self.ids, p), len(p) - 1) for p in prompts)
+        n = min(min(common_length(self.ids, p), len(p) - 1) for p in prompts)
         return n if n >= HEAD_MIN_TOKENS else 0
 
     def _learn(self, ids: Sequence[int], forward: Forward, device: torch.device) -> None:
@@ -236,34 +230,43 @@ def _prefill(
     pad_id: int,
     device: torch.device,
     head: PromptHead | None = None,
+    turns: TurnCache | None = None,
 ) -> _Batch[P]:
     """Run the left-padded prompts of ``rows`` through the model in one forward pass.
 
     Identical prompts run once and their KV cache is copied to each row: the samples of a GRPO
-    group arrive together with the same prompt, so prefill work drops by the group size. With
-    a ``head``, the tokens the prompts share with it come from its cache and only the rest runs
-    (the cache then reads ``[head | padding | rest of the prompt]``, the mask skipping padding).
+    group arrive together with the same prompt, so prefill work drops by the group size. A row
+    whose conversation ``turns`` kept starts from that turn's cache; the others take the tokens
+    they share with ``head`` from its cache. Only the rest of each prompt runs (the cache then
+    reads ``[padding | cached ids | padding | rest of the prompt]``, the mask skipping padding).
     """
     import torch
 
     slot: dict[tuple[int, ...], int] = {}
     which = [slot.setdefault(tuple(r.prompt_ids), len(slot)) for r in rows]  # row -> prompt
     prompts = list(slot)
-    cached = head.shared(prompts, forward, device) if head is not None else 0
-    width = max(len(p) for p in prompts) - cached
+    kept = _kept_turns(rows, which, prompts, turns)  # per prompt: (ids reused, turn) | None
+    fresh = [p for p, k in zip(prompts, kept, strict=True) if k is None]
+    in_head = head.shared(fresh, forward, device) if head is not None and fresh else 0
+    cached = [k[0] if k is not None else in_head for k in kept]  # per prompt
+    span = max(cached)
+    width = max(len(p) - c for p, c in zip(prompts, cached, strict=True))
     ids = torch.full((len(prompts), width), pad_id, dtype=torch.long)  # [U, T]
-    mask = torch.zeros((len(prompts), cached + width), dtype=torch.long)  # [U, L]
-    mask[:, :cached] = 1
-    for i, prompt in enumerate(prompts):
-        rest = prompt[cached:]
+    mask = torch.zeros((len(prompts), span + width), dtype=torch.long)  # [U, L]
+    for i, (prompt, c) in enumerate(zip(prompts, cached, strict=True)):
+        rest = prompt[c:]
         ids[i, width - len(rest) :] = torch.tensor(rest)
-        mask[i, cached + width - len(rest) :] = 1
+        mask[i, span - c : span] = 1
+        mask[i, span + width - len(rest) :] = 1
     ids, mask = ids.to(device), mask.to(device)
-    pos = (mask.cumsum(-1) - 1).clamp(min=0)[:, cached:]  # [U, T] positions skipping padding
+    pos = (mask.cumsum(-1) - 1).clamp(min=0)[:, span:]  # [U, T] positions skipping padding
     cache = forward.new_cache()
-    if cached:
+    if span and all(k is None for k in kept):
         assert head is not None
-        head.fill(cache, cached, len(prompts))
+        head.fill(cache, span, len(prompts))
+    elif span:
+        sources = [k[1].kv if k is not None else head.kv if head else [] for k in kept]
+        _fill_rows(cache, sources, cached, span)
     logits = forward(ids, mask, pos, cache)  # [U, V]
     if len(prompts) < len(rows):
         rows_of = torch.tensor(which, dtype=torch.long, device=device)  # [B]
@@ -280,15 +283,70 @@ def _prefill(
     )
 
 
+def _kept_turns(
+    rows: Sequence[Row[P]],
+    which: Sequence[int],
+    prompts: Sequence[tuple[int, ...]],
+    turns: TurnCache | None,
+) -> list[tuple[int, Turn] | None]:
+    """Per distinct prompt, the kept turn it continues and how many of its ids that covers."""
+    kept: list[tuple[int, Turn] | None] = [None] * len(prompts)
+    if turns is None:
+        return kept
+    for row, i in zip(rows, which, strict=True):
+        if row.key is not None and kept[i] is None:
+            kept[i] = turns.take(row.key, prompts[i])
+    return kept
+
+
+def _fill_rows(
+    cache: KVCache,
+    sources: Sequence[Sequence[tuple[torch.Tensor, torch.Tensor]]],
+    lengths: Sequence[int],
+    span: int,
+) -> None:
+    """Put each row's first ``lengths[i]`` cached keys/values (``sources[i]``: per layer,
+    ``[1, heads, L, head_dim]``) into an empty ``cache``, right-aligned in ``span`` columns."""
+    for layer_i, layer in enumerate(cache.layers):
+        ref_k, ref_v = next(src[layer_i] for src, n in zip(sources, lengths, strict=True) if n)
+        keys = ref_k.new_zeros((len(lengths), ref_k.shape[1], span, ref_k.shape[3]))
+        values = ref_v.new_zeros((len(lengths), ref_v.shape[1], span, ref_v.shape[3]))
+        for i, (src, n) in enumerate(zip(sources, lengths, strict=True)):
+            if n:
+                keys[i, :, span - n :] = src[layer_i][0][0, :, :n]
+                values[i, :, span - n :] = src[layer_i][1][0, :, :n]
+        layer.update(keys, values)
+
+
+def _keep_turns(batch: _Batch[P], done: Sequence[bool], turns: TurnCache) -> None:
+    """Keep the cache of each finished row that belongs to a conversation, for its next call:
+    its columns the mask marks real (the prompt, then every sampled token fed back)."""
+    layers = batch.cache.layers
+    for j, (row, finished) in enumerate(zip(batch.rows, done, strict=True)):
+        if not finished or row.key is None:
+            continue
+        cols = batch.mask[j].nonzero()[:, 0]
+        ids = (*row.prompt_ids, *row.out_ids[:-1])
+        if len(cols) != len(ids):  # never expected: keep nothing rather than a wrong cache
+            continue
+        kv = [
+            (x.keys[j : j + 1].index_select(2, cols), x.values[j : j + 1].index_select(2, cols))
+            for x in layers
+        ]
+        turns.keep(row.key, Turn(ids, kv))
+
+
 def _step(
     batch: _Batch[P],
     eos: set[int],
     shared_generator: torch.Generator | None,
     tokenizer: Tokenizer,
     on_done: Callable[[Row[P]], None] | None,
+    turns: TurnCache | None = None,
 ) -> torch.Tensor:
-    """Sample and record every row's next token, hand finished rows to ``on_done`` and drop
-    them from ``batch``; returns the tokens [b'] to feed for the rows still decoding."""
+    """Sample and record every row's next token, hand finished rows to ``on_done`` (after
+    ``turns`` keeps their cache: a caller's next call may arrive at once) and drop them from
+    ``batch``; returns the tokens [b'] to feed for the rows still decoding."""
     nucleus = any(r.top_p < 1.0 for r in batch.rows)
     logprobs = processed_logprobs(batch.logits, batch.temps, batch.top_p, nucleus=nucleus)
     tokens = sample_tokens(
@@ -302,6 +360,8 @@ def _step(
         r.push(int(t), float(lp), eos, tokenizer)
         for r, t, lp in zip(batch.rows, tokens.tolist(), token_lp, strict=True)
     ]
+    if turns is not None and any(done):
+        _keep_turns(batch, done, turns)
     if on_done is not None:
         for row, finished in zip(batch.rows, done, strict=True):
             if finished:
@@ -405,6 +465,7 @@ def generate_batch(
     admit: Callable[[int], list[Row[P]]] | None = None,
     on_done: Callable[[Row[P]], None] | None = None,
     head: PromptHead | None = None,
+    turns: TurnCache | None = None,
 ) -> None:
     """Decode ``rows`` together; each row ends on EOS, a stop string or its budget.
 
@@ -412,22 +473,24 @@ def generate_batch(
     arrived rows; they are prefilled and join the running batch (the shorter KV cache is
     left-padded). ``on_done(row)`` is called as soon as a row finishes, so a short reply never
     waits for the longest one. Finished rows leave the batch. ``head``: a
-    :class:`PromptHead` of the served weights, shared by the prefills.
+    :class:`PromptHead` of the served weights, shared by the prefills; ``turns``: the
+    conversations' last turns (``_hf_turns``), kept and reused by rows with a ``key``.
     """
     import torch
 
     device = next(model.parameters()).device
     eos = set(eos_ids)
     forward: Forward = HFForward(model)
-    batch = _prefill(forward, rows, pad_id, device, head)
+    turns = turns if turns is not None and can_join(forward.new_cache()) else None
+    batch = _prefill(forward, rows, pad_id, device, head, turns)
     joinable = admit is not None and can_join(batch.cache)
     while True:
-        tokens = _step(batch, eos, shared_generator, tokenizer, on_done)
+        tokens = _step(batch, eos, shared_generator, tokenizer, on_done, turns)
         if joinable and admit is not None and batch.rows:
             arrived = admit(len(batch.rows))
             if arrived:
-                new = _prefill(forward, arrived, pad_id, device, head)
-                new_tokens = _step(new, eos, shared_generator, tokenizer, on_done)
+                new = _prefill(forward, arrived, pad_id, device, head, turns)
+                new_tokens = _step(new, eos, shared_generator, tokenizer, on_done, turns)
                 if new.rows:
                     _join(batch, new)
                     tokens = torch.cat([tokens, new_tokens])

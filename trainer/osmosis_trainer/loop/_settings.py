@@ -25,12 +25,12 @@ from osmosis_trainer.loop._data import plan_steps
 __all__ = ["LoopSettings", "resolve_settings"]
 
 # Padded tokens per forward/backward pass when [algorithm] micro_batch_tokens is unset. The
-# activations kept for backward grow with it, about 3 MB per token for SmolLM2-135M (30 layers):
-# its update peaked near 21 GB at 8192 and 6.8 GB at 2048 (the engine's copy included) on CPU.
-# On CPU both dtypes take 512: in the trainer_real benchmark (3 interleaved rounds) bf16 at 1024
-# peaked at 0.54x TRL's default memory, over the 0.40x goal, and at 512 at 0.35x for a step
-# 10-15 % slower; fp32 at 1024 peaked at up to 0.41x. The benchmark's rows show the trade.
-_DEFAULT_MICRO_BATCH_TOKENS = {("cpu", "float32"): 512, ("cpu", "bfloat16"): 512}
+# activations kept for backward grow with it (about 2 MB per token for SmolLM2-135M's 30 layers
+# in fp32, half that in bf16) and dominate the update's peak memory on CPU. fp32 base weights
+# take twice the memory of bf16 ones, so fp32 takes half the budget to keep the peak under the
+# memory goal (0.40x TRL's defaults); the trainer_real benchmark's micro-batch rows show what
+# each budget costs in step time and memory.
+_DEFAULT_MICRO_BATCH_TOKENS = {("cpu", "float32"): 256, ("cpu", "bfloat16"): 512}
 _CUDA_MICRO_BATCH_TOKENS = 8192
 
 

@@ -16,7 +16,7 @@ from fastapi import APIRouter
 from osmosis_ai.config import GatewayConfig, SamplingConfig
 from osmosis_ai.rollout import LLMCall, Message
 from osmosis_ai.rollout.scope import PolicyRoute
-from osmosis_ai.serving._engine import GenerationRequest, InferenceEngine
+from osmosis_ai.serving._engine import GenerationRequest, InferenceEngine, KeepsRollouts
 from osmosis_ai.serving.gateway._app import UNSCOPED_ROLLOUT, GatewayBusy, build_app
 from osmosis_ai.serving.gateway._store import CallStore
 from osmosis_ai.serving.gateway._wire import ChatCompletionRequest
@@ -251,6 +251,8 @@ class PolicyGateway:
         Calls of that rollout that finish later are dropped (counted in
         ``store.late_dropped``), except for the shared ``"unscoped"`` rollout.
         """
+        if isinstance(self.engine, KeepsRollouts):
+            self.engine.forget_rollout(rollout_id)
         return self.store.pop(rollout_id, forget=rollout_id != UNSCOPED_ROLLOUT)
 
     # -- weights -----------------------------------------------------------------------------
