@@ -249,6 +249,10 @@ class Trainer:
         if self.traces is not None and self.traces.per_step:
             await self._write_traces(step, ro, batch)
         if batch.sequences:
+            # The rollouts' freed KV caches sit in the engine thread's malloc arena, which the
+            # update's thread does not reuse: handed back first, the update's activations do
+            # not stack on top of them (BENCHMARKS.md, trainer_real, has the peak).
+            await self.run_torch(return_freed_memory)
             stats = await self.run_torch(
                 functools.partial(
                     policy_update, self.model, self.optimizer, batch.sequences,
