@@ -126,11 +126,10 @@ def test_a_shared_prompt_is_prefilled_once_with_the_same_samples(tiny_loaded: An
         assert torch.allclose(torch.tensor(a.out_logprobs), torch.tensor(b.out_logprobs), atol=1e-4)
 
 
-def test_a_shared_prompt_head_is_prefilled_once_and_reused_exactly(tiny_loaded: Any) -> None:
+def count_prefills(mp: pytest.MonkeyPatch) -> list[tuple[int, int]]:
+    """Record the shape of each forward pass over more than one new token (a prefill)."""
     from osmosis_trainer.engines import _hf_batch
 
-    model, renderer = tiny_loaded.model.eval(), ChatRenderer(tiny_loaded.tokenizer)
-    system = "You are a calculator. Use the tools, one operation per call. " * 3
     prefilled: list[tuple[int, int]] = []
     original = _hf_batch.HFForward.__call__
 
@@ -139,6 +138,13 @@ def test_a_shared_prompt_head_is_prefilled_once_and_reused_exactly(tiny_loaded: 
             prefilled.append(tuple(ids.shape))
         return original(self, ids, *args, **kwargs)
 
+    mp.setattr(_hf_batch.HFForward, "__call__", counting)
+    return prefilled
+
+
+def test_a_shared_prompt_head_is_prefilled_once_and_reused_exactly(tiny_loaded: Any) -> None:
+    model, renderer = tiny_loaded.model.eval(), ChatRenderer(tiny_loaded.tokenizer)
+    system = "You are a calculator. Use the tools, one operation per call. " * 3
     first = [
         _row(renderer, "What is 2 + 3?", max_new=8, seed=0, system=system),
         _row(renderer, "hi", max_new=5, seed=1, system=system, temperature=0.7, top_p=0.9),
@@ -157,7 +163,7 @@ def test_a_shared_prompt_head_is_prefilled_once_and_reused_exactly(tiny_loaded: 
 
     head = PromptHead()
     with torch.inference_mode(), pytest.MonkeyPatch.context() as mp:
-        mp.setattr(_hf_batch.HFForward, "__call__", counting)
+        prefilled = count_prefills(mp)
         generate_batch(model, first, pad_id=0, eos_ids=NO_EOS, shared_generator=None,
                        tokenizer=tiny_loaded.tokenizer, admit=admit, head=head)
     shared = len(head.ids)

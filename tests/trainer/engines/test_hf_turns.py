@@ -17,7 +17,7 @@ from osmosis_trainer.engines._hf_turns import (  # noqa: E402
     TurnCache,
     common_length,
 )
-from tests.trainer.engines.test_hf_batch import NO_EOS, _fresh  # noqa: E402
+from tests.trainer.engines.test_hf_batch import NO_EOS, _fresh, count_prefills  # noqa: E402
 
 SYSTEM = "You are a calculator. Use the tools, one operation per call. " * 3
 
@@ -55,18 +55,8 @@ def _row(renderer: ChatRenderer, messages: list[dict[str, Any]], seed: int, key:
 
 
 def test_the_next_call_of_a_conversation_prefills_only_its_new_ids(tiny_loaded: Any) -> None:
-    from osmosis_trainer.engines import _hf_batch
-
     model, tok = tiny_loaded.model.eval(), tiny_loaded.tokenizer
     renderer = ChatRenderer(tok)
-    prefilled: list[tuple[int, int]] = []
-    original = _hf_batch.HFForward.__call__
-
-    def counting(self: Any, ids: Any, *args: Any, **kwargs: Any) -> Any:
-        if ids.shape[1] > 1:
-            prefilled.append(tuple(ids.shape))
-        return original(self, ids, *args, **kwargs)
-
     first = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "What is 2 + 3?"}]
     head, turns = PromptHead(), TurnCache(8)
     rows = [_row(renderer, first, seed=s, key=("r", f"s{s}")) for s in range(2)]
@@ -85,9 +75,8 @@ def test_the_next_call_of_a_conversation_prefills_only_its_new_ids(tiny_loaded: 
     kept = [min(common_length(turns._entries[r.key].ids, r.prompt_ids), len(r.prompt_ids) - 1)
             for r in second]
     assert min(kept) >= len(rows[0].prompt_ids)  # at least the whole first prompt
-    prefilled.clear()
     with torch.inference_mode(), pytest.MonkeyPatch.context() as mp:
-        mp.setattr(_hf_batch.HFForward, "__call__", counting)
+        prefilled = count_prefills(mp)
         generate_batch(model, [*second, stranger], pad_id=0, eos_ids=NO_EOS,
                        shared_generator=None, tokenizer=tok, head=head, turns=turns)
     rest = [len(r.prompt_ids) - n for r, n in zip(second, kept, strict=True)]
