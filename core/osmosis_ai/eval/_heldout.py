@@ -15,7 +15,9 @@ reader of one-file reports finds) and every further file's report, named, in ``s
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -24,8 +26,9 @@ from pydantic import BaseModel, Field
 
 from osmosis_ai.errors import ConfigError
 from osmosis_ai.eval._compare import Comparison, compare_records
-from osmosis_ai.eval._paired import baseline_for, run_paired_eval
-from osmosis_ai.eval._run import EvalEvents, EvalOptions, EvalResult, run_eval
+from osmosis_ai.eval._paired import PairedResult, baseline_for, pair_results
+from osmosis_ai.eval._run import EvalEvents, EvalOptions, EvalResult, default_endpoint, run_eval
+from osmosis_ai.rollout.scope import PolicyEndpoint
 from osmosis_ai.runs import HELDOUT_FILE
 from osmosis_ai.safe_io import read_json_object
 
@@ -208,68 +211,127 @@ async def run_heldout(
     """Evaluate run ``run_id``'s latest checkpoint, its base model and (when the run had a warm
     start) its warm checkpoint on each held-out file; write ``heldout.json`` into ``run_path``
     and return the report (the first file's, with the others in ``sets``). ``on_set`` is
-    called as each file starts."""
-    reports = []
+    called for each file before the evals start.
+
+    Each model is loaded once and runs every file at once on that one engine, which batches
+    the files' rollouts together, so one file's last long rollouts no longer leave the batch
+    nearly empty (BENCHMARKS.md, ``heldout_files``).
+    """
     for held in plan.sets:
         if on_set is not None:
             on_set(held)
-        reports.append(await _run_set(
-            plan, held, run_path, run_id, events=events, baseline_events=baseline_events,
-            warm_events=warm_events,
+    base_model = baseline_for(plan.eval_config, EvalOptions(model=run_id))
+    outs = [held.output(run_path) for held in plan.sets]
+    trained = await _each_file(
+        plan,
+        [_options(plan, held, out, run_id, baseline=base_model)
+         for held, out in zip(plan.sets, outs, strict=True)],
+        events,
+    )
+    base = await _each_file(
+        plan,
+        [_options(plan, held, out / "baseline", base_model, resume=True)
+         for held, out in zip(plan.sets, outs, strict=True)],
+        baseline_events,
+    )
+    warm: list[EvalResult | None] = [None] * len(plan.sets)
+    if warm_checkpoint(run_path) is not None:
+        warm = list(await _each_file(
+            plan,
+            [_options(plan, held, out / "warm", f"{run_id}:{WARM_CHECKPOINT}", resume=True)
+             for held, out in zip(plan.sets, outs, strict=True)],
+            warm_events,
         ))
+    reports = [
+        _report(held, pair_results(t, b), w)
+        for held, t, b, w in zip(plan.sets, trained, base, warm, strict=True)
+    ]
     report = reports[0].model_copy(update={"sets": reports[1:]})
     (run_path / HELDOUT_FILE).write_text(report.model_dump_json(indent=2), encoding="utf-8")
     return report
 
 
-async def _run_set(
-    plan: HeldOutPlan,
-    held: HeldOutSet,
-    run_path: Path,
-    run_id: str,
-    *,
-    events: EvalEvents | None,
-    baseline_events: EvalEvents | None,
-    warm_events: EvalEvents | None,
-) -> HeldOutReport:
-    """The three models on one held-out file, in ``held.output(run_path)``."""
-    out = held.output(run_path)
-    options = EvalOptions(
-        model=run_id, n=plan.n, output=out, dataset_file=held.dataset,
-        concurrency=plan.concurrency,
+def _options(
+    plan: HeldOutPlan, held: HeldOutSet, out: Path, model: str, *, baseline: str | None = None,
+    resume: bool = False,
+) -> EvalOptions:
+    """One model on one held-out file, into ``out`` (continued if ``resume`` and the folder
+    holds a run); the trained model's run records its ``baseline``."""
+    return EvalOptions(
+        model=model, n=plan.n, output=out, dataset_file=held.dataset,
+        resume=resume and (out / "run.json").is_file(), concurrency=plan.concurrency,
+        baseline=baseline,
     )
-    baseline = baseline_for(plan.eval_config, options)
-    result = await run_paired_eval(
-        plan.eval_config, options, baseline, events=events, baseline_events=baseline_events
-    )
-    warm: EvalResult | None = None
-    if warm_checkpoint(run_path) is not None:
-        warm_dir = out / "warm"
-        warm = await run_eval(
-            plan.eval_config,
-            EvalOptions(
-                model=f"{run_id}:{WARM_CHECKPOINT}", n=plan.n, output=warm_dir,
-                dataset_file=held.dataset, resume=(warm_dir / "run.json").is_file(),
-                concurrency=plan.concurrency,
-            ),
-            events=warm_events,
-        )
-    trained_name = result.candidate.plan.model
+
+
+async def _each_file(
+    plan: HeldOutPlan, options: list[EvalOptions], events: EvalEvents | None
+) -> list[EvalResult]:
+    """One model on every held-out file at once, all on one endpoint (``options`` differ only in
+    the file and the output folder). The first failure cancels the other files' evals and is
+    raised as it is (not wrapped in an exception group)."""
+    shared = _SharedEndpoint()
+    try:
+        async with shared, asyncio.TaskGroup() as group:
+            tasks = [
+                group.create_task(run_eval(
+                    plan.eval_config, o, events=events, endpoint_factory=shared.open
+                ))
+                for o in options
+            ]
+    except BaseExceptionGroup as failed:
+        raise failed.exceptions[0] from None
+    return [task.result() for task in tasks]
+
+
+class _SharedEndpoint:
+    """An endpoint factory for several eval runs of one model: the first run that needs the
+    model starts its endpoint, the others get the same one; it stops when the block ends."""
+
+    def __init__(self) -> None:
+        self._stack = contextlib.AsyncExitStack()
+        self._lock = asyncio.Lock()
+        self._endpoint: PolicyEndpoint | None = None
+
+    async def __aenter__(self) -> _SharedEndpoint:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self._stack.aclose()
+
+    @contextlib.asynccontextmanager
+    async def open(
+        self, model: str, sampling: dict[str, Any], *, adapter: Path | None = None
+    ) -> AsyncIterator[PolicyEndpoint]:
+        async with self._lock:
+            if self._endpoint is None:
+                from osmosis_ai.serving.preflight import check_model_reachable
+
+                check_model_reachable(model)
+                self._endpoint = await self._stack.enter_async_context(
+                    default_endpoint(model, sampling, adapter=adapter)
+                )
+        yield self._endpoint
+
+
+def _report(held: HeldOutSet, paired: PairedResult, warm: EvalResult | None) -> HeldOutReport:
+    """One held-out file's report from its three eval runs."""
+    trained_name = paired.candidate.plan.model
 
     def by_pass(other: EvalResult) -> Comparison:
         return compare_records(
-            result.candidate.records, other.records, candidate_name=trained_name,
+            paired.candidate.records, other.records, candidate_name=trained_name,
             baseline_name=other.plan.model, measure="pass",
         )
 
-    models = [_model_result("base", result.baseline)]
+    models = [_model_result("base", paired.baseline)]
     if warm is not None:
         models.append(_model_result("warm", warm))
-    models.append(_model_result("trained", result.candidate))
+    models.append(_model_result("trained", paired.candidate))
     return HeldOutReport(
-        **result.comparison.model_dump(),
+        **paired.comparison.model_dump(),
         models=models,
-        pass_vs_base=by_pass(result.baseline),
+        pass_vs_base=by_pass(paired.baseline),
         pass_vs_warm=by_pass(warm) if warm is not None else None,
         name=held.name,
         dataset=held.dataset.name if held.dataset is not None else None,

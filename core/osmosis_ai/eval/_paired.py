@@ -23,7 +23,7 @@ from osmosis_ai.eval._run import (
     run_eval,
 )
 
-__all__ = ["PairedResult", "baseline_for", "run_paired_eval"]
+__all__ = ["PairedResult", "baseline_for", "pair_results", "run_paired_eval"]
 
 
 @dataclass
@@ -89,6 +89,22 @@ async def run_paired_eval(
     baseline = await run_eval(
         config_path, base_options, events=baseline_events, endpoint_factory=endpoint_factory
     )
+    return pair_results(
+        candidate, baseline, resamples=resamples, confidence=confidence, seed=seed
+    )
+
+
+def pair_results(
+    candidate: EvalResult,
+    baseline: EvalResult,
+    *,
+    resamples: int = 2000,
+    confidence: float = 0.95,
+    seed: int = 0,
+) -> PairedResult:
+    """Compare two finished eval runs of the same rows: write the candidate run's
+    ``comparison.json`` and record the baseline in its ``run.json``."""
+    plan = candidate.plan
     comparison = compare_records(
         candidate.records,
         baseline.records,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
@@ -134,3 +135,33 @@ def test_named_files_are_checked_when_the_config_is_read(
 ) -> None:
     with pytest.raises(ConfigError, match=message):
         load_training_config(_config(ws, 'eval_config = "configs/eval/calc.toml"\n' + heldout))
+
+
+def test_a_failing_file_stops_the_others_and_its_error_is_raised_as_it_is(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """One model runs every held-out file at once: the first file that fails cancels the others'
+    evals, and the worker's one-line message is the error itself, not an exception group."""
+    import osmosis_ai.eval._heldout as heldout_module
+    from osmosis_ai.eval import EvalOptions, HeldOutPlan, HeldOutSet
+
+    cancelled: list[str] = []
+
+    async def fake_eval(config: Path, options: EvalOptions, **_: object) -> None:
+        assert options.output is not None
+        if options.output.name == "broken":
+            raise ConfigError("broken.jsonl, line 3: no user_prompt")
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            cancelled.append(options.output.name)
+            raise
+
+    monkeypatch.setattr(heldout_module, "run_eval", fake_eval)
+    plan = HeldOutPlan(eval_config=tmp_path / "e.toml", n=1, concurrency=4, sets=(
+        HeldOutSet("slow", None), HeldOutSet("broken", None),
+    ))
+    options = [EvalOptions(output=tmp_path / s.name) for s in plan.sets if s.name]
+    with pytest.raises(ConfigError, match="broken.jsonl, line 3"):
+        asyncio.run(heldout_module._each_file(plan, options, None))
+    assert cancelled == ["slow"]

@@ -6,11 +6,14 @@ the HF engine); the end screen, ``heldout.json`` and ``train info`` carry the co
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import io
 import json
 import re
+import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -166,3 +169,33 @@ def test_each_named_heldout_file_is_its_own_block_and_report(
         assert "held-out times (even_times.jsonl), 3 rows:" in shown, shown
         assert "held-out plus (even_plus.jsonl), 2 rows:" in shown, shown
         assert shown.index("held-out times (") < shown.index("held-out plus (")
+    _each_model_loads_once(config, run.path, run.run_id, saved, monkeypatch)
+
+
+def _each_model_loads_once(
+    config: Path, run_path: Path, run_id: str, saved: dict[str, Any],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The held-out evals again, in this process: each model is loaded once and runs both files
+    on that one engine (before, once per file), and the report reads as the worker's did."""
+    import osmosis_ai.eval._heldout as heldout_module
+    from osmosis_ai.config import load_training_config
+    from osmosis_ai.eval import plan_heldout, run_heldout
+    from osmosis_ai.eval._run import default_endpoint as real_endpoint
+
+    opened: list[str] = []
+
+    def counting(model: str, sampling: dict[str, Any], **kw: Any) -> Any:
+        opened.append(model)
+        return real_endpoint(model, sampling, **kw)
+
+    monkeypatch.setattr(heldout_module, "default_endpoint", counting)
+    shutil.rmtree(run_path / "heldout")
+    plan = plan_heldout(load_training_config(config))
+    assert plan is not None
+    report = asyncio.run(run_heldout(plan, run_path, run_id))
+    assert len(opened) == 2, opened  # the trained checkpoint and its base model
+    assert [(s.name, s.rows) for s in report.each_set()] == [("times", 3), ("plus", 2)]
+    assert [m.role for m in report.sets[0].models] == [
+        m["role"] for m in saved["sets"][0]["models"]
+    ]
