@@ -22,7 +22,7 @@ from tests.benchmarks._report import REPORT, ROOT, behaviour, git
 __all__ = ["CODE", "SELF_MARKED", "mark_stale"]
 
 SELF_MARKED = frozenset(
-    {"trainer_real", "merge", "learning", "learning_search", "gpu", "turn_cache"}
+    {"trainer_real", "merge", "learning", "learning_search", "gpu", "turn_cache", "heldout_files"}
 )
 """Benchmarks that compare fingerprints of their own stored results (``learning_search``
 writes a table of the ``learning`` section)."""
