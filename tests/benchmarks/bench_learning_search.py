@@ -482,9 +482,10 @@ def search_table() -> str:
         "learning_search`, stored in `docs/learning_search_runs.json`): a warm start on 64 "
         "search → read → answer demonstrations (right document first in half), RL on 64 "
         "questions about other document families whose document is the first search result "
-        "in a quarter, and the run's `[heldout]` eval on two files of 32 questions about "
-        "families neither reads (right document first in half): `validation`, on which the "
-        "RL rows' quarter was chosen, and `test`, on which nothing was. "
+        f"in {_train_first()} (the others split between the second and the third), and the "
+        "run's `[heldout]` eval on two files of 32 questions about families neither reads "
+        "(right document first in half): `validation`, on which that share was chosen, and "
+        "`test`, on which nothing was. "
         f"Targets, every run, on the test file: trained − warm pass ≥ +{TARGET_OVER_WARM:.2f} "
         "with the "
         f"paired 95% CI above 0 — **{verdict('over_warm')}**; trained pass ≥ "
@@ -505,6 +506,14 @@ def search_table() -> str:
         + "\n"
         + (_plotted(shown) if shown else "")
     )
+
+
+def _train_first() -> str:
+    """The template's share of RL rows whose right document is the first search result, as its
+    ``make_data.py`` sets it (``TRAIN_FIRST = 1 / 3``)."""
+    text = (ROOT / "templates" / "search" / "make_data.py").read_text(encoding="utf-8")
+    found = re.search(r"^TRAIN_FIRST = (\d+) / (\d+)$", text, re.M)
+    return f"{found[1]} of {found[2]}" if found else "a share set in the template's make_data.py"
 
 
 def _machine(run: dict[str, Any]) -> str:

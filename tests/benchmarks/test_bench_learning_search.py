@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -128,3 +129,10 @@ def test_targets_are_judged_on_the_test_file_not_the_validation_file() -> None:
     assert bench_learning_search.targets(run) == {"over_warm": True, "pass": True, "wall": True}
     run["heldout"] = {**test, "sets": [validation]}  # the order of the files does not matter
     assert bench_learning_search.targets(run)["over_warm"]
+
+
+def test_the_table_states_the_templates_own_share_of_first_results() -> None:
+    """The section's text reads the RL rows' share from the template, so it cannot drift from it."""
+    from tests.benchmarks.bench_learning_search import _train_first
+
+    assert re.fullmatch(r"\d+ of \d+", _train_first()), _train_first()
