@@ -27,7 +27,7 @@ TOOLS = [{"type": "function", "function": {"name": "add", "parameters": {"type":
 REQ = GenerationRequest(messages=[{"role": "user", "content": "2+3?"}], tools=TOOLS, max_tokens=500)
 
 
-async def test_litellm_engine_gives_untrainable_results() -> None:
+async def test_litellm_engine_gives_untrainable_results(litellm_worker_stopped: None) -> None:
     upstream = ScriptedEngine(per_sample=False, script=[tool_call("add", a=2, b=3), "5"])
     async with PolicyGateway(upstream) as up:
         engine = LiteLLMEngine("openai/osmosis-policy", api_base=f"{up.url}/v1", api_key="x")

@@ -90,7 +90,7 @@ def test_openai_sync_client_against_thread_hosted_gateway() -> None:
         assert out.choices[0].message.content == "hello"
 
 
-async def test_litellm_tools_and_streaming() -> None:
+async def test_litellm_tools_and_streaming(litellm_worker_stopped: None) -> None:
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     litellm = pytest.importorskip("litellm")
     engine = ScriptedEngine(per_sample=False, script=_script())
