@@ -1,6 +1,6 @@
 """Mark BENCHMARKS.md sections whose measured code changed since their results were committed.
 
-Sections kept as stored sittings (``_stored``: ``trainer_real``, ``merge``) and the learning
+Sections kept as stored sittings (``_stored``: ``trainer_real``, ``merge``, ...) and the learning
 and GPU sections say **stale** themselves, from fingerprints. The other sections keep no raw
 runs; for them the results' commit is found from git (the commit that added the section's
 ``- Date:`` line) and the code the section measures (:data:`CODE`) is compared between that
@@ -22,23 +22,23 @@ from tests.benchmarks._report import REPORT, ROOT, behaviour, git
 __all__ = ["CODE", "SELF_MARKED", "mark_stale"]
 
 SELF_MARKED = frozenset(
-    {"trainer_real", "merge", "learning", "learning_search", "gpu", "turn_cache", "heldout_files"}
+    {
+        "trainer_real", "merge", "learning", "learning_search", "gpu", "turn_cache",
+        "heldout_files", "hostile", "gateway", "httpclient",
+    }
 )
 """Benchmarks that compare fingerprints of their own stored results (``learning_search``
 writes a table of the ``learning`` section)."""
 
 CODE: Mapping[str, tuple[str, ...]] = {
     "runner": ("core/osmosis_ai/rollout",),
-    "gateway": ("core/osmosis_ai/serving",),
     "engine": ("trainer/osmosis_trainer/engines", "core/osmosis_ai/serving"),
     "remote": ("core/osmosis_ai/remote", "core/osmosis_ai/rollout"),
     "adapters": ("osmosis_integrations",),
     "eval": ("core/osmosis_ai/eval", "trainer/osmosis_trainer/engines"),
     "trainer": ("trainer/osmosis_trainer", "core/osmosis_ai/serving", "core/osmosis_ai/rollout"),
-    "httpclient": ("core/osmosis_ai/_http.py", "core/osmosis_ai/serving/gateway"),
     "judge": ("core/osmosis_ai/grading",),
     "batching": ("trainer/osmosis_trainer/engines",),
-    "hostile": ("core/osmosis_ai/serving", "core/osmosis_ai/remote"),
     "ray": ("trainer/osmosis_trainer/distributed", "core/osmosis_ai/rollout"),
     "startup": ("trainer/osmosis_trainer/models.py", "trainer/osmosis_trainer/engines"),
     "cpu": (),  # torch's kernels only

@@ -21,9 +21,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from tests.benchmarks._report import ROOT, behaviour_bytes, git, load_average, machine
+from tests.benchmarks._report import (
+    ROOT,
+    behaviour_bytes,
+    git,
+    load_average,
+    machine,
+    write_section,
+)
 
-__all__ = ["Sitting", "fingerprint", "stale_note"]
+__all__ = ["Sitting", "fingerprint", "stale_note", "write_missing"]
 
 STORE = ROOT / "docs" / "benchmarks"
 
@@ -114,6 +121,40 @@ class Sitting:
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps(self.data, indent=1) + "\n")
         tmp.replace(path)
+
+
+    def write(self, title: str, body: str) -> None:
+        """Write this sitting's BENCHMARKS.md section: its machine, load and dates from the
+        stored file, a **stale** line when the code moved, the commit and the raw file, then
+        ``body`` (rendered from the stored runs alone)."""
+        data = self.data
+        head = (
+            stale_note(self)
+            + f"Code: {data['commit']} (fingerprint {data['fingerprint']}); raw runs: "
+            f"`docs/benchmarks/{self.name}.json`.\n\n"
+        )
+        write_section(
+            self.name,
+            title,
+            head + body,
+            data["command"],
+            machine_text=f"{data['machine']}; load average {data['load_at_start']} at the start, "
+            f"{data.get('load_at_end', '-')} at the end",
+            date=f"{data['started']} to {data.get('ended', data['started'])}",
+        )
+
+
+def write_missing(name: str, title: str, command: str) -> None:
+    """The section of a benchmark with no stored sitting: says so, and how to make one."""
+    write_section(
+        name,
+        title,
+        "No stored results for this section: nothing in it has been measured on the code it "
+        f"describes. Run the command above (it stores `docs/benchmarks/{name}.json`).",
+        command,
+        machine_text="-",
+        date="-",
+    )
 
 
 def stale_note(sitting: Sitting) -> str:

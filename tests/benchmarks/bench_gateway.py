@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import statistics
+import sys
 import time
 
 import httpx
@@ -14,8 +15,13 @@ import httpx
 from osmosis_ai.serving import GenerationRequest
 from osmosis_ai.serving.gateway import PolicyGateway
 from osmosis_ai.testing import ScriptedEngine
-from tests.benchmarks._report import write_section
+from tests.benchmarks._stored import Sitting, write_missing
 
+NAME = "gateway"
+TITLE = "Policy gateway overhead"
+COMMAND = "python -m tests.benchmarks gateway"
+CODE = ("core/osmosis_ai/serving", "tests/benchmarks/bench_gateway.py")
+"""What the section measures (its fingerprint)."""
 N_CALLS = 1000
 CONCURRENT_CLIENTS = 16
 MESSAGES = [
@@ -87,11 +93,23 @@ async def _run() -> dict[str, float]:
 
 
 def main() -> None:
-    r = asyncio.run(_run())
+    sitting = Sitting.start(NAME, COMMAND, CODE, calls=N_CALLS, clients=CONCURRENT_CLIENTS)
+    sitting.record(asyncio.run(_run()))
+    render()
+
+
+def render() -> None:
+    """Rewrite the section from ``docs/benchmarks/gateway.json``."""
+    if not Sitting.exists(NAME):
+        write_missing(NAME, TITLE, COMMAND)
+        return
+    sitting = Sitting.load(NAME)
+    r = sitting.runs[-1]
+    n, clients = sitting.data["calls"], sitting.data["clients"]
     ok = "met" if r["overhead_median"] < 2.0 else "NOT met"
     body = f"""
 Sequential calls with a `ScriptedEngine` that answers at once (so the difference is the gateway:
-HTTP, JSON, validation, recording the call with its token ids). {N_CALLS} calls each way,
+HTTP, JSON, validation, recording the call with its token ids). {n} calls each way,
 one keep-alive `httpx.AsyncClient` on the same machine.
 
 | measure | value |
@@ -100,11 +118,14 @@ one keep-alive `httpx.AsyncClient` on the same machine.
 | through the gateway, median | {r["gateway_median"]:.3f} ms |
 | through the gateway, p90 / p99 | {r["gateway_p90"]:.3f} / {r["gateway_p99"]:.3f} ms |
 | **gateway overhead, median** | **{r["overhead_median"]:.3f} ms** (target < 2 ms: {ok}) |
-| throughput, {CONCURRENT_CLIENTS} concurrent clients | {r["calls_per_s"]:.0f} calls/s |
+| throughput, {clients} concurrent clients | {r["calls_per_s"]:.0f} calls/s |
 """
-    print(body)
-    write_section("gateway", "Policy gateway overhead", body, "python -m tests.benchmarks gateway")
+    print(body, flush=True)
+    sitting.write(TITLE, body)
 
 
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:] == ["render"]:
+        render()
+    else:
+        main()

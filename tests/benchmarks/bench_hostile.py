@@ -20,11 +20,16 @@ from typing import Any
 
 import httpx
 
-from tests.benchmarks._report import write_section
+from tests.benchmarks._stored import Sitting, write_missing
 
 ROOT = Path(__file__).resolve().parents[2]
 KEY = "bench-key"
 N = int(os.environ.get("OSMOSIS_BENCH_HOSTILE_N", "3000"))
+NAME = "hostile"
+TITLE = "Hostile input: answers and memory of both servers"
+COMMAND = "python -m tests.benchmarks hostile"
+CODE = ("core/osmosis_ai/serving", "core/osmosis_ai/remote", "tests/benchmarks/bench_hostile.py")
+"""What the section measures (its fingerprint)."""
 
 _GATEWAY = """
 import asyncio, sys
@@ -183,17 +188,32 @@ async def _measure() -> list[dict[str, Any]]:
 
 
 def main() -> None:
-    results = asyncio.run(_measure())
+    sitting = Sitting.start(NAME, COMMAND, CODE, per_server=N)
+    for result in asyncio.run(_measure()):
+        print(json.dumps(result), flush=True)
+        sitting.record(result)
+    render()
+
+
+def render() -> None:
+    """Rewrite the section from ``docs/benchmarks/hostile.json``."""
+    if not Sitting.exists(NAME):
+        write_missing(NAME, TITLE, COMMAND)
+        return
+    sitting = Sitting.load(NAME)
     rows = ["| server | requests | answers (status: count) | 5xx | dropped | tracebacks in log "
             "| RSS MB: warm -> after pass 1 -> after pass 2 |", "|---|---|---|---|---|---|---|"]
-    for r in results:
+    clean = True
+    for r in sitting.runs:
         five = sum(v for k, v in r["answers"].items() if k.startswith("5"))
         dropped = sum(v for k, v in r["answers"].items() if k.startswith("dropped"))
+        clean = clean and five == dropped == r["tracebacks"] == 0
         hist = ", ".join(f"{k}: {v}" for k, v in r["answers"].items())
         rows.append(f"| {r['name']} | {r['sent']} | {hist} | {five} | {dropped} | "
                     f"{r['tracebacks']} | {r['rss_before_mb']} -> {r['rss_mid_mb']} -> "
                     f"{r['rss_after_mb']} |")
-        print(json.dumps(r))
+    verdict = ("met: no 5xx, no dropped connection, no traceback" if clean
+               else "NOT met: see the 5xx, dropped and traceback columns")
     body = (
         "Seeded malformed requests (deep nesting up to 5,000 levels, 4,301-20,000-digit numbers, "
         "lone surrogates, 1e999, path-like ids and sample ids, credentials in URLs, 100 KB "
@@ -201,10 +221,13 @@ def main() -> None:
         "process; the whole set is sent twice. RSS is read after 200 warm-up requests and after "
         "each pass: a plateau between the passes means memory is bounded (what grows in pass 1 "
         "is allocator arenas and the bounded stores filling).\n\n" + "\n".join(rows)
+        + f"\n\nThe bar (zero 5xx, zero dropped, zero tracebacks on both servers): {verdict}.\n"
     )
-    write_section("hostile", "Hostile input: answers and memory of both servers", body,
-                  "python -m tests.benchmarks hostile")
+    sitting.write(TITLE, body)
 
 
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:] == ["render"]:
+        render()
+    else:
+        main()

@@ -11,9 +11,9 @@ OpenAI-compatible/vLLM engine client use.
 from __future__ import annotations
 
 import asyncio
-import os
 import ssl
 import statistics
+import sys
 import time
 from collections.abc import Awaitable, Callable
 
@@ -22,8 +22,18 @@ import httpx
 from osmosis_ai._http import ClientPool
 from osmosis_ai.serving.gateway import PolicyGateway
 from osmosis_ai.testing import ScriptedEngine
-from tests.benchmarks._report import load_note, write_section
+from tests.benchmarks._report import load_note
+from tests.benchmarks._stored import Sitting, write_missing
 
+NAME = "httpclient"
+TITLE = "HTTP clients for policy calls: per request, shared, checked-out pool"
+COMMAND = "python -m tests.benchmarks httpclient"
+CODE = (
+    "core/osmosis_ai/_http.py",
+    "core/osmosis_ai/serving/gateway",
+    "tests/benchmarks/bench_httpclient.py",
+)
+"""What the section measures (its fingerprint)."""
 ROUNDS = 5
 CALLS = 300
 CONCURRENT = 16
@@ -82,9 +92,8 @@ async def _concurrent(call: Callable[[str], Awaitable[None]], url: str) -> tuple
 STRATEGIES = ("new", "shared", "checkout")
 
 
-async def _run() -> dict[str, list[float]]:
+async def _run(sitting: Sitting) -> None:
     engine = ScriptedEngine(per_sample=False, script=lambda req: "42")
-    out: dict[str, list[float]] = {f"{m}_{k}": [] for m in ("seq", "rate", "cpu") for k in STRATEGIES}
     async with PolicyGateway(engine) as gw:
         url = gw.route("bench", "main").base_url + "/chat/completions"
         limits = httpx.Limits(max_connections=None, max_keepalive_connections=64)
@@ -95,55 +104,78 @@ async def _run() -> dict[str, list[float]]:
                 await _concurrent(call, url)
             for i in range(ROUNDS):
                 order = STRATEGIES[i % 3 :] + STRATEGIES[: i % 3]
+                run: dict[str, float | int | str] = {"round": i, "order": " ".join(order)}
                 for name in order:
-                    out[f"seq_{name}"].append(await _sequential(calls[name], url))
-                    rate, cpu = await _concurrent(calls[name], url)
-                    out[f"rate_{name}"].append(rate)
-                    out[f"cpu_{name}"].append(cpu)
+                    run[f"seq_{name}"] = await _sequential(calls[name], url)
+                    run[f"rate_{name}"], run[f"cpu_{name}"] = await _concurrent(calls[name], url)
                 await gw.collect("bench")
+                sitting.record(run)
+                print(run, flush=True)
         await pool.aclose()
-    return out
 
 
 def main() -> None:
-    load_at_start = os.getloadavg()[0]
-    r = asyncio.run(_run())
-    med = {k: statistics.median(v) for k, v in r.items()}
+    sitting = Sitting.start(NAME, COMMAND, CODE, calls=CALLS, concurrent=CONCURRENT)
+    asyncio.run(_run(sitting))
+    render()
+
+
+def adopted_verdict(rounds: list[dict[str, float]]) -> str:
+    """Whether ``ClientPool`` (our own) earns its place over one shared httpx client (the
+    library's way): >= 10 % more concurrent calls/s in every one of >= 3 interleaved rounds."""
+    gains = [r["rate_checkout"] / r["rate_shared"] for r in rounds]
+    shown = ", ".join(f"{g:.2f}x" for g in gains)
+    if len(gains) >= 3 and min(gains) >= 1.10:
+        return (f"`ClientPool` beats one shared httpx client by >= 10 % in calls/s in every "
+                f"round ({shown}): keep it")
+    return (f"`ClientPool` does NOT beat one shared httpx client by 10 % in every one of >= 3 "
+            f"rounds ({shown}): use the shared client")
+
+
+def render() -> None:
+    """Rewrite the section from ``docs/benchmarks/httpclient.json``."""
+    if not Sitting.exists(NAME):
+        write_missing(NAME, TITLE, COMMAND)
+        return
+    sitting = Sitting.load(NAME)
+    rounds, data = sitting.runs, sitting.data
+    med = {
+        f"{m}_{k}": statistics.median(r[f"{m}_{k}"] for r in rounds)
+        for m in ("seq", "rate", "cpu")
+        for k in STRATEGIES
+    }
     label = {
         "new": "new client per request",
-        "shared": "one shared pooled client",
-        "checkout": "`ClientPool` (adopted)",
+        "shared": "one shared pooled client (httpx's way)",
+        "checkout": "`ClientPool` (ours)",
     }
     rows = "\n".join(
         f"| {label[k]} | {med[f'seq_{k}']:.3f} ms | {med[f'rate_{k}']:.0f} calls/s | "
         f"{med[f'cpu_{k}']:.2f} ms |"
         for k in STRATEGIES
     )
+    at_start = float(data["load_at_start"].split(" / ")[0])
     body = f"""
 The policy gateway in front of a `ScriptedEngine` that answers at once, called over loopback HTTP
 by three client strategies in rotating order: a new `httpx.AsyncClient` per request (CA bundle
-loaded once, as `ctx.chat` did before), one shared keep-alive client for the target (one
-httpcore pool for all callers), and `osmosis_ai._http.ClientPool` (single-connection keep-alive
-clients, checked out per request). {ROUNDS} rounds of {CALLS} calls per strategy; medians over
-the rounds. CPU is the whole process's (client and gateway) per call. {load_note(load_at_start)}
+loaded once), one shared keep-alive client for the target (one httpcore pool for all callers),
+and `osmosis_ai._http.ClientPool` (single-connection keep-alive clients, checked out per
+request). {len(rounds)} rounds of {data["calls"]} calls per strategy; medians over the rounds.
+CPU is the whole process's (client and gateway) per call. {load_note(at_start)}
 
-| strategy | sequential, median per call | {CONCURRENT} concurrent callers | CPU per call (concurrent) |
+| strategy | sequential, median per call | {data["concurrent"]} concurrent callers | CPU per call (concurrent) |
 |---|---|---|---|
 {rows}
 
-A client per request pays a connection set-up on every call (the sequential column); one
-shared client removes it but its single httpcore pool costs more CPU per call once many
-callers share it (the finding of an earlier session, which measured only that variant).
-Decision: `ctx.chat` (`rollout/_chat.py`) and `OpenAIServerEngine` (the vLLM client) use one
-`ClientPool` per target and event loop, closed when the loop shuts down; the trainer's
-server-workflow bridge already keeps one client per rollout for its init and polls.
+Verdict: {adopted_verdict(rounds)}. `ctx.chat` (`rollout/_chat.py`) and `OpenAIServerEngine`
+(the vLLM client) use one `ClientPool` per target and event loop.
 """
-    print(body)
-    write_section(
-        "httpclient", "HTTP clients for policy calls: per request, shared, checked-out pool",
-        body, "python -m tests.benchmarks httpclient",
-    )
+    print(body, flush=True)
+    sitting.write(TITLE, body)
 
 
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:] == ["render"]:
+        render()
+    else:
+        main()
