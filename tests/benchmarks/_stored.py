@@ -105,6 +105,15 @@ class Sitting:
             raise SystemExit(f"{path}: no stored results; run the benchmark first")
         return cls(name, json.loads(path.read_text()))
 
+    @classmethod
+    def for_render(cls, name: str, title: str, command: str) -> Sitting | None:
+        """The stored sitting to render, or None after writing the section that says there is
+        none yet (:func:`write_missing`)."""
+        if not cls.exists(name):
+            write_missing(name, title, command)
+            return None
+        return cls.load(name)
+
     @property
     def runs(self) -> list[dict[str, Any]]:
         runs: list[dict[str, Any]] = self.data["runs"]

@@ -15,7 +15,7 @@ import httpx
 from osmosis_ai.serving import GenerationRequest
 from osmosis_ai.serving.gateway import PolicyGateway
 from osmosis_ai.testing import ScriptedEngine
-from tests.benchmarks._stored import Sitting, write_missing
+from tests.benchmarks._stored import Sitting
 
 NAME = "gateway"
 TITLE = "Policy gateway overhead"
@@ -100,10 +100,9 @@ def main() -> None:
 
 def render() -> None:
     """Rewrite the section from ``docs/benchmarks/gateway.json``."""
-    if not Sitting.exists(NAME):
-        write_missing(NAME, TITLE, COMMAND)
+    sitting = Sitting.for_render(NAME, TITLE, COMMAND)
+    if sitting is None:
         return
-    sitting = Sitting.load(NAME)
     r = sitting.runs[-1]
     n, clients = sitting.data["calls"], sitting.data["clients"]
     ok = "met" if r["overhead_median"] < 2.0 else "NOT met"

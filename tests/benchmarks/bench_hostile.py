@@ -20,7 +20,7 @@ from typing import Any
 
 import httpx
 
-from tests.benchmarks._stored import Sitting, write_missing
+from tests.benchmarks._stored import Sitting
 
 ROOT = Path(__file__).resolve().parents[2]
 KEY = "bench-key"
@@ -197,10 +197,9 @@ def main() -> None:
 
 def render() -> None:
     """Rewrite the section from ``docs/benchmarks/hostile.json``."""
-    if not Sitting.exists(NAME):
-        write_missing(NAME, TITLE, COMMAND)
+    sitting = Sitting.for_render(NAME, TITLE, COMMAND)
+    if sitting is None:
         return
-    sitting = Sitting.load(NAME)
     rows = ["| server | requests | answers (status: count) | 5xx | dropped | tracebacks in log "
             "| RSS MB: warm -> after pass 1 -> after pass 2 |", "|---|---|---|---|---|---|---|"]
     clean = True

@@ -23,7 +23,7 @@ from osmosis_ai._http import ClientPool
 from osmosis_ai.serving.gateway import PolicyGateway
 from osmosis_ai.testing import ScriptedEngine
 from tests.benchmarks._report import load_note
-from tests.benchmarks._stored import Sitting, write_missing
+from tests.benchmarks._stored import Sitting
 
 NAME = "httpclient"
 TITLE = "HTTP clients for policy calls: per request, shared, checked-out pool"
@@ -134,10 +134,9 @@ def adopted_verdict(rounds: list[dict[str, float]]) -> str:
 
 def render() -> None:
     """Rewrite the section from ``docs/benchmarks/httpclient.json``."""
-    if not Sitting.exists(NAME):
-        write_missing(NAME, TITLE, COMMAND)
+    sitting = Sitting.for_render(NAME, TITLE, COMMAND)
+    if sitting is None:
         return
-    sitting = Sitting.load(NAME)
     rounds, data = sitting.runs, sitting.data
     med = {
         f"{m}_{k}": statistics.median(r[f"{m}_{k}"] for r in rounds)
