@@ -24,7 +24,7 @@ __all__ = ["CODE", "SELF_MARKED", "mark_stale"]
 SELF_MARKED = frozenset(
     {
         "trainer_real", "merge", "learning", "learning_search", "gpu", "turn_cache",
-        "heldout_files", "hostile", "gateway", "httpclient",
+        "heldout_files", "hostile", "gateway",
     }
 )
 """Benchmarks that compare fingerprints of their own stored results (``learning_search``

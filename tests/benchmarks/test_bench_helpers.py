@@ -301,43 +301,6 @@ def _sitting_file(store: Path, name: str, runs: list[dict[str, Any]], **extra: A
     (store / f"{name}.json").write_text(json.dumps(data))
 
 
-def _httpclient_round(i: int, checkout: float) -> dict[str, Any]:
-    return {
-        "round": i,
-        **{f"{m}_{k}": 1.0 for m in ("seq", "cpu") for k in ("new", "shared", "checkout")},
-        "rate_new": 400.0,
-        "rate_shared": 500.0,
-        "rate_checkout": checkout,
-    }
-
-
-@pytest.mark.parametrize(
-    ("checkouts", "verdict"),
-    [
-        (
-            [600.0, 560.0, 700.0],
-            "beats one shared httpx client by >= 10 % in calls/s in every round",
-        ),
-        ([600.0, 540.0, 700.0], "does NOT beat one shared httpx client by 10 %"),  # 1.08x once
-        ([600.0, 600.0], "does NOT beat one shared httpx client by 10 %"),  # two rounds only
-    ],
-)
-def test_httpclient_verdict_is_rendered_from_the_stored_rounds(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, checkouts: list[float], verdict: str
-) -> None:
-    from tests.benchmarks import bench_httpclient
-
-    runs = [_httpclient_round(i, c) for i, c in enumerate(checkouts)]
-    _sitting_file(tmp_path / "store", "httpclient", runs, calls=300, concurrent=16)
-    monkeypatch.setattr(_stored_mod, "STORE", tmp_path / "store")
-    monkeypatch.setattr(_report, "REPORT", tmp_path / "BENCHMARKS.md")
-    bench_httpclient.render()
-    text = (tmp_path / "BENCHMARKS.md").read_text()
-    assert verdict in text
-    assert "raw runs: `docs/benchmarks/httpclient.json`" in text and "**stale**" not in text
-    assert f"{len(runs)} rounds of 300 calls" in text
-
-
 def test_hostile_bar_fails_on_any_5xx_and_a_missing_sitting_says_how_to_make_one(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -8,7 +8,7 @@ from typing import Any
 
 import httpx
 
-from osmosis_ai._http import pool_for
+from osmosis_ai._http import loop_client
 from osmosis_ai.chat import ChatResult, Message, parse_chat_completion
 from osmosis_ai.errors import PolicyCallError
 from osmosis_ai.rollout.scope import PolicyRoute
@@ -37,11 +37,11 @@ async def chat_completion(
         body["tools"] = tools
     url = route.base_url.rstrip("/") + "/chat/completions"
     headers = {"Authorization": f"Bearer {route.api_key}"}
-    # One keep-alive pool per target and event loop, not a client per call (see _http).
-    pool = await pool_for(url)
+    # The loop's keep-alive client, not a client per call (see _http).
+    client = await loop_client()
 
     async def post() -> _Answer:
-        resp = await pool.request("POST", url, json=body, headers=headers, timeout=timeout_s)
+        resp = await client.post(url, json=body, headers=headers, timeout=timeout_s)
         return _Answer(resp.status_code, resp.text, resp.headers.get("retry-after"))
 
     answer = await _retrying(url, max_attempts, post)

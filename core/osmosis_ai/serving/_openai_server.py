@@ -17,7 +17,7 @@ from typing import Any
 
 import httpx
 
-from osmosis_ai._http import pool_for
+from osmosis_ai._http import loop_client
 from osmosis_ai.config import redact_url, redact_urls
 from osmosis_ai.serving._engine import EngineError, GenerationRequest, GenerationResult
 from osmosis_ai.serving._openai_reply import result_from_openai
@@ -110,9 +110,9 @@ class OpenAIServerEngine:
     ) -> Any:
         url = f"{self.base_url}{path}"
         try:
-            # One keep-alive pool per server, not a client per request (see osmosis_ai._http).
-            pool = await pool_for(url)
-            resp = await pool.request(
+            # The loop's keep-alive client, not a client per request (see osmosis_ai._http).
+            client = await loop_client()
+            resp = await client.request(
                 method, url, json=body, headers=self._headers, timeout=self._timeout
             )
         except httpx.TransportError as exc:

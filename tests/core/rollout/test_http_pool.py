@@ -1,14 +1,19 @@
-"""Policy calls reuse keep-alive connections: one pool per target and event loop."""
+"""Policy calls reuse keep-alive connections: one shared client per event loop."""
 
 from __future__ import annotations
 
 import asyncio
+import gc
+import weakref
 
-from osmosis_ai._http import ClientPool, pool_for
+import httpx
+
+from osmosis_ai._http import loop_client
+from osmosis_ai.chat import Message
 from osmosis_ai.rollout._chat import chat_completion
 from osmosis_ai.testing import FakeOpenAIServer
 
-USER = [{"role": "user", "content": "2+2?"}]
+USER: list[Message] = [{"role": "user", "content": "2+2?"}]
 
 
 async def test_sequential_calls_share_one_connection() -> None:
@@ -30,26 +35,30 @@ async def test_concurrent_calls_get_a_connection_each_then_reuse_them() -> None:
         assert server.connections == opened
 
 
-def test_pools_close_when_the_loop_shuts_down() -> None:
-    seen: list[ClientPool] = []
+def test_each_loop_gets_its_own_client_closed_when_the_loop_ends() -> None:
+    seen: list[tuple[httpx.AsyncClient, weakref.ref[asyncio.AbstractEventLoop]]] = []
 
     async def use() -> None:
         async with FakeOpenAIServer(script=["4"]) as server:
-            route = server.route("r1", "main")
-            await chat_completion(route, USER)
-            seen.append(await pool_for(route.base_url))
-            assert seen[0]._idle  # a client kept for the next call
+            await chat_completion(server.route("r1", "main"), USER)
+            client = await loop_client()
+            assert client is await loop_client() and not client.is_closed
+            seen.append((client, weakref.ref(asyncio.get_running_loop())))
 
     asyncio.run(use())
-    assert seen[0]._closed and not seen[0]._idle
+    asyncio.run(use())
+    (first, loop1), (second, loop2) = seen
+    assert first is not second and first.is_closed and second.is_closed
+    gc.collect()
+    assert loop1() is None and loop2() is None  # no client keeps a dead loop alive
 
 
-async def test_a_client_that_failed_is_not_reused() -> None:
-    pool = ClientPool()
+def test_a_loop_that_shut_its_generators_down_still_gets_a_client() -> None:
+    loop = asyncio.new_event_loop()
     try:
-        async with pool.client():
-            raise OSError("connection reset")
-    except OSError:
-        pass
-    assert pool._idle == []
-    await pool.aclose()
+        loop.run_until_complete(loop.shutdown_asyncgens())
+        client = loop.run_until_complete(loop_client())
+        assert not client.is_closed
+        loop.run_until_complete(client.aclose())
+    finally:
+        loop.close()
