@@ -95,7 +95,8 @@ async def _loop_pool() -> _LoopPool:
         _pools[loop] = pool
     # A loop that already shut down its generators (the Agents SDK's run_sync keeps its loop
     # and does that after every run) would warn and never close a new guard: skip it there;
-    # the pool is then closed when it is garbage-collected with the loop.
+    # the pool is then closed when it is garbage-collected with the loop. (The flag is
+    # asyncio's private one: no public API tells whether a loop shut its generators down.)
     if not getattr(loop, "_asyncgens_shutdown_called", False):
         guard = _close_with_loop(pool, weakref.ref(loop))
         await guard.__anext__()
