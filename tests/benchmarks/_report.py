@@ -138,6 +138,24 @@ def template_digest(template: str) -> hashlib._Hash:
     return digest
 
 
+PRECISIONS = ("float32", "bfloat16")
+"""What ``[training] dtype = "auto"`` trains in on a CPU (bf16 where its matmuls are faster)."""
+
+
+def run_fingerprint(template: str, dtype: str) -> str:
+    """A learning run's stamp: :func:`template_digest` and the precision it trained in."""
+    digest = template_digest(template)
+    digest.update(dtype.encode())
+    return digest.hexdigest()[:16]
+
+
+def head_fingerprints(template: str) -> frozenset[str]:
+    """The stamps a run of today's code carries, in either precision: a run made on a CPU
+    where ``auto`` picks the other one is as current (its precision is a column of its own),
+    so the sections read the same wherever they are rendered."""
+    return frozenset(run_fingerprint(template, dtype) for dtype in PRECISIONS)
+
+
 def _bare_string(node: ast.AST) -> bool:
     return (
         isinstance(node, ast.Expr)

@@ -45,7 +45,8 @@ from tests.benchmarks._report import (
     QUIET_LOAD,
     ROOT,
     cpu_short,
-    template_digest,
+    head_fingerprints,
+    run_fingerprint,
     write_readme_block,
     write_section,
 )
@@ -457,14 +458,18 @@ RUNS = ROOT / "docs" / "learning_runs.json"
 
 
 def template_fingerprint() -> str:
-    """A hash of the quick-start template's files (config, data, code), of the trainer's
-    source and the eval package's (which runs the held-out phase), and of the precision ``[training] dtype = "auto"`` trains in on this machine (bf16
-    and fp32 runs differ)."""
+    """This machine's stamp for a quick-start run: a hash of the template's files (config,
+    data, code), the trainer's source and the eval package's (which runs the held-out phase),
+    and the precision ``[training] dtype = "auto"`` trains in here (bf16 and fp32 runs
+    differ)."""
     from osmosis_trainer.models import training_dtype
 
-    digest = template_digest("strands")
-    digest.update(training_dtype("auto", "cpu").encode())
-    return digest.hexdigest()[:16]
+    return run_fingerprint("strands", training_dtype("auto", "cpu"))
+
+
+def is_current(stamp: str | None) -> bool:
+    """Whether a stored run ran today's template and trainer (in either precision)."""
+    return stamp == template_fingerprint() or stamp in head_fingerprints("strands")
 
 
 _RUN_FIELDS = (
@@ -496,11 +501,10 @@ def main() -> None:
     each run, render."""
     # Runs already measured on this very template (same files) are kept: an interrupted
     # benchmark continues where it stopped instead of training those seeds again.
-    stamp = template_fingerprint()
     for seed in SEEDS:
         stored = json.loads(RUNS.read_text()) if RUNS.exists() else []
         done = sum(
-            m.get("task") == TASK and m["seed"] == seed and m.get("template") == stamp
+            m.get("task") == TASK and m["seed"] == seed and is_current(m.get("template"))
             for m in stored
         )
         for _ in range(done, RUNS_PER_SEED):
@@ -851,6 +855,22 @@ def last_fingerprint(stored: list[dict[str, Any]]) -> str | None:
     )
 
 
+def _by_precision(runs: list[TrainRun], met: list[dict[str, bool]]) -> str:
+    """The target counts per training precision, when the runs trained in more than one
+    (``auto`` picks bf16 on some CPUs, fp32 on others, and the two learn differently)."""
+    groups: dict[str, list[dict[str, bool]]] = {}
+    for run, m in zip(runs, met, strict=True):
+        groups.setdefault(run.dtype or "precision not recorded", []).append(m)
+    if len(groups) < 2:
+        return ""
+    parts = [
+        f"{dtype}, the new wordings' target in {sum(m['transfer'] for m in ms)} of {len(ms)} "
+        f"and every file in {sum(m['every_file'] for m in ms)} of {len(ms)}"
+        for dtype, ms in groups.items()
+    ]
+    return " By precision: " + "; ".join(parts) + "."
+
+
 def readme_block(runs: list[TrainRun], labels: list[str], stale: str = "") -> str:
     """What README.md quotes of the quick start (its ``bench:learning-readme`` block): every
     finished run at HEAD, file by file, and how many runs met each target. ``stale``: the
@@ -907,14 +927,14 @@ def readme_block(runs: list[TrainRun], labels: list[str], stale: str = "") -> st
         f"{sum(m['transfer'] for m in met)} of {n}; every file at ≥ {TARGET_PASS:.2f} in "
         f"{sum(m['every_file'] for m in met)} of {n} (trained pass, lowest–highest: "
         f"{', '.join(spans)}); the whole run under {TARGET_WALL_S // 60} min in "
-        f"{sum(m['wall'] for m in met)} of {n}{memory}.\n"
+        f"{sum(m['wall'] for m in met)} of {n}{memory}.{_by_precision(runs, met)}\n"
         + "".join(
             f"\nTrained longer (one run, seed {c['seed']}, `bench_learning curve`): {curve_result(c)}"
             f"; the warm start and {c['steps']} RL steps took {_curve_minutes(c):.1f} min (the "
             "whole run, with its held-out evals, "
             f"{c['wall_s'] / 60:.1f} min).\n"
             for c in stored_curves()
-            if c.get("template") == template_fingerprint()
+            if is_current(c.get("template"))
         )
     )
 
@@ -1068,7 +1088,6 @@ def curve_section() -> str:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(6, 3.6), dpi=110)
-    stamp = template_fingerprint()
     parts = []
     for c in stored:
         steps = list(dict.fromkeys(p["step"] for p in c["points"]))
@@ -1088,7 +1107,7 @@ def curve_section() -> str:
         load = c.get("load") or [math.nan, math.nan]
         stale = (
             ""
-            if c.get("template") == stamp
+            if is_current(c.get("template"))
             else f" **Stale** (ran template/trainer {c.get('template')}, not HEAD's)."
         )
         parts.append(
@@ -1162,11 +1181,11 @@ def render() -> None:
     at_head = [
         (label, run)
         for label, run, m in zip(labels, runs, measured, strict=True)
-        if m.get("template") == stamp
+        if is_current(m.get("template"))
     ]
     if at_head:
         plot([r for _, r in at_head], PLOT, [label for label, _ in at_head])
-    stale = [label for label, m in zip(labels, measured, strict=True) if m.get("template") != stamp]
+    stale = [label for label, m in zip(labels, measured, strict=True) if not is_current(m.get("template"))]
     rows = []
     for label, run in zip(labels, runs, strict=True):
         d = diagnostics(run)
@@ -1195,7 +1214,7 @@ def render() -> None:
     current = [
         r
         for r, m in zip(runs, measured, strict=True)
-        if m.get("template") == stamp and r.status == "finished"
+        if is_current(m.get("template")) and r.status == "finished"
     ]
     label_of = {id(r): label for r, label in zip(runs, labels, strict=True)}
     complete = all(sum(r.seed == seed for r in current) >= RUNS_PER_SEED for seed in SEEDS)

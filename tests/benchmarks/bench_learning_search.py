@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.benchmarks._report import ROOT, cpu_short, template_digest
+from tests.benchmarks._report import ROOT, cpu_short, head_fingerprints, run_fingerprint
 
 SEEDS = (0, 1, 2)
 RUNS_PER_SEED = 2
@@ -197,14 +197,17 @@ class Measured:
 
 
 def template_fingerprint() -> str:
-    """A hash of the template's files and the trainer's and eval package's source, and of the
-    precision ``[training] dtype = "auto"`` trains in on this machine (a stored run of other
-    code is shown as stale)."""
+    """This machine's stamp for a run: a hash of the template's files, the trainer's and eval
+    package's source, and the precision ``[training] dtype = "auto"`` trains in here."""
     from osmosis_trainer.models import training_dtype
 
-    digest = template_digest(TEMPLATE)
-    digest.update(training_dtype("auto", "cpu").encode())
-    return digest.hexdigest()[:16]
+    return run_fingerprint(TEMPLATE, training_dtype("auto", "cpu"))
+
+
+def is_current(stamp: str | None) -> bool:
+    """Whether a stored run ran today's template and trainer (in either precision; a run of
+    other code is shown as stale)."""
+    return stamp == template_fingerprint() or stamp in head_fingerprints(TEMPLATE)
 
 
 SET_BY_THE_BENCHMARK = {"training.seed", "logging.trace_samples_per_step"}
@@ -264,9 +267,14 @@ def entry(m: Measured, workspace: Path) -> dict[str, Any]:
 
 
 def _store(new: dict[str, Any]) -> None:
-    """Add ``new``; runs of its seed made on other code (another fingerprint) are dropped."""
+    """Add ``new``; runs of its seed made on other code are dropped (runs of the same code in
+    the other precision stay)."""
     stored = json.loads(RUNS.read_text()) if RUNS.exists() else []
-    stored = [s for s in stored if s["seed"] != new["seed"] or s.get("template") == new["template"]]
+    stored = [
+        s
+        for s in stored
+        if s["seed"] != new["seed"] or s.get("template") == new["template"] or is_current(s.get("template"))
+    ]
     RUNS.parent.mkdir(parents=True, exist_ok=True)
     RUNS.write_text(json.dumps([*stored, new], indent=1) + "\n")
 
@@ -428,7 +436,6 @@ def search_table() -> str:
     stored = json.loads(RUNS.read_text()) if RUNS.exists() else []
     if not stored:
         return ""
-    stamp = template_fingerprint()
     rows, met = [], []
     shown: list[dict[str, Any]] = []
     for n, run in numbered(stored):
@@ -439,8 +446,8 @@ def search_table() -> str:
         validation, _ = held(run, VALIDATION_SET)
         train_r = run.get("training_reading") or {}
         load = run.get("load") or [math.nan, math.nan]
-        current = run.get("template") == stamp and run.get("status") == "finished"
-        stale = "" if run.get("template") == stamp else f" (stale: {run.get('template')})"
+        current = is_current(run.get("template")) and run.get("status") == "finished"
+        stale = "" if is_current(run.get("template")) else f" (stale: {run.get('template')})"
         if run.get("overrides"):
             stale += " (set: " + ", ".join(f"{k} = {v}" for k, v in run["overrides"].items()) + ")"
         rows.append(
@@ -538,10 +545,15 @@ def readme_block() -> str:
     shipped = [r for r in stored if not r.get("overrides")]
 
     def finished_at(stamp: str | None) -> list[dict[str, Any]]:
-        return [r for r in shipped if r.get("template") == stamp and r.get("status") == "finished"]
+        return [
+            r
+            for r in shipped
+            if (is_current(r.get("template")) if stamp is None else r.get("template") == stamp)
+            and r.get("status") == "finished"
+        ]
 
     head = template_fingerprint()
-    runs, note = finished_at(head), ""
+    runs, note = finished_at(None), ""
     if not runs and (last := last_fingerprint(shipped)):
         runs = finished_at(last)
         note = stale_note(last, head, "python -m tests.benchmarks learning_search")
@@ -592,9 +604,8 @@ def render() -> None:
 def main() -> None:
     """Fill every seed to ``RUNS_PER_SEED`` runs at HEAD, then render."""
     stored = json.loads(RUNS.read_text()) if RUNS.exists() else []
-    stamp = template_fingerprint()
     for seed in SEEDS:
-        done = sum(r["seed"] == seed and r.get("template") == stamp for r in stored)
+        done = sum(r["seed"] == seed and is_current(r.get("template")) for r in stored)
         for _ in range(done, RUNS_PER_SEED):
             train(seed)
     render()

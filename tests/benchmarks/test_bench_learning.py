@@ -79,6 +79,13 @@ def test_readme_block_quotes_each_run_and_counts_targets(
     assert "(loaded) | – |" in text  # a shared machine's wall time is marked; no memory stored
     assert "CI above 0 in 1 of 2" in text and "every file at ≥ 0.50 in 1 of 2" in text
     assert "phrasings 0.40–0.60" in text
+    assert (  # two precisions among the runs: the counts of each too
+        "By precision: float32, the new wordings' target in 1 of 1 and every file in 1 of 1; "
+        "precision not recorded, the new wordings' target in 0 of 1 and every file in 0 of 1."
+    ) in text
+    runs[1].dtype = "float32"
+    assert "By precision" not in readme_block(runs, ["seed 0, run 1", "seed 1, run 1"])
+    runs[1].dtype = None
     assert not text.startswith("**Stale:**")
     stale = readme_block(runs, ["seed 0, run 1", "seed 1, run 1"], stale_note("a", "b", "cmd"))
     assert stale.startswith("**Stale:** no run of the shipped code") and "`cmd`" in stale
@@ -104,3 +111,11 @@ def test_a_stored_run_keeps_the_precision_its_worker_trained_in(tmp_path: Path) 
     run = read_run(tmp_path, 0, 60.0, 90.0, None)
     assert run.status == "finished" and run.dtype == "bfloat16" and len(run.records) == 1
     assert run.machine == "not recorded, bfloat16"
+
+
+def test_a_run_of_todays_code_is_current_in_either_precision() -> None:
+    from tests.benchmarks.bench_learning import is_current
+
+    fp32, bf16 = (_report.run_fingerprint("strands", d) for d in ("float32", "bfloat16"))
+    assert fp32 != bf16 and is_current(fp32) and is_current(bf16)
+    assert not is_current("0123456789abcdef") and not is_current(None)

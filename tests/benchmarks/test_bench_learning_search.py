@@ -136,3 +136,20 @@ def test_the_table_states_the_templates_own_share_of_first_results() -> None:
     from tests.benchmarks.bench_learning_search import _train_first
 
     assert re.fullmatch(r"\d+ of \d+", _train_first()), _train_first()
+
+
+def test_store_keeps_a_run_of_the_same_code_in_the_other_precision(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.benchmarks import _report
+
+    monkeypatch.setattr(bench_learning_search, "RUNS", tmp_path / "runs.json")
+    fp32, bf16 = (
+        _report.run_fingerprint(bench_learning_search.TEMPLATE, d) for d in ("float32", "bfloat16")
+    )
+    store = bench_learning_search._store
+    store({"seed": 0, "template": "old", "run": "a"})
+    store({"seed": 0, "template": fp32, "run": "b"})  # other code: "a" goes
+    store({"seed": 0, "template": bf16, "run": "c"})  # same code on a bf16 CPU: "b" stays
+    runs = json.loads((tmp_path / "runs.json").read_text())
+    assert [r["run"] for r in runs] == ["b", "c"]
