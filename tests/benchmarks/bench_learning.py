@@ -36,6 +36,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -855,17 +856,22 @@ def last_fingerprint(stored: list[dict[str, Any]]) -> str | None:
     )
 
 
-def _by_precision(runs: list[TrainRun], met: list[dict[str, bool]]) -> str:
-    """The target counts per training precision, when the runs trained in more than one
-    (``auto`` picks bf16 on some CPUs, fp32 on others, and the two learn differently)."""
-    groups: dict[str, list[dict[str, bool]]] = {}
-    for run, m in zip(runs, met, strict=True):
-        groups.setdefault(run.dtype or "precision not recorded", []).append(m)
+def by_precision(
+    dtypes: Sequence[str | None], met: Sequence[Mapping[str, bool]], targets: Mapping[str, str]
+) -> str:
+    """How many runs met each target (``targets``: key in ``met`` → its words), per training
+    precision, when the runs trained in more than one (``auto`` picks bf16 on some CPUs and
+    fp32 on others, and the two learn differently)."""
+    groups: dict[str, list[Mapping[str, bool]]] = {}
+    for dtype, m in zip(dtypes, met, strict=True):
+        groups.setdefault(dtype or "precision not recorded", []).append(m)
     if len(groups) < 2:
         return ""
     parts = [
-        f"{dtype}, the new wordings' target in {sum(m['transfer'] for m in ms)} of {len(ms)} "
-        f"and every file in {sum(m['every_file'] for m in ms)} of {len(ms)}"
+        f"{dtype}, "
+        + " and ".join(
+            f"{words} in {sum(m[key] for m in ms)} of {len(ms)}" for key, words in targets.items()
+        )
         for dtype, ms in groups.items()
     ]
     return " By precision: " + "; ".join(parts) + "."
@@ -927,7 +933,13 @@ def readme_block(runs: list[TrainRun], labels: list[str], stale: str = "") -> st
         f"{sum(m['transfer'] for m in met)} of {n}; every file at ≥ {TARGET_PASS:.2f} in "
         f"{sum(m['every_file'] for m in met)} of {n} (trained pass, lowest–highest: "
         f"{', '.join(spans)}); the whole run under {TARGET_WALL_S // 60} min in "
-        f"{sum(m['wall'] for m in met)} of {n}{memory}.{_by_precision(runs, met)}\n"
+        f"{sum(m['wall'] for m in met)} of {n}{memory}."
+        + by_precision(
+            [r.dtype for r in runs],
+            met,
+            {"transfer": "the new wordings' target", "every_file": "every file"},
+        )
+        + "\n"
         + "".join(
             f"\nTrained longer (one run, seed {c['seed']}, `bench_learning curve`): {curve_result(c)}"
             f"; the warm start and {c['steps']} RL steps took {_curve_minutes(c):.1f} min (the "

@@ -539,7 +539,7 @@ def readme_block() -> str:
     """What README.md quotes of the search template (its ``bench:learning-search-readme``
     block): each finished run of the shipped files; with none stored yet, the runs of the last
     fingerprint, marked stale."""
-    from tests.benchmarks.bench_learning import last_fingerprint, stale_note
+    from tests.benchmarks.bench_learning import by_precision, last_fingerprint, stale_note
 
     stored = json.loads(RUNS.read_text()) if RUNS.exists() else []
     shipped = [r for r in stored if not r.get("overrides")]
@@ -590,7 +590,17 @@ def readme_block() -> str:
         "trained − warm ≥ "
         f"+{TARGET_OVER_WARM:.2f} with the CI above 0 in {sum(m['over_warm'] for m in met)}; "
         f"trained pass ≥ {TARGET_PASS:.2f} in {sum(m['pass'] for m in met)}; under "
-        f"{TARGET_WALL_S // 60} min in {sum(m['wall'] for m in met)}.\n"
+        f"{TARGET_WALL_S // 60} min in {sum(m['wall'] for m in met)}."
+        + by_precision(
+            [r.get("dtype") for r in runs],
+            met,
+            {
+                "over_warm": f"+{TARGET_OVER_WARM:.2f} with the CI above 0",
+                "pass": f"pass ≥ {TARGET_PASS:.2f}",
+                "wall": f"under {TARGET_WALL_S // 60} min",
+            },
+        )
+        + "\n"
     )
 
 

@@ -79,6 +79,15 @@ def test_readme_block_quotes_runs_of_the_shipped_files_only(
     assert "25.0 min (quiet) | 6.0 GB |" in text
     assert "| 0 |" not in text  # the stale run is not quoted
     assert "Targets over 2 runs (1 of 3 seeds" in text and "CI above 0 in 1;" in text
+    assert "By precision" not in text  # one precision (none recorded): no split
+    both = [run(1, "now", 0.6), {**run(1, "now", 0.3), "dtype": "bfloat16"}]
+    runs.write_text(json.dumps(both))
+    assert (
+        "By precision: precision not recorded, +0.20 with the CI above 0 in 1 of 1 and "
+        "pass ≥ 0.50 in 1 of 1 and under 20 min in 0 of 1; bfloat16, +0.20 with the CI above 0 "
+        "in 0 of 1 and pass ≥ 0.50 in 0 of 1 and under 20 min in 0 of 1."
+    ) in bench_learning_search.readme_block()
+    runs.write_text(json.dumps([run(0, "old", 0.9), run(1, "now", 0.6), run(1, "now", 0.3)]))
     # Nothing stored at HEAD: the runs of the last fingerprint stored, marked stale.
     monkeypatch.setattr(bench_learning_search, "template_fingerprint", lambda: "next")
     text = bench_learning_search.readme_block()
