@@ -43,6 +43,7 @@ from typing import Any
 
 from osmosis_ai.learning import summarize_learning
 from tests.benchmarks._report import (
+    PRECISIONS,
     QUIET_LOAD,
     ROOT,
     cpu_short,
@@ -1036,6 +1037,8 @@ def transfer_curve(argv: list[str]) -> None:
             "wall_s": run.wall_s,
             "load": run.load,
             "omp_wait_policy": run.omp_wait_policy,
+            "cpu": run.cpu,
+            "dtype": run.dtype,
             "run": run.run,
             "points": points,
             "heldout": run.heldout,
@@ -1068,6 +1071,15 @@ def stored_curves() -> list[dict[str, Any]]:
     return [c for c in stored if c.get("task") == TASK]
 
 
+def curve_precision(curve: dict[str, Any]) -> str | None:
+    """The precision a curve run trained in: stored, or read from its stamp (None: an older
+    code's stamp)."""
+    stamp = curve.get("template")
+    if curve.get("dtype"):
+        return str(curve["dtype"])
+    return next((d for d in PRECISIONS if run_fingerprint("strands", d) == stamp), None)
+
+
 def _curve_minutes(curve: dict[str, Any]) -> float:
     """Minutes from the warm start's start to the curve run's last RL step."""
     return max((float(p["minutes"]) for p in curve["points"]), default=math.nan)
@@ -1092,6 +1104,9 @@ def curve_section() -> str:
     ``[heldout]`` eval after its last step on every file, and ``docs/learning_transfer_curve.png``;
     empty when none was measured."""
     stored = stored_curves()
+    current = [c for c in stored if is_current(c.get("template"))]
+    # A curve of today's code replaces the older ones; without one, the last stays, marked stale.
+    stored = current or stored[-1:]
     if not stored:
         return ""
     import matplotlib
@@ -1122,9 +1137,11 @@ def curve_section() -> str:
             if is_current(c.get("template"))
             else f" **Stale** (ran template/trainer {c.get('template')}, not HEAD's)."
         )
+        precision = curve_precision(c)
         parts.append(
             f"Seed {c['seed']}, {c['steps']} RL steps (the shipped config runs "
-            f"{shipped_steps()}), a checkpoint every {c['every']}; the whole run took "
+            f"{shipped_steps()}), a checkpoint every {c['every']}, trained in "
+            f"{precision or 'a precision not recorded'}; the whole run took "
             f"{c['wall_s'] / 60:.1f} min (load {_rate(load[0], '.1f')} → "
             f"{_rate(load[1], '.1f')}).{stale}\n\n"
             "| held-out file | "

@@ -119,3 +119,36 @@ def test_a_run_of_todays_code_is_current_in_either_precision() -> None:
     fp32, bf16 = (_report.run_fingerprint("strands", d) for d in ("float32", "bfloat16"))
     assert fp32 != bf16 and is_current(fp32) and is_current(bf16)
     assert not is_current("0123456789abcdef") and not is_current(None)
+
+
+def _curve(stamp: str, passes: tuple[float, float]) -> dict[str, Any]:
+    points = [
+        {"step": step, "minutes": 5.0 * step, "set": "phrasings", "pass_rate": rate}
+        for step, rate in zip((0, 4), passes, strict=True)
+    ]
+    return {
+        "seed": 0, "steps": 4, "every": 4, "task": "carrying a result", "template": stamp,
+        "wall_s": 1500.0, "load": [0.5, 1.9], "points": points, "heldout": None, "records": [],
+    }
+
+
+def test_a_curve_of_todays_code_replaces_older_ones_and_names_its_precision(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import json
+
+    from tests.benchmarks import bench_learning
+
+    monkeypatch.setattr(bench_learning, "CURVE", tmp_path / "curve.json")
+    monkeypatch.setattr(bench_learning, "CURVE_PLOT", tmp_path / "curve.png")
+    bf16 = _report.run_fingerprint("strands", "bfloat16")
+    old = _curve("0123456789abcdef", (0.1, 0.2))
+    bench_learning.CURVE.write_text(json.dumps([old]))
+    text = bench_learning.curve_section()
+    # Only an older code's curve: it stays, marked stale, its precision unknown.
+    assert "**Stale**" in text and "a precision not recorded" in text and "| 0.10 | 0.20 |" in text
+    bench_learning.CURVE.write_text(json.dumps([old, _curve(bf16, (0.3, 0.6))]))
+    text = bench_learning.curve_section()
+    assert "**Stale**" not in text and "trained in bfloat16" in text
+    assert "| 0.30 | 0.60 |" in text and "| 0.10 | 0.20 |" not in text
+    assert (tmp_path / "curve.png").exists()
