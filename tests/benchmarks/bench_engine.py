@@ -127,19 +127,19 @@ def render() -> None:
         verdict = f"**{ratio:.1f}x** (target >= {TARGET_RATIO:g}x: {ok})"
     else:
         verdict = "not decided (the sitting ended before both levels ran)"
-    body = f"""
-`HFEngine` on CPU ({d['threads']} torch threads), tiny random Qwen2 (hidden {d['hidden']},
-{d['layers']} layers, {d['params'] / 1e6:.2f}M parameters, fp32), {d['requests']} chat requests
-per level, up to {d['new_tokens']} new tokens each, sampled at temperature
-{d['temperature']:g}. Concurrent requests are grouped by the engine's batching loop (up to
-{d['max_batch_size']} rows) into one padded, KV-cached decoding loop.
-
-| concurrent requests | tokens/s | vs {low} | mean latency | tokens |
-|---|---|---|---|---|
-{table}
-
-{high} concurrent vs {low}: {verdict}.
-"""
+    # one line of prose: a wrapped line that began "1." would read as a list in Markdown
+    body = (
+        f"`HFEngine` on CPU ({d['threads']} torch threads), tiny random Qwen2 (hidden "
+        f"{d['hidden']}, {d['layers']} layers, {d['params'] / 1e6:.2f}M parameters, fp32), "
+        f"{d['requests']} chat requests per level, up to {d['new_tokens']} new tokens each, "
+        f"sampled at temperature {d['temperature']:g}. Concurrent requests are grouped by the "
+        f"engine's batching loop (up to {d['max_batch_size']} rows) into one padded, KV-cached "
+        "decoding loop.\n\n"
+        f"| concurrent requests | tokens/s | vs {low} | mean latency | tokens |\n"
+        "|---|---|---|---|---|\n"
+        f"{table}\n\n"
+        f"{high} concurrent vs {low}: {verdict}.\n"
+    )
     print(body, flush=True)
     sitting.write(TITLE, body)
 
