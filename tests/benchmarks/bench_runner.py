@@ -12,7 +12,6 @@ import asyncio
 import statistics
 import sys
 import tempfile
-import textwrap
 import time
 from pathlib import Path
 from typing import Any
@@ -143,7 +142,7 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "main.py"
-        path.write_text(textwrap.dedent(_WORKER_MODULE))
+        path.write_text(_WORKER_MODULE)
         for workers in WORKERS:
             wall, ok, peak = asyncio.run(_process(path, workers))
             record({"row": "process", "concurrency": workers, "rollouts": PROCESS_ROLLOUTS,
