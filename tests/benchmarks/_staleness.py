@@ -24,23 +24,19 @@ __all__ = ["CODE", "SELF_MARKED", "mark_stale"]
 SELF_MARKED = frozenset(
     {
         "trainer_real", "merge", "learning", "learning_search", "gpu", "turn_cache",
-        "heldout_files", "hostile", "gateway",
+        "heldout_files", "hostile", "gateway", "runner", "remote", "engine", "startup",
     }
 )
 """Benchmarks that compare fingerprints of their own stored results (``learning_search``
 writes a table of the ``learning`` section)."""
 
 CODE: Mapping[str, tuple[str, ...]] = {
-    "runner": ("core/osmosis_ai/rollout",),
-    "engine": ("trainer/osmosis_trainer/engines", "core/osmosis_ai/serving"),
-    "remote": ("core/osmosis_ai/remote", "core/osmosis_ai/rollout"),
     "adapters": ("osmosis_integrations",),
     "eval": ("core/osmosis_ai/eval", "trainer/osmosis_trainer/engines"),
     "trainer": ("trainer/osmosis_trainer", "core/osmosis_ai/serving", "core/osmosis_ai/rollout"),
     "judge": ("core/osmosis_ai/grading",),
     "batching": ("trainer/osmosis_trainer/engines",),
     "ray": ("trainer/osmosis_trainer/distributed", "core/osmosis_ai/rollout"),
-    "startup": ("trainer/osmosis_trainer/models.py", "trainer/osmosis_trainer/engines"),
     "cpu": (),  # torch's kernels only
     "prompt_head": ("trainer/osmosis_trainer/engines",),
     "warm_start": ("trainer/osmosis_trainer/warm_start", "trainer/osmosis_trainer/loop/_prefix.py"),

@@ -25,7 +25,12 @@ from tests.core.remote._load import run_load, sequential_admission
 NAME = "remote"
 TITLE = "Remote rollout server: admission and throughput under faults"
 COMMAND = "python -m tests.benchmarks remote"
-CODE = ("core/osmosis_ai/remote", "core/osmosis_ai/rollout", "tests/benchmarks/bench_remote.py")
+CODE = (
+    "core/osmosis_ai/remote",
+    "core/osmosis_ai/rollout",
+    "tests/core/remote/_load.py",  # the load harness: its retries and faults shape the figures
+    "tests/benchmarks/bench_remote.py",
+)
 """What the section measures (its fingerprint)."""
 N = 1000
 DEADLINE_S = 600
