@@ -11,7 +11,10 @@ request, loading the CA bundle each time) and with a pre-built ``client=`` (the 
 setup, though unsafe across Strands' per-call event loops); Agents SDK with one shared
 ``AsyncOpenAI`` client. Target: the adapter adds at most 5% to the fastest bare variant.
 
-Run: ``python -m tests.benchmarks adapters`` (``BENCH_ADAPTERS_REPS`` sets repetitions).
+Run: ``python -m tests.benchmarks adapters`` (``BENCH_ADAPTERS_REPS`` sets repetitions). Each
+repetition's times go to ``docs/benchmarks/adapters.json`` as it ends and the section is
+rendered from that file (``python -m tests.benchmarks.bench_adapters render`` redoes it without
+measuring, marked **stale** when the measured code changed since).
 """
 
 from __future__ import annotations
@@ -20,16 +23,40 @@ import asyncio
 import os
 import random
 import statistics
+import sys
 import time
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from tests.benchmarks._stored import Sitting
+
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("OPENAI_API_KEY", "sk-bench-dummy")
 
+NAME = "adapters"
+TITLE = "Framework adapters: overhead per rollout"
+COMMAND = "python -m tests.benchmarks adapters"
+CODE = ("osmosis_integrations", "tests/benchmarks/bench_adapters.py")
+"""What the section measures (its fingerprint)."""
 TURNS = 5
 QUESTION = "Count to four with the add tool."
+TARGET = 0.05
+"""An adapter adds at most this share to the fastest bare variant's median wall time."""
+MIN_REPS = 3
+"""The target is judged on at least this many interleaved repetitions."""
+LABELS = {
+    "strands_docs": "strands bare (client_args, as documented)",
+    "strands_client": "strands bare (shared client=)",
+    "strands_adapter": "strands OsmosisStrandsAgent",
+    "agents_bare": "agents bare (shared AsyncOpenAI)",
+    "agents_adapter": "agents OsmosisAgent",
+}
+"""The variants, in the order they are built (the shuffles' starting order)."""
+BASE = {"strands_docs": "strands_client", "strands_adapter": "strands_client",
+        "agents_adapter": "agents_bare"}
+"""Each variant's fastest bare variant of its framework (the bare ones have none)."""
+ADAPTERS = {"Strands": "strands_adapter", "OpenAI Agents": "agents_adapter"}
 
 
 def _tools() -> tuple[Any, Any]:
@@ -112,16 +139,18 @@ async def _variants(server: Any) -> dict[str, Callable[[], Awaitable[str]]]:
         scope.sources["calc"].build_sample("calc")
         return answer
 
-    return {
-        "strands bare (client_args, as documented)": strands_bare_docs,
-        "strands bare (shared client=)": strands_bare_client,
-        "strands OsmosisStrandsAgent": strands_adapter,
-        "agents bare (shared AsyncOpenAI)": agents_bare,
-        "agents OsmosisAgent": agents_adapter,
+    variants: dict[str, Callable[[], Awaitable[str]]] = {
+        "strands_docs": strands_bare_docs,
+        "strands_client": strands_bare_client,
+        "strands_adapter": strands_adapter,
+        "agents_bare": agents_bare,
+        "agents_adapter": agents_adapter,
     }
+    assert list(variants) == list(LABELS)
+    return variants
 
 
-async def _measure(reps: int) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+async def _measure(reps: int, sitting: Sitting) -> None:
     from osmosis_ai.testing import FakeOpenAIServer
     from tests.integrations._calc import multi_step
 
@@ -129,73 +158,83 @@ async def _measure(reps: int) -> tuple[dict[str, list[float]], dict[str, list[fl
         variants = await _variants(server)
         for fn in variants.values():  # warm up imports, pools, caches
             assert await fn() == str(TURNS - 1)
-        times: dict[str, list[float]] = {name: [] for name in variants}
-        cpu: dict[str, list[float]] = {name: [] for name in variants}
         order = list(variants)
         rng = random.Random(0)
-        for _ in range(reps):
+        for rep in range(reps):
             rng.shuffle(order)
+            wall: dict[str, float] = {}
+            cpu: dict[str, float] = {}
             for name in order:
                 start, start_cpu = time.perf_counter(), time.process_time()
                 answer = await variants[name]()
-                times[name].append(time.perf_counter() - start)
-                cpu[name].append(time.process_time() - start_cpu)
+                wall[name] = time.perf_counter() - start
+                cpu[name] = time.process_time() - start_cpu
                 assert answer == str(TURNS - 1), (name, answer)
             server.calls.clear()
             server.requests.clear()
-        return times, cpu
+            sitting.record({"rep": rep, "order": list(order), "wall_s": wall, "cpu_s": cpu})
 
 
 def _row(name: str, wall: list[float], cpu: list[float], base: tuple[float, float] | None) -> str:
     med, med_cpu = statistics.median(wall), statistics.median(cpu)
-    q = statistics.quantiles(wall, n=4)
+    iqr = "-"
+    if len(wall) >= 2:  # quartiles need two points
+        q = statistics.quantiles(wall, n=4)
+        iqr = f"{q[0] * 1000:.1f}-{q[2] * 1000:.1f}"
     rel = rel_cpu = ""
     if base is not None:
         rel = f"{(med / base[0] - 1) * 100:+.1f}%"
         rel_cpu = f"{(med_cpu / base[1] - 1) * 100:+.1f}%"
-    return (
-        f"| {name} | {med * 1000:.1f} | {q[0] * 1000:.1f}-{q[2] * 1000:.1f} | {rel} "
-        f"| {med_cpu * 1000:.1f} | {rel_cpu} |"
-    )
+    return f"| {name} | {med * 1000:.1f} | {iqr} | {rel} | {med_cpu * 1000:.1f} | {rel_cpu} |"
 
 
 def main() -> None:
-    from tests.benchmarks._report import write_section
-
     reps = int(os.environ.get("BENCH_ADAPTERS_REPS", "150"))
-    times, cpu = asyncio.run(_measure(reps))
-    names = list(times)
+    sitting = Sitting.start(NAME, COMMAND, CODE, reps=reps, turns=TURNS)
+    asyncio.run(_measure(reps, sitting))
+    render()
 
-    def med(i: int) -> tuple[float, float]:
-        return statistics.median(times[names[i]]), statistics.median(cpu[names[i]])
 
-    s_base, a_base = med(1), med(3)
-    bases = [s_base, None, s_base, None, a_base]
+def render() -> None:
+    """Rewrite the section from ``docs/benchmarks/adapters.json``."""
+    sitting = Sitting.for_render(NAME, TITLE, COMMAND)
+    if sitting is None:
+        return
+    turns, done = sitting.data["turns"], len(sitting.runs)
+    times = {k: [r["wall_s"][k] for r in sitting.runs] for k in LABELS}
+    cpu = {k: [r["cpu_s"][k] for r in sitting.runs] for k in LABELS}
+    med = {k: (statistics.median(times[k]), statistics.median(cpu[k])) for k in LABELS}
+    over = {fw: med[k][0] / med[BASE[k]][0] - 1 for fw, k in ADAPTERS.items()}
+    if done >= MIN_REPS:
+        verdict = "met" if max(over.values()) <= TARGET else "NOT met"
+    else:
+        verdict = f"not decided ({done} repetition(s), {MIN_REPS} needed)"
+    short = "" if done == sitting.data["reps"] else f" (of {sitting.data['reps']}: it ended early)"
     lines = [
-        f"A {TURNS}-turn tool rollout ({TURNS - 1} tool calls, then the answer) against "
-        f"`FakeOpenAIServer` (zero generation time), {reps} interleaved repetitions per variant "
-        "(shuffled order each repetition). Per rollout: wall time, and process CPU time (less "
-        "sensitive to other load on a shared machine; it includes the fake server's thread, "
-        "the same for every variant). Relative to the fastest bare variant of the framework.",
+        f"A {turns}-turn tool rollout ({turns - 1} tool calls, then the answer) against "
+        f"`FakeOpenAIServer` (zero generation time), {done} interleaved repetitions per variant"
+        f"{short} (shuffled order each repetition). Per rollout: wall time, and process CPU time "
+        "(less sensitive to other load on a shared machine; it includes the fake server's "
+        "thread, the same for every variant). Relative to the fastest bare variant of the "
+        "framework.",
         "",
         "| variant | median wall ms | wall IQR ms | wall vs bare | median CPU ms | CPU vs bare |",
         "|---|---|---|---|---|---|",
-        *(_row(n, times[n], cpu[n], b) for n, b in zip(names, bases, strict=True)),
+        *(
+            _row(label, times[k], cpu[k], med[BASE[k]] if k in BASE else None)
+            for k, label in LABELS.items()
+        ),
         "",
-    ]
-    s_over = med(2)[0] / s_base[0] - 1
-    a_over = med(4)[0] / a_base[0] - 1
-    verdict = "met" if max(s_over, a_over) <= 0.05 else "NOT met"
-    lines.append(
-        f"Target (adapter adds at most 5% wall time): **{verdict}** (median wall: Strands "
-        f"{s_over * 100:+.1f}%, OpenAI Agents {a_over * 100:+.1f}%). Per policy call the "
-        "adapters resolve the route, reuse a per-route client over one keep-alive connection "
-        "pool per event loop, and build the sample once at the end. The documented bare "
-        "Strands setup (`client_args`) is far slower: it builds a client, and loads the CA "
-        "bundle, for every request.",
-    )
-    lines.append(
-        "\nWhat the OpenAI Agents adapter adds, and must: every rollout has its own route (a "
+        f"Target (adapter adds at most {TARGET:.0%} wall time): **{verdict}** (median wall: "
+        + ", ".join(f"{fw} {x * 100:+.1f}%" for fw, x in over.items())
+        + "). Per policy call the adapters resolve the route, reuse a per-route client over one "
+        "keep-alive connection pool per event loop, and build the sample once at the end. The "
+        "documented bare Strands setup (`client_args`) builds a client, and loads the CA "
+        "bundle, for every request: "
+        f"{med['strands_docs'][0] / med['strands_client'][0]:.1f}x the wall time of a shared "
+        "client here.",
+        "",
+        "What the OpenAI Agents adapter adds, and must: every rollout has its own route (a "
         "per-sample URL, so the gateway records each call's token ids against its sample), "
         "hence one `AsyncOpenAI` per rollout (its OS-platform lookup, a worker-thread hop in "
         "openai, is done once per process instead) and a longer URL parsed per request; the "
@@ -203,17 +242,15 @@ def main() -> None:
         "passes equal ones); the runner carries retry settings (the gateway answers 429 while "
         "it swaps weights); the sample is built once per rollout. The gateway reads scoped "
         "path parameters without FastAPI's per-request validation. Compare the ratios, "
-        "measured in the same run, rather than the absolute times."
-    )
+        "measured in the same run, rather than the absolute times.",
+    ]
     body = "\n".join(lines)
     print(body)
-    write_section(
-        "adapters",
-        "Framework adapters: overhead per rollout",
-        body,
-        "python -m tests.benchmarks adapters",
-    )
+    sitting.write(TITLE, body)
 
 
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:] == ["render"]:
+        render()
+    else:
+        main()

@@ -13,6 +13,9 @@ between two machines with the same CPU flags (BENCHMARKS.md, trainer_real, "Zen 
 
 Rounds are interleaved (every shape and dtype once per round) and each figure is the median
 over rounds, with the spread, so a slow minute on a shared machine spreads over all of them.
+Each round's times go to ``docs/benchmarks/cpu.json`` as it ends, with the kernels oneDNN and
+MKL named; the section is rendered from that file (``python -m tests.benchmarks.bench_cpu
+render`` redoes it without measuring, marked **stale** when this file changed since).
 """
 
 from __future__ import annotations
@@ -23,13 +26,20 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from typing import Any
 
-from tests.benchmarks._report import load_average, spread, trainer_openmp, write_section
+from tests.benchmarks._report import spread, trainer_openmp
+from tests.benchmarks._stored import Sitting
 
-trainer_openmp()  # before torch loads: the kernels wait as the training worker's do
-
+NAME = "cpu"
+TITLE = "CPU kernels at SmolLM2-135M's shapes: bf16 vs fp32, 1 vs 2 threads"
+COMMAND = "python -m tests.benchmarks cpu"
+CODE = ("tests/benchmarks/bench_cpu.py",)
+"""What the section measures (its fingerprint): torch's kernels, and this file's shapes."""
 ROUNDS = int(os.environ.get("OSMOSIS_BENCH_RUNS", "5"))
+BUDGET_S = 0.15
+"""Seconds of calls each figure is the median of."""
 
 
 @dataclass(frozen=True)
@@ -69,7 +79,7 @@ def _operands(shape: Shape, dtype: object) -> Callable[[], object]:
     return lambda: torch.nn.functional.linear(x, w)
 
 
-def _seconds(fn: Callable[[], object], budget_s: float = 0.15) -> float:
+def _seconds(fn: Callable[[], object], budget_s: float = BUDGET_S) -> float:
     """Median seconds per call over ~``budget_s`` of calls (after one warm-up call)."""
     fn()
     times: list[float] = []
@@ -151,9 +161,14 @@ class Probe:
         return [shape.flops / t / 1e9 for t in self.times[(shape.label, dtype, threads)]]
 
 
-def probe(rounds: int = ROUNDS, shapes: tuple[Shape, ...] = SHAPES) -> Probe:
+def probe(
+    rounds: int = ROUNDS,
+    shapes: tuple[Shape, ...] = SHAPES,
+    on_round: Callable[[int, list[dict[str, Any]]], None] | None = None,
+) -> Probe:
     """Time every shape in fp32 and bf16 at 2 threads, and at 1 thread, ``rounds`` times,
-    interleaved."""
+    interleaved; ``on_round(round, times)`` after each round (``times``: one
+    ``{"shape", "dtype", "threads", "s"}`` per figure), so the figures are stored as they come."""
     import torch
 
     before = torch.get_num_threads()
@@ -164,13 +179,18 @@ def probe(rounds: int = ROUNDS, shapes: tuple[Shape, ...] = SHAPES) -> Probe:
     }
     times: dict[tuple[str, str, int], list[float]] = {}
     try:
-        for _ in range(rounds):
+        for r in range(rounds):
+            this_round: list[dict[str, Any]] = []
             for threads in (2, 1):
                 torch.set_num_threads(threads)
                 for s in shapes:
                     for name in ("fp32", "bf16"):
                         t = _seconds(ops[(s.label, name)])
                         times.setdefault((s.label, name, threads), []).append(t)
+                        this_round.append({"shape": s.label, "dtype": name, "threads": threads,
+                                           "s": t})
+            if on_round is not None:
+                on_round(r, this_round)
     finally:
         torch.set_num_threads(before)
     return Probe(times)
@@ -194,32 +214,59 @@ def summary(p: Probe, shapes: tuple[Shape, ...] = SHAPES) -> str:
 
 
 def main() -> None:
-    start_load = load_average()
-    isa = onednn_isa()
-    mkl = mkl_path()
-    p = probe()
+    trainer_openmp()  # first (Sitting.start loads torch): the kernels wait as the worker's do
+    sitting = Sitting.start(
+        NAME, COMMAND, CODE, rounds=ROUNDS, budget_s=BUDGET_S, shapes=[asdict(s) for s in SHAPES]
+    )
+    # What this machine's kernels are is measured too: it is stored with the times.
+    sitting.data["onednn"] = onednn_isa()
+    sitting.data["mkl"] = mkl_path()
+
+    def stored(r: int, times: list[dict[str, Any]]) -> None:
+        sitting.record({"round": r, "times": times})
+        print("round", r, "done", flush=True)
+
+    probe(on_round=stored)
+    render()
+
+
+def stored_probe(runs: list[dict[str, Any]]) -> Probe:
+    """The :class:`Probe` of stored rounds (in the order they ran)."""
+    times: dict[tuple[str, str, int], list[float]] = {}
+    for run in runs:
+        for t in run["times"]:
+            times.setdefault((t["shape"], t["dtype"], int(t["threads"])), []).append(t["s"])
+    return Probe(times)
+
+
+def render() -> None:
+    """Rewrite the section from ``docs/benchmarks/cpu.json``."""
+    sitting = Sitting.for_render(NAME, TITLE, COMMAND)
+    if sitting is None:
+        return
+    data = sitting.data
+    shapes = tuple(Shape(**s) for s in data["shapes"])
+    done = len(sitting.runs)
+    short = "" if done == data["rounds"] else f" (of {data['rounds']}: the sitting ended early)"
     body = "\n".join(
         [
-            f"oneDNN: {isa}. fp32 matmuls run through the BLAS torch was built with "
-            f"(MKL in the CPU wheels), not oneDNN; MKL's code path here: {mkl}.",
+            f"oneDNN: {data['onednn']}. fp32 matmuls run through the BLAS torch was built with "
+            f"(MKL in the CPU wheels), not oneDNN; MKL's code path here: {data['mkl']}.",
             "",
-            f"Median [min-max] over {ROUNDS} interleaved rounds; each figure is the median of "
-            "~0.15 s of calls. 'fp32 / bf16 time' above 1: bf16 is faster (native kernels); "
-            "'speedup 2 / 1 threads' near 2: two real cores, near 1: one core's hyper-threads "
-            "(or a busy machine: see the load average).",
+            f"Median [min-max] over {done} interleaved rounds{short}; each figure is the "
+            f"median of ~{data['budget_s']:g} s of calls. 'fp32 / bf16 time' above 1: bf16 is "
+            "faster (native kernels); 'speedup 2 / 1 threads' near 2: two real cores, near 1: "
+            "one core's hyper-threads (or a busy machine: see the load average).",
             "",
-            summary(p),
+            summary(stored_probe(sitting.runs), shapes),
         ]
     )
     print(body, flush=True)
-    write_section(
-        "cpu",
-        "CPU kernels at SmolLM2-135M's shapes: bf16 vs fp32, 1 vs 2 threads",
-        body,
-        "python -m tests.benchmarks cpu",
-        load_at_start=start_load,
-    )
+    sitting.write(TITLE, body)
 
 
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:] == ["render"]:
+        render()
+    else:
+        main()

@@ -9,6 +9,10 @@ served in process by osmosis's HF engine (offline, CPU). Three passes over the s
 
 Then prompt injection (``_injection.py``): bad answers graded clean and with an
 injected plea or forged verdict, under the raw-paste prompt of before and the tagged prompt of now.
+
+Each pass's counts go to ``docs/benchmarks/judge.json`` as it ends (the injection's scores
+too) and the section is rendered from that file (``python -m tests.benchmarks.bench_judge
+render`` redoes it without measuring, marked **stale** when the measured code changed since).
 """
 
 from __future__ import annotations
@@ -16,17 +20,35 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from osmosis_ai.grading import JudgeCache, JudgeModel, RubricJudge
 from osmosis_ai.grading._answers import judge_answers
 from tests.benchmarks._injection import RUBRIC, TOPICS, injection_section, measure_injection
-from tests.benchmarks._report import load_note, write_section
+from tests.benchmarks._report import load_note
+from tests.benchmarks._stored import Sitting
 
+NAME = "judge"
+TITLE = "LLM judge: calls/s and cache hit rate (local judge)"
+COMMAND = "python -m tests.benchmarks judge"
+CODE = (
+    "core/osmosis_ai/grading",
+    "tests/benchmarks/_injection.py",
+    "tests/benchmarks/bench_judge.py",
+)
+"""What the section measures (its fingerprint): the grading package, and the injection cases
+and the raw-paste prompt the tagged one is compared with."""
 N_SAMPLES = 100
 SERIAL_SAMPLES = 16
+CONCURRENT = 8
+MAX_TOKENS = 48
+SPEEDUP_PAYS = 1.1
+"""Concurrent calls pay when they reach this many times the rate of one call at a time."""
+PASSES = ("first", "second", "serial")
 STYLES = [
     "Tap '{b}' in Settings.",
     "Go to the menu and press '{b}', then confirm.",
@@ -52,62 +74,75 @@ def _dataset(path: Path) -> Path:
 
 
 async def _pass(data: Path, judge: RubricJudge, limit: int | None = None) -> dict[str, float]:
+    """One pass's raw counts: rates are the renderer's to compute."""
     before = judge.usage.model_copy()
     hits0, miss0 = (judge.cache.hits, judge.cache.misses) if judge.cache else (0, 0)
     t0 = time.perf_counter()
     result = await judge_answers(data, judge, limit=limit)
     wall = time.perf_counter() - t0
-    calls = judge.usage.calls - before.calls
     hits = (judge.cache.hits - hits0) if judge.cache else 0
-    lookups = hits + ((judge.cache.misses - miss0) if judge.cache else 0)
     return {
-        "samples": float(len(result.records)),
+        "samples": len(result.records),
         "wall_s": wall,
-        "calls": float(calls),
-        "calls_per_s": calls / wall if calls else 0.0,
-        "samples_per_s": len(result.records) / wall,
-        "hit_rate": hits / lookups if lookups else 0.0,
-        "failed": float(result.summary.failed),
-        "prompt_tokens": float(result.usage.prompt_tokens),
-        "completion_tokens": float(result.usage.completion_tokens),
-        "retries": float(result.usage.retries),
+        "calls": judge.usage.calls - before.calls,
+        "hits": hits,
+        "lookups": hits + ((judge.cache.misses - miss0) if judge.cache else 0),
+        "failed": result.summary.failed,
+        "prompt_tokens": result.usage.prompt_tokens,
+        "completion_tokens": result.usage.completion_tokens,
+        "retries": result.usage.retries,
     }
 
 
-async def _run(data: Path) -> tuple[float, dict[str, dict[str, float]]]:
+async def _run(data: Path, sitting: Sitting) -> None:
     model = JudgeModel("embedded")
     t0 = time.perf_counter()
     await model.chat([{"role": "user", "content": "Hi"}], max_tokens=1)  # load the model
-    load_s = time.perf_counter() - t0
+    sitting.data["model_load_s"] = time.perf_counter() - t0  # stored with the first pass
     try:
-        judge = RubricJudge(RUBRIC, model=model, max_tokens=48, max_concurrent=8)
-        first = await _pass(data, judge)
-        second = await _pass(data, judge)
+        judge = RubricJudge(RUBRIC, model=model, max_tokens=MAX_TOKENS, max_concurrent=CONCURRENT)
+        sitting.record({"pass": "first", **await _pass(data, judge)})
+        sitting.record({"pass": "second", **await _pass(data, judge)})
         serial_judge = RubricJudge(
-            RUBRIC, model=model, max_tokens=48, max_concurrent=1, cache=JudgeCache()
+            RUBRIC, model=model, max_tokens=MAX_TOKENS, max_concurrent=1, cache=JudgeCache()
         )
-        serial = await _pass(data, serial_judge, limit=SERIAL_SAMPLES)
-        injection = await measure_injection(model)
+        sitting.record({"pass": "serial", **await _pass(data, serial_judge, limit=SERIAL_SAMPLES)})
+        sitting.record({"pass": "injection", "scores": await measure_injection(model)})
     finally:
         await model.aclose()
-    return load_s, {"first": first, "second": second, "serial": serial, **injection}
 
 
-def _row(name: str, r: dict[str, float]) -> str:
+def main() -> None:
+    load_before = os.getloadavg()[0]  # before this process's own work: was the machine quiet?
+    sitting = Sitting.start(
+        NAME, COMMAND, CODE, samples=N_SAMPLES, serial_samples=SERIAL_SAMPLES,
+        concurrent=CONCURRENT, max_tokens=MAX_TOKENS, load_1min_before=load_before,
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        asyncio.run(_run(_dataset(Path(tmp) / "answers.jsonl"), sitting))
+    render()
+
+
+def _rate(n: float, wall: float) -> float:
+    return n / wall if wall else 0.0
+
+
+def _row(name: str, r: dict[str, Any]) -> str:
     calls = r["calls"]
     tokens = (
         f"{r['prompt_tokens'] / calls:.0f} + {r['completion_tokens'] / calls:.0f}" if calls else "-"
     )
     wall = f"{r['wall_s']:.1f} s" if r["wall_s"] >= 1 else f"{r['wall_s'] * 1000:.0f} ms"
+    hit_rate = r["hits"] / r["lookups"] if r["lookups"] else 0.0
     return (
         f"| {name} | {r['samples']:.0f} | {calls:.0f} ({r['retries']:.0f} retries) | {tokens} | "
-        f"{wall} | {r['calls_per_s']:.2f} | {r['samples_per_s']:.2f} | "
-        f"{r['hit_rate'] * 100:.0f}% | {r['failed']:.0f} |"
+        f"{wall} | {_rate(calls, r['wall_s']):.2f} | {_rate(r['samples'], r['wall_s']):.2f} | "
+        f"{hit_rate * 100:.0f}% | {r['failed']:.0f} |"
     )
 
 
 def _concurrency_verdict(speedup: float) -> str:
-    if speedup >= 1.1:
+    if speedup >= SPEEDUP_PAYS:
         return f"{speedup:.1f}x the rate with one call at a time (the engine batches them)"
     return (
         f"{speedup:.2f}x the rate with one call at a time: concurrency did not pay for this "
@@ -117,48 +152,71 @@ def _concurrency_verdict(speedup: float) -> str:
     )
 
 
-def _load(avg: tuple[float, float, float]) -> str:
-    return " / ".join(f"{x:.1f}" for x in avg) + " (1 / 5 / 15 min)"
-
-
-def main() -> None:
-    load_at_start = os.getloadavg()
-    with tempfile.TemporaryDirectory() as tmp:
-        load_s, r = asyncio.run(_run(_dataset(Path(tmp) / "answers.jsonl")))
-    load_at_end = os.getloadavg()
-    first, second, serial = r["first"], r["second"], r["serial"]
-    speedup = first["calls_per_s"] / serial["calls_per_s"] if serial["calls_per_s"] else 0.0
+def render() -> None:
+    """Rewrite the section from ``docs/benchmarks/judge.json``."""
+    sitting = Sitting.for_render(NAME, TITLE, COMMAND)
+    if sitting is None:
+        return
+    data = sitting.data
+    passes = {run["pass"]: run for run in sitting.runs}
+    labels = {
+        "first": f"1: first grading, {data['concurrent']} calls in flight",
+        "second": "2: the same eval re-graded",
+        "serial": f"3: first {data['serial_samples']}, 1 call in flight",
+    }
+    table = "\n".join(_row(labels[key], passes[key]) for key in PASSES if key in passes)
+    missing = [labels[key] for key in PASSES if key not in passes]
+    if missing:
+        table += f"\n\nNot measured (the sitting ended before): {'; '.join(missing)}."
+    findings: list[str] = []
+    first, second, serial = (passes.get(k) for k in PASSES)
+    if first is not None:
+        rate = _rate(first["calls"], first["wall_s"])
+        line = f"- **Judge throughput: {rate:.2f} calls/s** with {data['concurrent']} calls in flight"
+        if serial is not None:
+            serial_rate = _rate(serial["calls"], serial["wall_s"])
+            speedup = rate / serial_rate if serial_rate else 0.0
+            line += f",\n  {_concurrency_verdict(speedup)}"
+        findings.append(line + ".")
+        if second is not None:
+            hit = [p["hits"] / p["lookups"] if p["lookups"] else 0.0 for p in (first, second)]
+            findings.append(
+                f"- **Cache hit rate: {hit[0] * 100:.0f}% on the first pass (all answers "
+                f"distinct),\n  {hit[1] * 100:.0f}% when the same samples are graded again**, "
+                f"which then takes\n  {second['wall_s'] * 1000:.0f} ms instead of "
+                f"{first['wall_s']:.0f} s and makes "
+                + (f"{second['calls']:.0f} judge call(s)." if second["calls"] else "no judge call.")
+            )
+        findings.append(
+            f"- {first['failed']:.0f} of {first['samples']:.0f} judgements failed (a failure is "
+            "an answer the judge\n  never wrote as valid JSON after 2 retries; it is recorded "
+            "with the raw reply, not scored)."
+        )
+    injection = (
+        injection_section(passes["injection"]["scores"])
+        if "injection" in passes
+        else "Prompt injection: not measured (the sitting ended before it)."
+    )
     body = f"""
-`osmosis eval rubric` as a library (`judge_answers`) over {N_SAMPLES} distinct support replies,
-judged by the embedded SmolLM2-135M-Instruct (in-process HF engine, CPU, JSON mode with two
-worked examples, greedy, at most 48 tokens per answer). Model load: {load_s:.1f} s (not counted).
-{load_note(load_at_start[0])} Load average at the start
-{_load(load_at_start)}, at the end {_load(load_at_end)}.
+`osmosis eval rubric` as a library (`judge_answers`) over {data['samples']} distinct support
+replies, judged by the embedded SmolLM2-135M-Instruct (in-process HF engine, CPU, JSON mode with
+two worked examples, greedy, at most {data['max_tokens']} tokens per answer). Model load:
+{data['model_load_s']:.1f} s (not counted). {load_note(data['load_1min_before'])}
 
 | pass | samples | judge calls | tokens per call (prompt + completion) | wall | calls/s | samples/s | cache hits | failed |
 |---|---|---|---|---|---|---|---|---|
-{_row("1: first grading, 8 calls in flight", first)}
-{_row("2: the same eval re-graded", second)}
-{_row(f"3: first {SERIAL_SAMPLES}, 1 call in flight", serial)}
+{table}
 
-- **Judge throughput: {first["calls_per_s"]:.2f} calls/s** with 8 calls in flight,
-  {_concurrency_verdict(speedup)}.
-- **Cache hit rate: {first["hit_rate"] * 100:.0f}% on the first pass (all answers distinct),
-  {second["hit_rate"] * 100:.0f}% when the same samples are graded again**, which then takes
-  {second["wall_s"] * 1000:.0f} ms instead of {first["wall_s"]:.0f} s and makes no judge call.
-- {first["failed"]:.0f} of {first["samples"]:.0f} judgements failed (a failure is an answer the judge
-  never wrote as valid JSON after 2 retries; it is recorded with the raw reply, not scored).
+{chr(10).join(findings)}
 
-{injection_section(r)}
+{injection}
 """
     print(body)
-    write_section(
-        "judge",
-        "LLM judge: calls/s and cache hit rate (local judge)",
-        body,
-        "python -m tests.benchmarks judge",
-    )
+    sitting.write(TITLE, body)
 
 
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:] == ["render"]:
+        render()
+    else:
+        main()

@@ -13,7 +13,10 @@ request (4 per conversation, prompts growing over the turns), all sent at once t
 SmolLM2-135M-Instruct in the precision training serves it (``dtype = "auto"``); ``ROUNDS``
 interleaved rounds, the order alternating.
 
-Run: ``python -m tests.benchmarks prompt_head``.
+Run: ``python -m tests.benchmarks prompt_head``; each run goes to
+``docs/benchmarks/prompt_head.json`` as it ends and the section is rendered from that file
+(``python -m tests.benchmarks.bench_prompt_head render`` redoes it without measuring, marked
+**stale** when the measured code changed since).
 """
 
 from __future__ import annotations
@@ -21,16 +24,29 @@ from __future__ import annotations
 import asyncio
 import json
 import statistics
+import sys
 import time
 from typing import Any
 
-from tests.benchmarks._report import ROOT, load_average, spread, write_section
+from tests.benchmarks._report import ROOT, spread
+from tests.benchmarks._stored import Sitting
 
+NAME = "prompt_head"
+TITLE = "HF engine: a shared prompt head against whole-prompt prefill (real model)"
+COMMAND = "python -m tests.benchmarks prompt_head"
+CODE = ("trainer/osmosis_trainer/engines", "tests/benchmarks/bench_prompt_head.py")
+"""What the section measures (its fingerprint)."""
 ROUNDS = 3
 CONVERSATIONS = 16
 MAX_TOKENS = 32
 BATCH = 32
+MIN_ROUNDS = 3
+"""A keep/remove verdict needs at least this many paired rounds."""
 DEMOS = ROOT / "templates" / "strands" / "demos.jsonl"
+_LABELS = {
+    True: "shared prompt head (`share_prompt_head=True`, the default)",
+    False: "whole prompt per request (transformers' forward, no shared cache)",
+}
 
 
 def requests() -> list[Any]:
@@ -38,7 +54,7 @@ def requests() -> list[Any]:
     from osmosis_ai.serving import GenerationRequest
 
     demos = [json.loads(line) for line in DEMOS.read_text().splitlines() if line.strip()]
-    out = []
+    out: list[Any] = []
     for c in range(CONVERSATIONS):
         first, second = demos[2 * c], demos[2 * c + 1]
         messages = first["messages"] + second["messages"][1:]  # one system prompt
@@ -51,13 +67,16 @@ def requests() -> list[Any]:
     return out
 
 
-async def _serve(engine: Any, reqs: list[Any]) -> tuple[float, int, int]:
+async def _serve(engine: Any, reqs: list[Any]) -> dict[str, float]:
     """Wall seconds for all requests, their prompt tokens and their completion tokens."""
     t0 = time.perf_counter()
     results = await asyncio.gather(*(engine.generate(r) for r in reqs))
     wall = time.perf_counter() - t0
-    return (wall, sum(r.prompt_tokens for r in results),
-            sum(r.completion_tokens for r in results))
+    return {
+        "wall_s": wall,
+        "prompt_tokens": sum(r.prompt_tokens for r in results),
+        "completion_tokens": sum(r.completion_tokens for r in results),
+    }
 
 
 def main() -> None:
@@ -67,10 +86,11 @@ def main() -> None:
     from osmosis_trainer.models import load_model, training_dtype
 
     torch.manual_seed(0)
-    load_at_start = load_average()
-    loaded = load_model("embedded", dtype=training_dtype("auto", "cpu"))
+    dtype = training_dtype("auto", "cpu")
     reqs = requests()
-    runs: dict[bool, list[tuple[float, int, int]]] = {True: [], False: []}
+    sitting = Sitting.start(NAME, COMMAND, CODE, rounds=ROUNDS, conversations=CONVERSATIONS,
+                            requests=len(reqs), max_tokens=MAX_TOKENS, batch=BATCH, dtype=dtype)
+    loaded = load_model("embedded", dtype=dtype)
 
     def engine(head: bool) -> Any:  # a fresh engine per run: no head learned before it
         return HFEngine(loaded, device="cpu", max_batch_size=BATCH, seed=0, copy_model=True,
@@ -84,42 +104,63 @@ def main() -> None:
         for r in range(ROUNDS):
             for head in ((True, False) if r % 2 == 0 else (False, True)):
                 eng = engine(head)
-                runs[head].append(await _serve(eng, reqs))
+                result = await _serve(eng, reqs)
                 await eng.close()
-                print("head" if head else "plain", r, runs[head][-1], flush=True)
+                sitting.record({"head": head, "round": r, **result})
+                print("head" if head else "plain", r, result, flush=True)
 
     asyncio.run(measure())
-    walls = {h: [w for w, _, _ in v] for h, v in runs.items()}
-    ratio = [p / h for h, p in zip(walls[True], walls[False], strict=True)]
-    prompt_tokens = runs[False][0][1]
-    completion = {h: statistics.median(c for _, _, c in v) for h, v in runs.items()}
-    gain = 1 - 1 / statistics.median(ratio)
-    verdict = "pays (>= 10 %)" if gain >= 0.10 else "does NOT pay (< 10 %): remove it"
+    render()
+
+
+def render() -> None:
+    """Rewrite the section from ``docs/benchmarks/prompt_head.json``."""
+    sitting = Sitting.for_render(NAME, TITLE, COMMAND)
+    if sitting is None:
+        return
+    data = sitting.data
+    runs: dict[bool, dict[int, dict[str, Any]]] = {True: {}, False: {}}
+    for run in sitting.runs:
+        runs[bool(run["head"])][int(run["round"])] = run
+    paired = sorted(set(runs[True]) & set(runs[False]))
+    ratio = [runs[False][r]["wall_s"] / runs[True][r]["wall_s"] for r in paired]
+    if len(ratio) >= MIN_ROUNDS:
+        gain = 1 - 1 / statistics.median(ratio)
+        verdict = f"the head saves {gain:.0%} of the wall time: " + (
+            "pays (>= 10 %)" if gain >= 0.10 else "does NOT pay (< 10 %): remove it"
+        )
+    else:
+        verdict = f"{len(ratio)} paired round(s): no verdict below {MIN_ROUNDS}"
+    # Every request's whole prompt, as the plain rows count it (the head changes what is
+    # computed, not the prompt).
+    prompt = [r["prompt_tokens"] for r in runs[False].values()] or [
+        r["prompt_tokens"] for r in runs[True].values()
+    ]
+    rows = "".join(
+        f"| {_LABELS[head]} | {spread([r['wall_s'] for r in v.values()])} "
+        f"| {statistics.median(r['completion_tokens'] for r in v.values()):.0f} |\n"
+        for head, v in runs.items() if v
+    )
     body = (
-        f"{len(reqs)} requests ({CONVERSATIONS} two-question tool-call conversations from the "
-        f"strands template's demonstrations, one request per assistant turn, {prompt_tokens} "
-        f"prompt tokens in all), sent at once to an HF engine of {BATCH} rows; seeded sampling, "
-        f"temperature 1.0, up to {MAX_TOKENS} new tokens; embedded SmolLM2-135M-Instruct in "
-        f"`dtype = \"auto\"` ({training_dtype('auto', 'cpu')} here). {ROUNDS} interleaved "
-        "rounds, the order alternating; each run is a fresh engine that learns the head anew.\n\n"
+        f"{data['requests']} requests ({data['conversations']} two-question tool-call "
+        "conversations from the strands template's demonstrations, one request per assistant "
+        f"turn, {statistics.median(prompt):.0f} prompt tokens in all), sent at once to an HF "
+        f"engine of {data['batch']} rows; seeded sampling, temperature 1.0, up to "
+        f"{data['max_tokens']} new tokens; embedded SmolLM2-135M-Instruct in "
+        f"`dtype = \"auto\"` ({data['dtype']} here). {len(paired)} interleaved rounds, the "
+        "order alternating; each run is a fresh engine that learns the head anew.\n\n"
         "| prefill | wall s (median [min-max]) | completion tokens (median) |\n|---|---|---|\n"
-        f"| shared prompt head (`share_prompt_head=True`, the default) | {spread(walls[True])} "
-        f"| {completion[True]:.0f} |\n"
-        f"| whole prompt per request (transformers' forward, no shared cache) "
-        f"| {spread(walls[False])} | {completion[False]:.0f} |\n\n"
-        f"plain / head wall, paired by round: {', '.join(f'{x:.2f}x' for x in ratio)}; the head "
-        f"saves {gain:.0%} of the wall time: {verdict}. The quick start's own effect is in "
-        "section `learning` (its RL steps are rollouts of exactly this shape).\n"
+        + rows + "\n"
+        f"plain / head wall, paired by round: {', '.join(f'{x:.2f}x' for x in ratio)}; "
+        f"{verdict}. The quick start's own effect is in section `learning` (its RL steps are "
+        "rollouts of exactly this shape).\n"
     )
     print(body, flush=True)
-    write_section(
-        "prompt_head",
-        "HF engine: a shared prompt head against whole-prompt prefill (real model)",
-        body,
-        "python -m tests.benchmarks prompt_head",
-        load_at_start=load_at_start,
-    )
+    sitting.write(TITLE, body)
 
 
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:] == ["render"]:
+        render()
+    else:
+        main()

@@ -12,37 +12,58 @@ at the template's lr, the embedded SmolLM2-135M-Instruct in the precision traini
 (``dtype = "auto"``). ``ROUNDS`` interleaved rounds, the order alternating; each run starts
 from the same fresh adapter.
 
-Run: ``python -m tests.benchmarks warm_start``.
+Run: ``python -m tests.benchmarks warm_start``; each run goes to
+``docs/benchmarks/warm_start.json`` as it ends and the section is rendered from that file
+(``python -m tests.benchmarks.bench_warm_start render`` redoes it without measuring, marked
+**stale** when the measured code changed since).
 """
 
 from __future__ import annotations
 
 import statistics
+import sys
 import time
 from typing import Any
 
-from tests.benchmarks._report import ROOT, load_average, spread, trainer_openmp, write_section
+from tests.benchmarks._report import ROOT, spread, trainer_openmp
+from tests.benchmarks._stored import Sitting
 
-trainer_openmp()  # as the training worker runs (before torch loads)
-
+NAME = "warm_start"
+TITLE = "Warm start: the demonstrations' shared head against the plain forward (real model)"
+COMMAND = "python -m tests.benchmarks warm_start"
+CODE = (
+    "trainer/osmosis_trainer/warm_start",
+    "trainer/osmosis_trainer/loop/_prefix.py",
+    "tests/benchmarks/bench_warm_start.py",
+)
+"""What the section measures (its fingerprint)."""
 ROUNDS = 3
 STEPS = 4
 BATCH = 8
 BUDGET = 2048  # the quick start's [algorithm] micro_batch_tokens
+RANK = 8
+ALPHA = 16
+LR = 1e-3
+MIN_ROUNDS = 3
+"""A keep/remove verdict needs at least this many paired rounds."""
 DEMOS = ROOT / "templates" / "strands" / "demos.jsonl"
+_LABELS = {
+    True: "shared head run once per micro-batch (`share_prompt_prefix = true`, the default)",
+    False: "every demonstration whole (transformers' forward)",
+}
 
 
-def _run(loaded: Any, demos: list[Any], share: bool) -> tuple[float, list[float]]:
-    """Seconds per step (median of ``STEPS``) and the losses, from a fresh adapter."""
+def _run(loaded: Any, demos: list[Any], share: bool) -> tuple[list[float], list[float]]:
+    """Seconds of each of ``STEPS`` steps and their losses, from a fresh adapter."""
     import torch
 
     from osmosis_trainer.loop._optim import build_optimizer
     from osmosis_trainer.loop._policy import attach_lora
     from osmosis_trainer.warm_start._phase import WarmStartSettings, _sequences, warm_update
 
-    model = attach_lora(loaded.model, r=8, alpha=16, dropout=0.0, target_modules="all-linear",
-                        seed=0)
-    settings = WarmStartSettings(epochs=1, lr=1e-3, batch_size=BATCH, micro_batch_tokens=BUDGET,
+    model = attach_lora(loaded.model, r=RANK, alpha=ALPHA, dropout=0.0,
+                        target_modules="all-linear", seed=0)
+    settings = WarmStartSettings(epochs=1, lr=LR, batch_size=BATCH, micro_batch_tokens=BUDGET,
                                  pad_id=int(loaded.tokenizer.pad_token_id), share_prefix=share)
     optimizer = build_optimizer(model, lr=settings.lr, weight_decay=0.0)
     times, losses = [], []
@@ -55,10 +76,11 @@ def _run(loaded: Any, demos: list[Any], share: bool) -> tuple[float, list[float]
     model.unload()  # the base model back, for the next run's fresh adapter
     del optimizer
     torch.manual_seed(0)
-    return statistics.median(times), losses
+    return times, losses
 
 
 def main() -> None:
+    trainer_openmp()  # as the training worker runs (first: Sitting.start loads torch)
     import torch
 
     from osmosis_ai.data import load_demonstrations
@@ -66,51 +88,77 @@ def main() -> None:
     from osmosis_trainer.warm_start._render import WarmStartRenderer, eos_token_ids
 
     torch.manual_seed(0)
-    load_at_start = load_average()
     dtype = training_dtype("auto", "cpu")
+    sitting = Sitting.start(NAME, COMMAND, CODE, rounds=ROUNDS, steps=STEPS, batch=BATCH,
+                            budget=BUDGET, rank=RANK, lr=LR, dtype=str(dtype))
     loaded = load_model("embedded", dtype=dtype)
     rows, _ = load_demonstrations(DEMOS)
     renderer = WarmStartRenderer(loaded.tokenizer, eos_token_ids(loaded.model, loaded.tokenizer))
     demos = renderer.render_all(rows, max_tokens=4096).demos
-    tokens = statistics.mean(d.tokens for d in demos)
-    trained = statistics.mean(d.trained_tokens for d in demos)
+    # The workload's size is a fact of the rendered demonstrations: stored with the runs.
+    sitting.data["tokens_mean"] = statistics.mean(d.tokens for d in demos)
+    sitting.data["trained_mean"] = statistics.mean(d.trained_tokens for d in demos)
     _run(loaded, demos, True)  # warm-up: first-call allocations and kernels
-    runs: dict[bool, list[float]] = {True: [], False: []}
-    losses: dict[bool, list[float]] = {}
     for r in range(ROUNDS):
         for share in ((True, False) if r % 2 == 0 else (False, True)):
-            seconds, losses[share] = _run(loaded, demos, share)
-            runs[share].append(seconds)
-            print("shared" if share else "plain", r, round(seconds, 2), flush=True)
-    ratio = [p / s for s, p in zip(runs[True], runs[False], strict=True)]
-    gain = 1 - 1 / statistics.median(ratio)
-    verdict = "pays (>= 10 %)" if gain >= 0.10 else "does NOT pay (< 10 %): remove it"
-    drift = max(abs(a - b) for a, b in zip(losses[True], losses[False], strict=True))
+            times, losses = _run(loaded, demos, share)
+            sitting.record({"share": share, "round": r, "step_s": times, "losses": losses})
+            print("shared" if share else "plain", r, round(statistics.median(times), 2),
+                  flush=True)
+    render()
+
+
+def render() -> None:
+    """Rewrite the section from ``docs/benchmarks/warm_start.json``."""
+    sitting = Sitting.for_render(NAME, TITLE, COMMAND)
+    if sitting is None:
+        return
+    data = sitting.data
+    # A run's figure is the median of its steps; runs are paired by the round they ran in.
+    step: dict[bool, dict[int, float]] = {True: {}, False: {}}
+    losses: dict[bool, dict[int, list[float]]] = {True: {}, False: {}}
+    for run in sitting.runs:
+        share, r = bool(run["share"]), int(run["round"])
+        step[share][r] = statistics.median(run["step_s"])
+        losses[share][r] = run["losses"]
+    paired = sorted(set(step[True]) & set(step[False]))
+    ratio = [step[False][r] / step[True][r] for r in paired]
+    if len(ratio) >= MIN_ROUNDS:
+        gain = 1 - 1 / statistics.median(ratio)
+        verdict = f"the shared head saves {gain:.0%} of the step: " + (
+            "pays (>= 10 %)" if gain >= 0.10 else "does NOT pay (< 10 %): remove it"
+        )
+    else:
+        verdict = f"{len(ratio)} paired round(s): no verdict below {MIN_ROUNDS}"
+    drift = max(
+        (abs(a - b) for r in paired
+         for a, b in zip(losses[True][r], losses[False][r], strict=True)),
+        default=float("nan"),
+    )
+    rows = "".join(
+        f"| {_LABELS[share]} | {spread(list(step[share].values()))} |\n" for share in (True, False)
+    )
     body = (
-        f"Warm-start steps of {BATCH} demonstrations (the strands template's, rendered as the "
-        f"warm start renders them: {tokens:.0f} tokens each on average, {trained:.0f} of them "
-        f"trained), {STEPS} steps per run from a fresh LoRA adapter (r 8, all linear layers), "
-        f"AdamW lr 1e-3, micro-batches of at most {BUDGET} padded tokens; embedded "
-        f"SmolLM2-135M-Instruct in `dtype = \"auto\"` ({dtype} here). {ROUNDS} interleaved "
-        "rounds, the order alternating.\n\n"
+        f"Warm-start steps of {data['batch']} demonstrations (the strands template's, rendered "
+        f"as the warm start renders them: {data['tokens_mean']:.0f} tokens each on average, "
+        f"{data['trained_mean']:.0f} of them trained), {data['steps']} steps per run from a "
+        f"fresh LoRA adapter (r {data['rank']}, all linear layers), AdamW lr {data['lr']:g}, "
+        f"micro-batches of at most {data['budget']} padded tokens; embedded "
+        f"SmolLM2-135M-Instruct in `dtype = \"auto\"` ({data['dtype']} here). "
+        f"{len(paired)} interleaved rounds, the order alternating.\n\n"
         "| forward | s per step (median of a run; median [min-max] of runs) |\n|---|---|\n"
-        f"| shared head run once per micro-batch (`share_prompt_prefix = true`, the default) "
-        f"| {spread(runs[True])} |\n"
-        f"| every demonstration whole (transformers' forward) | {spread(runs[False])} |\n\n"
-        f"plain / shared, paired by round: {', '.join(f'{x:.2f}x' for x in ratio)}; the shared "
-        f"head saves {gain:.0%} of the step: {verdict}. Largest loss difference between the "
-        f"two over the run's steps: {drift:.1e} (float rounding; the unit test "
-        "`tests/trainer/warm_start/test_phase.py` checks equal updates).\n"
+        + rows + "\n"
+        f"plain / shared, paired by round: {', '.join(f'{x:.2f}x' for x in ratio)}; {verdict}. "
+        f"Largest loss difference between the two over the runs' steps: {drift:.1e} (float "
+        "rounding; the unit test `tests/trainer/warm_start/test_phase.py` checks equal "
+        "updates).\n"
     )
     print(body, flush=True)
-    write_section(
-        "warm_start",
-        "Warm start: the demonstrations' shared head against the plain forward (real model)",
-        body,
-        "python -m tests.benchmarks warm_start",
-        load_at_start=load_at_start,
-    )
+    sitting.write(TITLE, body)
 
 
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:] == ["render"]:
+        render()
+    else:
+        main()
