@@ -25,21 +25,17 @@ SELF_MARKED = frozenset(
     {
         "trainer_real", "merge", "learning", "learning_search", "gpu", "turn_cache",
         "heldout_files", "hostile", "gateway", "runner", "remote", "engine", "startup",
+        "adapters", "cpu", "judge", "prompt_head", "warm_start",
     }
 )
 """Benchmarks that compare fingerprints of their own stored results (``learning_search``
 writes a table of the ``learning`` section)."""
 
 CODE: Mapping[str, tuple[str, ...]] = {
-    "adapters": ("osmosis_integrations",),
     "eval": ("core/osmosis_ai/eval", "trainer/osmosis_trainer/engines"),
     "trainer": ("trainer/osmosis_trainer", "core/osmosis_ai/serving", "core/osmosis_ai/rollout"),
-    "judge": ("core/osmosis_ai/grading",),
     "batching": ("trainer/osmosis_trainer/engines",),
     "ray": ("trainer/osmosis_trainer/distributed", "core/osmosis_ai/rollout"),
-    "cpu": (),  # torch's kernels only
-    "prompt_head": ("trainer/osmosis_trainer/engines",),
-    "warm_start": ("trainer/osmosis_trainer/warm_start", "trainer/osmosis_trainer/loop/_prefix.py"),
 }
 """What each section measures besides its own ``tests/benchmarks/bench_<name>.py``."""
 
