@@ -71,7 +71,9 @@ async def _ours(engine: HFEngine | VLLMEngine, concurrency: int, n: int) -> tupl
         nonlocal tokens
         while queue:
             i = queue.pop()
-            req = GenerationRequest(messages=_messages(i), max_tokens=NEW_TOKENS, seed=i)  # type: ignore[arg-type]
+            req = GenerationRequest(
+                messages=_messages(i), max_tokens=NEW_TOKENS, seed=i  # type: ignore[arg-type]
+            )
             result = await engine.generate(req)  # (not `tokens += await ...`: a lost update)
             tokens += result.completion_tokens
 
@@ -270,7 +272,9 @@ def render() -> None:
             "folder) serves them too, through osmosis's `VLLMEngine` client, as the reference."
         )
     elif data.get("vllm"):
-        vllm_note = f"vLLM ({data['vllm']}) was to serve them too, but this sitting stored no vLLM run."
+        vllm_note = (
+            f"vLLM ({data['vllm']}) was to serve them too; this sitting stored no vLLM run."
+        )
     else:
         vllm_note = (
             "vLLM-CPU as a third reference was not run in this sitting (set "

@@ -112,6 +112,7 @@ def render() -> None:
     reward = s["reward"]
     mean = "-" if reward.get("mean") is None else f"{reward['mean']:.3f}"
     pass_rate = "-" if s.get("pass_rate") is None else f"{s['pass_rate'] * 100:.0f}%"
+    latency = " / ".join(_s(lat.get(k)) for k in ("mean", "p50", "p95", "max"))
     failures = ", ".join(f"{k} {v}" for k, v in s["failures_by_reason"].items()) or "none"
     after = "-" if s.get("wall_time_s") is None else f"{s['wall_time_s']:.1f} s"
     how = {"flag": "`--concurrency`", "config": "the eval config's", "default": "the default"}[
@@ -132,7 +133,7 @@ gateway, CPU), concurrency {r["concurrency"]} ({how}), `max_tokens` {r["max_toke
 | failures by reason | {failures} |
 | mean reward / pass rate | {mean} / {pass_rate} |
 | tokens (prompt + completion) | {s["prompt_tokens"]} + {s["completion_tokens"]} |
-| rollout latency mean / p50 / p95 / max | {_s(lat.get("mean"))} / {_s(lat.get("p50"))} / {_s(lat.get("p95"))} / {_s(lat.get("max"))} s |
+| rollout latency mean / p50 / p95 / max | {latency} s |
 | 1-min load average at start / end | {r["load_start"]:.2f} / {r["load_end"]:.2f} |
 
 The load average shows how much other work shared the machine's cores during the run.

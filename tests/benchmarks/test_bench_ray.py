@@ -27,7 +27,9 @@ def _render(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, data: dict[str, Any
 
 def _sitting(four_workers: float) -> dict[str, Any]:
     """1 worker at 2.5 rollouts/s, 2 at 5.0, 4 at ``four_workers``."""
-    def rollouts(io_s: float, backend: str, workers: int | None, n: int, rate: float) -> dict[str, Any]:
+    def rollouts(
+        io_s: float, backend: str, workers: int | None, n: int, rate: float
+    ) -> dict[str, Any]:
         return {"part": "rollouts", "io_s": io_s, "backend": backend, "workers": workers,
                 "rollouts": n, "ok": n, "rollouts_per_s": rate, "load": 1.0}
 
