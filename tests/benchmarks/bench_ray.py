@@ -15,6 +15,9 @@ call over HTTP and is graded by the driver's runner.
   workers), median step and rollout-phase time over steps 2-4 (step 1 includes start-up).
 - Adapter sync: a rank-8 adapter of a tiny model shipped to 2 engine actors
   (``RayEnginePool.load_adapter``: object store, load, version confirmed), median of rounds.
+
+Each measurement goes to ``docs/benchmarks/ray.json`` as it ends and the section is rendered
+from that file (``python -m tests.benchmarks.bench_ray render`` redoes it without measuring).
 """
 
 from __future__ import annotations
@@ -22,22 +25,41 @@ from __future__ import annotations
 import asyncio
 import logging
 import statistics
+import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from osmosis_ai.data import DatasetRow
 from osmosis_ai.rollout.running import LocalBackend, RolloutRunner, load_entrypoint
 from osmosis_ai.testing import FakeOpenAIServer
+from tests.benchmarks._stored import Sitting
 
-from ._report import write_section
-
+NAME = "ray"
+TITLE = "Ray rollout workers: scaling and overhead"
+COMMAND = "python -m tests.benchmarks ray"
+CODE = (
+    "trainer/osmosis_trainer/distributed",
+    "core/osmosis_ai/rollout",
+    "tests/benchmarks/bench_ray.py",
+)
+"""What the section measures (its fingerprint)."""
 IO_S = 0.4
 N_SCALING = 32
 SYNC_ROUNDS = 5
+SYNC_ENGINES = 2
 N_OVERHEAD = 200
+TINY_STEPS = 4
+TINY_ROWS = 16
 TARGET = 3.0
+SCALING: tuple[tuple[str, int | None], ...] = (
+    ("in-process", None), ("ray 1 worker", 1), ("ray 2 workers", 2), ("ray 4 workers", 4)
+)
+"""The blocking workflow's backends (label, Ray workers; None: the in-process backend)."""
+OVERHEAD: tuple[tuple[str, int | None], ...] = (("in-process", None), ("ray 4 workers", 4))
+"""The instant workflow's backends."""
 
 WORKFLOW = '''
 import time
@@ -98,8 +120,8 @@ async def _measure(entry: Any, server: Any, n: int, workers: int | None) -> tupl
     return n / wall, ok
 
 
-def _adapter_sync(folder: Path) -> tuple[float, int]:
-    """Median seconds to ship and confirm one adapter on 2 engine actors; adapter bytes."""
+def _adapter_sync(folder: Path) -> tuple[list[float], int]:
+    """Seconds to ship and confirm one adapter on the engine actors, per round; adapter bytes."""
     from osmosis_trainer.distributed import RayEnginePool
     from osmosis_trainer.loop._policy import attach_lora
     from osmosis_trainer.models import build_tiny_model, load_model
@@ -112,22 +134,23 @@ def _adapter_sync(folder: Path) -> tuple[float, int]:
     size = sum(p.stat().st_size for p in adapter.iterdir())
 
     async def rounds() -> list[float]:
-        pool = RayEnginePool(str(model_dir), engines=2, cpus=0.25,
+        pool = RayEnginePool(str(model_dir), engines=SYNC_ENGINES, cpus=0.25,
                              options={"max_new_tokens": 8, "seed": 0})
         try:
             await pool.start()
             for version in range(1, SYNC_ROUNDS + 1):
                 await pool.load_adapter(str(adapter), version)
-                assert pool.served_versions == [version, version]
-            return pool.sync_times_s
+                assert pool.served_versions == [version] * SYNC_ENGINES
+            return list(pool.sync_times_s)
         finally:
             await pool.close()
 
-    return statistics.median(asyncio.run(rounds())), size
+    return asyncio.run(rounds()), size
 
 
-def _tiny_run(folder: Path) -> dict[str, tuple[float, float]]:
-    """Median (step_time_s, rollout_time_s) over steps 2-4: one process vs a Ray cluster."""
+def _tiny_run(folder: Path, record: Callable[[dict[str, Any]], None]) -> None:
+    """Steps 2-4's step and rollout-phase times (step 1 includes start-up): one process, then
+    a Ray cluster; each recorded as it ends."""
     from osmosis_ai.config import load_training_config
     from osmosis_trainer.job import plan_job, run_training
     from osmosis_trainer.loop._metrics import read_metrics
@@ -139,23 +162,23 @@ def _tiny_run(folder: Path) -> dict[str, tuple[float, float]]:
     model_dir = build_tiny_model(folder / "tiny", initializer_range=0.5)
     eos = int(load_model(str(model_dir)).tokenizer.eos_token_id)
 
-    def run(name: str, extra: str) -> tuple[float, float]:
-        cfg = make_workspace(folder / name, model_dir, eos_id=eos, rows=16, max_steps=4,
+    def run(label: str, name: str, extra: str) -> None:
+        cfg = make_workspace(folder / name, model_dir, eos_id=eos, rows=TINY_ROWS,
+                             max_steps=TINY_STEPS,
                              extra_toml="\n[logging]\nreport_to = []\n" + extra)
         config = load_training_config(cfg)
         rd = create_run_dir(folder / "runs", name, config_file=cfg)
         result = asyncio.run(run_training(config, rd, plan=plan_job(config)))
         assert result.status == "finished", result
         train = [r for r in read_metrics(rd.path / "metrics.jsonl") if r["kind"] == "train"][1:]
-        return (statistics.median(r["step_time_s"] for r in train),
-                statistics.median(r["rollout_time_s"] for r in train))
+        record({"part": "tiny_run", "setup": label,
+                "step_s": [r["step_time_s"] for r in train],
+                "rollout_s": [r["rollout_time_s"] for r in train]})
 
-    out = {"one process": run("single", "")}
+    run("one process", "single", "")
     with local_cluster() as address:
-        out["ray, 2 workers"] = run(
-            "cluster", f'\n[cluster]\naddress = "{address}"\nrollout_workers = 2\n'
-            "worker_cpus = 0.5\n")
-    return out
+        run("ray, 2 workers", "cluster",
+            f'\n[cluster]\naddress = "{address}"\nrollout_workers = 2\nworker_cpus = 0.5\n')
 
 
 def main() -> None:
@@ -169,61 +192,134 @@ def main() -> None:
             "nox -s ray's environment)"
         ) from None
 
+    sitting = Sitting.start(NAME, COMMAND, CODE, io_s=IO_S, n_scaling=N_SCALING,
+                            n_overhead=N_OVERHEAD, sync_rounds=SYNC_ROUNDS,
+                            tiny_steps=TINY_STEPS, tiny_rows=TINY_ROWS)
     # A throwaway loopback instance: no token auth (else ray.init writes ~/.ray/auth_token).
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     # No OOM killer: other jobs on this shared machine fill its memory, not these actors.
     os.environ.setdefault("RAY_memory_monitor_refresh_ms", "0")
     ray.init(num_cpus=2, object_store_memory=100 * 1024 * 1024, include_dashboard=False,
              logging_level=logging.ERROR)
-    rows: list[str] = []
     try:
         with tempfile.TemporaryDirectory() as tmp, FakeOpenAIServer(script=["4"]) as server:
             folder = Path(tmp)
             blocking, instant = _entry(folder, IO_S), _entry(folder, 0.0)
-            rates: dict[str, float] = {}
-            for label, workers in (("in-process", None), ("ray 1 worker", 1),
-                                   ("ray 2 workers", 2), ("ray 4 workers", 4)):
-                rate, ok = asyncio.run(_measure(blocking, server, N_SCALING, workers))
-                rates[label] = rate
-                rows.append(f"| {IO_S:g} s blocking I/O | {label} | {N_SCALING} | {ok} | {rate:.1f} |")
-            local, ok_l = asyncio.run(_measure(instant, server, N_OVERHEAD, None))
-            ray4, ok_r = asyncio.run(_measure(instant, server, N_OVERHEAD, 4))
-            rows.append(f"| instant | in-process | {N_OVERHEAD} | {ok_l} | {local:.1f} |")
-            rows.append(f"| instant | ray 4 workers | {N_OVERHEAD} | {ok_r} | {ray4:.1f} |")
+            for entry, io_s, n, backends in (
+                (blocking, IO_S, N_SCALING, SCALING),
+                (instant, 0.0, N_OVERHEAD, OVERHEAD),
+            ):
+                for label, workers in backends:
+                    rate, ok = asyncio.run(_measure(entry, server, n, workers))
+                    sitting.record({"part": "rollouts", "io_s": io_s, "backend": label,
+                                    "workers": workers, "rollouts": n, "ok": ok,
+                                    "rollouts_per_s": rate})
             sync_s, adapter_bytes = _adapter_sync(folder)
+            sitting.record({"part": "adapter_sync", "engines": SYNC_ENGINES, "sync_s": sync_s,
+                            "adapter_bytes": adapter_bytes})
     finally:
         ray.shutdown()
     with tempfile.TemporaryDirectory() as tmp:
-        tiny = _tiny_run(Path(tmp))
-    speedup = rates["ray 4 workers"] / rates["ray 1 worker"]
+        _tiny_run(Path(tmp), sitting.record)
+    render()
+
+
+# --- rendering: stored results -> section ------------------------------------------------
+
+
+def _workflow(io_s: float) -> str:
+    return f"{io_s:g} s blocking I/O" if io_s else "instant"
+
+
+def _rate(runs: list[dict[str, Any]], blocking: bool, label: str) -> float | None:
+    for r in runs:
+        if r["part"] == "rollouts" and bool(r["io_s"]) == blocking and r["backend"] == label:
+            return float(r["rollouts_per_s"])
+    return None
+
+
+def _scaling(runs: list[dict[str, Any]]) -> str:
+    one, two, four = (_rate(runs, True, label) for label, _ in SCALING[1:])
+    if not (one and two and four):
+        return "Scaling: not every worker count has a stored run yet."
+    speedup = four / one
     verdict = "met" if speedup >= TARGET else "NOT met"
-    overhead_ms = (1 / ray4 - 1 / local) * 1000
-    body = "\n".join([
+    return (
+        f"Scaling: 4 workers vs 1 = {speedup:.2f}x (target >= {TARGET:g}x: {verdict}); "
+        f"2 workers vs 1 = {two / one:.2f}x. "
+        "A worker runs its workflows concurrently (an async actor), so I/O that awaits does not "
+        "need more workers; blocking work (sync tools, CPU) does, and that is what scales here."
+    )
+
+
+def _overhead(runs: list[dict[str, Any]]) -> str:
+    local, ray4 = (_rate(runs, False, label) for label, _ in OVERHEAD)
+    if not (local and ray4):
+        return "Ray overhead on an instant workflow: not measured yet in this sitting."
+    return (
+        f"Ray overhead on an instant workflow: {(1 / ray4 - 1 / local) * 1000:+.2f} ms per "
+        f"rollout ({local:.0f} vs {ray4:.0f} rollouts/s in-process vs 4 Ray workers; one run per "
+        "row, so a difference of a millisecond or two needs repeated runs to tell from noise; "
+        "Ray's workers can also use the second core while the in-process path is one "
+        "interpreter)."
+    )
+
+
+def render() -> None:
+    """Rewrite the section from ``docs/benchmarks/ray.json``."""
+    sitting = Sitting.for_render(NAME, TITLE, COMMAND)
+    if sitting is None:
+        return
+    data, runs = sitting.data, sitting.runs
+    rows = [
+        f"| {_workflow(r['io_s'])} | {r['backend']} | {r['rollouts']} | {r['ok']} "
+        f"| {r['rollouts_per_s']:.1f} |"
+        for r in runs
+        if r["part"] == "rollouts"
+    ]
+    tiny = {
+        r["setup"]: (statistics.median(r["step_s"]), statistics.median(r["rollout_s"]))
+        for r in runs
+        if r["part"] == "tiny_run"
+    }
+    lines = [
         "| workflow | backend | rollouts | ok | rollouts/s |",
         "|---|---|---|---|---|",
         *rows,
         "",
-        f"Scaling: 4 workers vs 1 = {speedup:.2f}x (target >= {TARGET:g}x: {verdict}); "
-        f"2 workers vs 1 = {rates['ray 2 workers'] / rates['ray 1 worker']:.2f}x. "
-        "A worker runs its workflows concurrently (an async actor), so I/O that awaits does not "
-        "need more workers; blocking work (sync tools, CPU) does, and that is what scales here.",
-        f"Ray overhead on an instant workflow: {overhead_ms:+.2f} ms per rollout "
-        f"({local:.0f} vs {ray4:.0f} rollouts/s in-process vs 4 Ray workers; one run per row, "
-        "so a difference of a millisecond or two needs repeated runs to tell from noise; Ray's "
-        "workers can also use the second core while the in-process path is one interpreter).",
+        _scaling(runs),
+        _overhead(runs),
         "",
-        "| tiny run (4 steps x 16 rollouts) | median step s | median rollout phase s |",
+        f"| tiny run ({data['tiny_steps']} steps x {data['tiny_rows']} rollouts) "
+        "| median step s | median rollout phase s |",
         "|---|---|---|",
         *(f"| {k} | {v[0]:.2f} | {v[1]:.2f} |" for k, v in tiny.items()),
         "",
-        f"Ray path overhead on the tiny run: {tiny['ray, 2 workers'][0] - tiny['one process'][0]:+.2f} s "
-        f"per step ({tiny['ray, 2 workers'][0] / tiny['one process'][0]:.2f}x). A tiny model's "
-        "step takes a fraction of a second, so this is the Ray path's per-step cost at its "
-        "smallest, with nothing for the workers to spread.",
-        f"Adapter sync per step (2 engine actors, {adapter_bytes / 1e6:.2f} MB adapter of a tiny "
-        f"model, object store, each engine confirms the version): median {sync_s * 1000:.0f} ms "
-        f"over {SYNC_ROUNDS} steps. Rollout workers never hold weights.",
-    ])
-    write_section("ray", "Ray rollout workers: scaling and overhead", body,
-                  "python -m tests.benchmarks ray")
-    print(body)
+    ]
+    single, cluster = tiny.get("one process"), tiny.get("ray, 2 workers")
+    if single and cluster:
+        lines.append(
+            f"Ray path overhead on the tiny run: {cluster[0] - single[0]:+.2f} s per step "
+            f"({cluster[0] / single[0]:.2f}x; median over steps 2-{data['tiny_steps']}, step 1 "
+            "includes start-up). A tiny model's step takes a fraction of a second, so this is "
+            "the Ray path's per-step cost at its smallest, with nothing for the workers to "
+            "spread."
+        )
+    sync = next((r for r in runs if r["part"] == "adapter_sync"), None)
+    if sync is not None and sync["sync_s"]:
+        lines.append(
+            f"Adapter sync per step ({sync['engines']} engine actors, "
+            f"{sync['adapter_bytes'] / 1e6:.2f} MB adapter of a tiny model, object store, each "
+            f"engine confirms the version): median {statistics.median(sync['sync_s']) * 1000:.0f}"
+            f" ms over {len(sync['sync_s'])} steps. Rollout workers never hold weights."
+        )
+    body = "\n".join(lines)
+    print(body, flush=True)
+    sitting.write(TITLE, body)
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["render"]:
+        render()
+    else:
+        main()

@@ -16,7 +16,10 @@ memory (``ru_maxrss``; plus a vLLM engine server's when one runs) is its own. St
 median of a run's steps after its warm-up; rows run interleaved round by round (A B C A B C),
 so ratios are paired by round.
 
-Run: ``python -m tests.benchmarks trainer``.
+Run: ``python -m tests.benchmarks trainer`` (``OSMOSIS_BENCH_RUNS`` rounds, default 3; the
+GPU case runs where CUDA is available, one round). Each run's result goes to
+``docs/benchmarks/trainer.json`` as it ends and the section is rendered from that file
+(``python -m tests.benchmarks.bench_trainer render`` redoes it without measuring).
 """
 
 from __future__ import annotations
@@ -33,15 +36,19 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tests.benchmarks._report import (
-    library_env,
-    load_note,
-    openmp_note,
-    spread,
-    trainer_openmp,
-    write_section,
-)
+from tests.benchmarks._report import library_env, load_note, spread, trainer_openmp
+from tests.benchmarks._stored import Sitting
 
+NAME = "trainer"
+TITLE = "GRPO step: osmosis vs TRL GRPOTrainer (random models)"
+COMMAND = "python -m tests.benchmarks trainer"
+CODE = (
+    "trainer/osmosis_trainer",
+    "core/osmosis_ai/serving",
+    "core/osmosis_ai/rollout",
+    "tests/benchmarks/bench_trainer.py",
+)
+"""What the section measures (its fingerprint)."""
 PROMPTS = 8
 GROUP = 4
 TARGET_STEP = 0.40
@@ -479,18 +486,19 @@ def _measure(
     setups: list[Setup],
     root: Path,
     runs: int,
-    after_round: Callable[[list[Row], int], None] | None = None,
+    on_run: Callable[[int, int, Result], None] | None = None,
 ) -> list[Row]:
     """Every setup ``runs`` times, interleaved (A B C A B C ...: a slow minute on the shared
     machine does not fall on one setup only, and run ``i`` of two rows are neighbours, so
-    their ratio is paired). ``after_round(rows, done)`` runs after each round."""
+    their ratio is paired). ``on_run(row index, round, result)`` runs after each run."""
     _model_path(case, root)  # build a random model once, before the runs
     rows = [Row(s) for s in setups]
     for done in range(1, runs + 1):
-        for row in rows:
-            row.runs.append(_run(case, row.setup, root))
-        if after_round is not None:
-            after_round(rows, done)
+        for i, row in enumerate(rows):
+            result = _run(case, row.setup, root)
+            row.runs.append(result)
+            if on_run is not None:
+                on_run(i, done, result)
     return rows
 
 
@@ -651,9 +659,9 @@ def _phase_table(row: Row) -> str:
 _SETUP_PHASE = "setup: model load, engine copy, gateway (once)"
 
 
-def _load_note(at_start: float) -> str:
+def _load_note(at_start: float, cores: int | None = None) -> str:
     return (
-        f"{load_note(at_start)} The runs of all rows are "
+        f"{load_note(at_start, cores)} The runs of all rows are "
         "interleaved so slow minutes spread over them, and each row is the median over its "
         "runs (counted in its table's heading). CPU seconds per step (all threads of the "
         "process) depend far less on the load than "
@@ -661,12 +669,28 @@ def _load_note(at_start: float) -> str:
     )
 
 
-def _prose() -> str:
-    import importlib.metadata
+def _openmp_settings() -> dict[str, dict[str, str]]:
+    """How the runs set OpenMP's waits (what ``_report.openmp_note`` describes), to store."""
+    from osmosis_trainer._openmp import OPENMP_DEFAULTS
 
-    from osmosis_trainer.models import training_dtype
+    return {
+        "ours": {k: os.environ.get(k, v) for k, v in OPENMP_DEFAULTS.items()},
+        "libraries": {k: v for k, v in library_env().items() if k in OPENMP_DEFAULTS},
+    }
 
-    trl = importlib.metadata.version("trl")
+
+def _openmp_text(openmp: dict[str, dict[str, str]]) -> str:
+    ours = ", ".join(f"`{k}={v}`" for k, v in openmp["ours"].items())
+    theirs = ", ".join(f"`{k}={v}`" for k, v in openmp["libraries"].items())
+    return f"OpenMP: ours {ours} (the training worker's default); the libraries' runs " + (
+        theirs + " (set by whoever ran the benchmark)"
+        if theirs
+        else "libgomp's defaults (none set)"
+    )
+
+
+def _prose(trl: str, dtype: str, openmp: dict[str, dict[str, str]]) -> str:
+    """``trl``: its version; ``dtype``: what ours trained in on the CPU (``auto`` resolved)."""
     return (
         f'TRL {trl} (`GRPOTrainer`, `loss_type="dapo"` set explicitly, `beta=0`, no '
         "gradient checkpointing, fp32 as its CPU default) and ours train the same LoRA with the same loss and reward. "
@@ -674,7 +698,7 @@ def _prose() -> str:
         "`AutoModelForCausalLM.from_pretrained` (fp32, transformers' default attention: "
         "SDPA) from the same converted weights ours reads, not by osmosis's `load_model`. "
         'Ours runs `[training] dtype = "auto"`, which on this machine\'s CPU resolves to '
-        f"{training_dtype('auto', 'cpu')} base weights (LoRA weights and optimiser state stay "
+        f"{dtype} base weights (LoRA weights and optimiser state stay "
         "fp32). "
         "'on-policy' trains each step on rollouts of the current adapter, as TRL does; "
         "'rollouts ahead' (`[algorithm] rollouts_ahead = 1`) generates the next step's rollouts "
@@ -682,23 +706,28 @@ def _prose() -> str:
         "Our policy calls go from the rollout runner to the policy gateway over loopback HTTP; "
         "the HF engine decodes in the trainer's process, on its own module copy over the "
         "trainer's frozen base weights, each adapter merged into a copy of the adapted layers' "
-        "weights. Peak RSS is the whole run's (`ru_maxrss`). " + openmp_note() + "."
+        "weights. Peak RSS is the whole run's (`ru_maxrss`). " + _openmp_text(openmp) + "."
     )
 
 
-def _cpu_section(case: Case, root: Path, runs: int) -> tuple[str, str]:
-    setups = [
+CPU_CASES = (
+    Case("tiny", hidden=64, layers=2, heads=4, new_tokens=32, measured=40),
+    Case("small", hidden=512, layers=8, heads=8, new_tokens=32),
+)
+GPU_CASE = Case("0.5B-class", hidden=1536, layers=20, heads=12, new_tokens=128, device="cuda")
+
+
+def _cpu_setups() -> list[Setup]:
+    """A CPU case's rows; the last is TRL, the reference of the ratios."""
+    return [
         Setup("osmosis, on-policy (defaults)"),
         Setup("osmosis, rollouts ahead", ahead=1),
         Setup("TRL GRPOTrainer", who="trl"),
     ]
-    rows = _measure(case, setups, root, runs)
-    trl = rows[-1]
-    return _table(case, rows, trl), _verdict(case.name, rows[0], trl, memory=False)
 
 
-def _gpu_case(root: Path) -> str:
-    case = Case("0.5B-class", hidden=1536, layers=20, heads=12, new_tokens=128, device="cuda")
+def _gpu_setups() -> list[Setup]:
+    """The GPU case's rows (vLLM's where it is installed); the last is TRL."""
     import importlib.util
 
     setups = [
@@ -711,28 +740,110 @@ def _gpu_case(root: Path) -> str:
             for a, m in ((0, "on-policy"), (1, "rollouts ahead"))
         ]
     setups.append(Setup("TRL GRPOTrainer", who="trl", threads=1))
-    rows = _measure(case, setups, root, 1)
-    return _table(case, rows, rows[-1])
+    return setups
+
+
+def _command(runs: int) -> str:
+    """The command with the rounds knob when it was set (unset: :data:`COMMAND`)."""
+    knob = "OSMOSIS_BENCH_RUNS" in os.environ
+    return f"OSMOSIS_BENCH_RUNS={runs} {COMMAND}" if knob else COMMAND
 
 
 def main() -> None:
+    import importlib.metadata
+
     import torch
 
     load_at_start = os.getloadavg()[0]
     root = Path(tempfile.mkdtemp(prefix="bench_trainer_"))
     runs = _runs()
+    cuda = torch.cuda.is_available()
+    plan = [(case, _cpu_setups(), runs) for case in CPU_CASES]
+    if cuda:
+        plan.append((GPU_CASE, _gpu_setups(), 1))
+    sitting = Sitting.start(
+        NAME,
+        _command(runs),
+        CODE,
+        rounds=runs,
+        cuda=cuda,
+        load_1min=load_at_start,
+        cpus=os.cpu_count(),
+        trl=importlib.metadata.version("trl"),
+        openmp=_openmp_settings(),
+        cases=[
+            {"case": asdict(case), "setups": [asdict(s) for s in setups], "rounds": rounds}
+            for case, setups, rounds in plan
+        ],
+    )
+    for case, setups, rounds in plan:
+        _measure(case, setups, root, rounds, on_run=_recorder(sitting, case, setups))
+        render()
+
+
+def _recorder(
+    sitting: Sitting, case: Case, setups: list[Setup]
+) -> Callable[[int, int, Result], None]:
+    """Stores each run of ``case`` as it ends (an interrupted sitting keeps what it measured)."""
+
+    def record(row: int, done: int, result: Result) -> None:
+        sitting.record(
+            {"case": case.name, "row": row, "label": setups[row].label, "round": done,
+             "result": asdict(result)}
+        )
+
+    return record
+
+
+# --- rendering: stored results -> section ------------------------------------------------
+
+
+def _stored_rows(sitting: Sitting, case: Case, setups: list[dict[str, Any]]) -> list[Row]:
+    """A stored case's rows, each with its runs in round order."""
+    rows = [Row(Setup(**s)) for s in setups]
+    mine = sorted((r for r in sitting.runs if r["case"] == case.name), key=lambda r: r["round"])
+    for r in mine:
+        rows[int(r["row"])].runs.append(Result(**r["result"]))
+    return rows
+
+
+def _cpu_dtype(cases: list[tuple[Case, list[Row]]]) -> str:
+    """What ours trained in on the CPU with ``[training] dtype = "auto"``, from the runs."""
+    found = {
+        run.dtype
+        for case, rows in cases
+        if case.device == "cpu"
+        for row in rows
+        if row.setup.who == "ours" and row.setup.dtype is None
+        for run in row.runs
+        if run.dtype
+    }
+    return " / ".join(sorted(found)) or "(no run stored yet)"
+
+
+def render() -> None:
+    """Rewrite the section from ``docs/benchmarks/trainer.json``."""
+    sitting = Sitting.for_render(NAME, TITLE, COMMAND)
+    if sitting is None:
+        return
+    data = sitting.data
+    cases: list[tuple[Case, list[Row]]] = []
+    for stored in data["cases"]:
+        case = Case(**stored["case"])
+        cases.append((case, _stored_rows(sitting, case, stored["setups"])))
     verdicts, sections = [], []
-    for case in (
-        Case("tiny", hidden=64, layers=2, heads=4, new_tokens=32, measured=40),
-        Case("small", hidden=512, layers=8, heads=8, new_tokens=32),
-    ):
-        table, verdict = _cpu_section(case, root, runs)
-        print(table, flush=True)
-        sections.append(table)
-        verdicts.append(verdict)
-    if torch.cuda.is_available():
-        sections.append(_gpu_case(root))
-    else:
+    for case, rows in cases:
+        if not any(row.runs for row in rows):
+            sections.append(f"**{case.name}**: no run stored yet.")
+            continue
+        sections.append(_table(case, rows, rows[-1]))
+        if case.device != "cpu":
+            continue
+        if rows[0].runs and rows[-1].runs:
+            verdicts.append(_verdict(case.name, rows[0], rows[-1], memory=False))
+        else:
+            verdicts.append(f"- {case.name}: no verdict: not every row has a run yet.")
+    if not data["cuda"]:
         sections.append("_No CUDA device on this machine: the GPU comparison did not run._")
     body = "\n".join(
         [
@@ -743,21 +854,19 @@ def main() -> None:
             "",
             "\n\n".join(sections),
             "",
-            _prose(),
+            _prose(data["trl"], _cpu_dtype(cases), data["openmp"]),
             "",
-            _load_note(load_at_start),
+            _load_note(data["load_1min"], data["cpus"]),
         ]
     )
-    write_section(
-        "trainer",
-        "GRPO step: osmosis vs TRL GRPOTrainer (random models)",
-        body,
-        "python -m tests.benchmarks trainer",
-    )
+    print(body, flush=True)
+    sitting.write(TITLE, body)
 
 
 if __name__ == "__main__":
     if len(sys.argv) == 3 and sys.argv[1] == "--worker":
         _worker(sys.argv[2])
+    elif sys.argv[1:] == ["render"]:
+        render()
     else:
         main()
