@@ -1,9 +1,9 @@
 """Run benchmarks: ``python -m tests.benchmarks [name ...]`` (all when no name is given).
 
-Each ``bench_<name>.py`` module in this folder defines ``main() -> None`` that measures and
-calls ``_report.write_section``. Afterwards (and alone: ``python -m tests.benchmarks stale``)
-every section whose measured code changed since its committed results is marked **stale**
-(``_staleness``).
+Each ``bench_<name>.py`` module in this folder defines ``main() -> None`` that measures, stores
+its raw runs and renders its BENCHMARKS.md section from them. ``python -m tests.benchmarks
+stale`` measures nothing: it re-renders every section from its stored results against today's
+code (``_staleness``) and names the sections that say **stale**.
 """
 
 from __future__ import annotations
@@ -14,18 +14,17 @@ from pathlib import Path
 
 
 def main(argv: list[str]) -> int:
-    from tests.benchmarks._staleness import mark_stale
+    from tests.benchmarks._staleness import rerender, stale_sections
 
     here = Path(__file__).parent
+    every = sorted(p.stem.removeprefix("bench_") for p in here.glob("bench_*.py"))
     if argv == ["stale"]:
-        names: list[str] = []
+        rerender(every)
     else:
-        names = argv or sorted(p.stem.removeprefix("bench_") for p in here.glob("bench_*.py"))
-    for name in names:
-        print(f"== benchmark {name}", flush=True)
-        importlib.import_module(f"tests.benchmarks.bench_{name}").main()
-    stale = mark_stale()
-    print(f"sections marked stale: {', '.join(stale) or 'none'}", flush=True)
+        for name in argv or every:
+            print(f"== benchmark {name}", flush=True)
+            importlib.import_module(f"tests.benchmarks.bench_{name}").main()
+    print(f"sections that say stale: {', '.join(stale_sections()) or 'none'}", flush=True)
     return 0
 
 
