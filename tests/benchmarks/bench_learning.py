@@ -688,12 +688,12 @@ def _warm_probe_table() -> str:
     )
 
 
-def _where_rl_stands(runs: list[TrainRun]) -> str:
+def _where_rl_stands(labelled: list[tuple[str, TrainRun]]) -> str:
     """What RL changed per seed, computed from the runs' own step records: tool use, turns,
     exact answers, and whether the calls came in separate turns (chained on a result) or
     several in one turn (all from the question's numbers)."""
     lines = []
-    for label, run in zip(_run_labels(runs), runs, strict=True):
+    for label, run in labelled:
         d = diagnostics(run)
         recs = run.records
         passes = sum(r.get("pass_rate", 0.0) * r.get("samples", 0.0) for r in recs)
@@ -1214,9 +1214,9 @@ def render() -> None:
     ]
     if at_head:
         plot([r for _, r in at_head], PLOT, [label for label, _ in at_head])
-    stale = [label for label, m in zip(labels, measured, strict=True) if not is_current(m.get("template"))]
+    stale = sum(not is_current(m.get("template")) for m in measured)
     rows = []
-    for label, run in zip(labels, runs, strict=True):
+    for label, run in at_head:
         d = diagnostics(run)
         cells = _heldout_cells(run.heldout)
         load = f"{run.load[0]:.1f} → {run.load[1]:.1f}" if run.load else "–"
@@ -1236,7 +1236,7 @@ def render() -> None:
     probes = [
         p
         for p in (json.loads(PROBES.read_text()) if PROBES.exists() else [])
-        if p.get("task") in (TASK, PREVIOUS_TASK)
+        if p.get("task") == TASK  # earlier tasks' probes: the git history of this section
     ]
     # Verdicts and the transfer tables count the finished runs of the shipped template and
     # trainer only (the fingerprint at HEAD); the others stay in the table of all runs, marked.
@@ -1278,7 +1278,7 @@ def render() -> None:
         "run's wall time is an upper bound (the run itself keeps the load near 2).\n\n"
         + transfer_tables(current, [label_of[id(r)] for r in current])
         + "\n"
-        "All runs (held-out columns: the first file, rows like the training ones):\n\n"
+        "Each run at HEAD (held-out columns: the first file, rows like the training ones):\n\n"
         "| run | status | warm-start steps | RL steps | reward first 3 → last 3 "
         "| tool-call rate first 3 → last 3 | turns first 3 → last 3 | zero-variance groups "
         "| replies cut at the cap | held-out pass base / warm / trained "
@@ -1290,14 +1290,13 @@ def render() -> None:
         + "\n\n"
         + quiet_wall_note(runs, stored)
         + (
-            f"**Stale:** {'; '.join(stale)} ran an earlier version of the "
-            "template or the trainer (a different fingerprint of their files): rerun "
-            "`python -m tests.benchmarks learning` for the shipped one; the probes below ran "
-            "the changes since.\n\n"
+            f"{stale} earlier runs of older versions of the template or the trainer are kept in "
+            "`docs/learning_runs.json` and not shown (the git history of this section has "
+            "them).\n\n"
             if stale
             else ""
         )
-        + _where_rl_stands(runs)
+        + _where_rl_stands(at_head)
         + curve_section()
         + previous_task_table(stored)
         + "\n"
@@ -1311,8 +1310,7 @@ def render() -> None:
     )
     if probes:
         body += (
-            "\n### Probes\n\nThe probes of issue 26's task (one wording), kept for what they "
-            "ruled out. Each row is one measured run (`python -m "
+            "\n### Probes\n\nSettings tried on this task, one at a time. Each row is one measured run (`python -m "
             "tests.benchmarks.bench_learning probe ...`, stored in `docs/learning_probes.json`). "
             "Zero-variance groups: groups whose samples all got the same reward (no "
             "gradient).\n\n"
