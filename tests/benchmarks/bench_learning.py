@@ -942,7 +942,9 @@ def readme_block(runs: list[TrainRun], labels: list[str], stale: str = "") -> st
         )
         + "\n"
         + "".join(
-            f"\nTrained longer (one run, seed {c['seed']}, `bench_learning curve`): {curve_result(c)}"
+            f"\nTrained longer (one run, seed {c['seed']}, "
+            f"{curve_precision(c) or 'precision not recorded'}, `bench_learning curve`): "
+            f"{curve_result(c)}"
             f"; the warm start and {c['steps']} RL steps took {_curve_minutes(c):.1f} min (the "
             "whole run, with its held-out evals, "
             f"{c['wall_s'] / 60:.1f} min).\n"
