@@ -3,13 +3,13 @@ fastest bare variant, and the 5 % target's verdict."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.benchmarks import _report, _stored, bench_adapters
+from tests.benchmarks import _stored, bench_adapters
+from tests.benchmarks._scratch import render_stored
 
 _CODE = ["tests/benchmarks/_stored.py"]
 
@@ -40,13 +40,7 @@ def _render(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, runs: list[dict[str
         "started": "2026-11-30 03:00 UTC", "load_at_start": "0.1", "reps": 3, "turns": 5,
         "runs": runs, **change,
     }
-    store = tmp_path / "store"
-    store.mkdir(exist_ok=True)
-    (store / "adapters.json").write_text(json.dumps(data))
-    monkeypatch.setattr(_stored, "STORE", store)
-    monkeypatch.setattr(_report, "REPORT", tmp_path / "BENCHMARKS.md")
-    bench_adapters.render()
-    return (tmp_path / "BENCHMARKS.md").read_text()
+    return render_stored(tmp_path, monkeypatch, "adapters", data, bench_adapters.render)
 
 
 def test_adapters_within_five_percent_meet_the_target(

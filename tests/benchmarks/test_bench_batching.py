@@ -3,26 +3,20 @@ stored rounds."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.benchmarks import _report, bench_batching
 from tests.benchmarks import _stored as _stored_mod
+from tests.benchmarks import bench_batching
+from tests.benchmarks._scratch import render_stored
 
 CODE = ["tests/benchmarks/_stored.py"]
 
 
 def _render(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, data: dict[str, Any]) -> str:
-    store = tmp_path / "store"
-    store.mkdir(exist_ok=True)
-    (store / "batching.json").write_text(json.dumps(data))
-    monkeypatch.setattr(_stored_mod, "STORE", store)
-    monkeypatch.setattr(_report, "REPORT", tmp_path / "BENCHMARKS.md")
-    bench_batching.render()
-    return (tmp_path / "BENCHMARKS.md").read_text()
+    return render_stored(tmp_path, monkeypatch, "batching", data, bench_batching.render)
 
 
 def _sitting(ratios: dict[int, float], rounds: int = 3, vllm: bool = False) -> dict[str, Any]:

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.benchmarks import _report, _stored, bench_cpu
+from tests.benchmarks._scratch import render_stored
 
 _CODE = ["tests/benchmarks/_stored.py"]
 _SHAPE = {"label": "MLP up (2x3 @ 3x5)", "m": 2, "k": 3, "n": 5, "batch": 0}  # 60 flops
@@ -33,13 +33,7 @@ def _render(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, runs: list[dict[str
         "budget_s": 0.15, "shapes": [_SHAPE], "onednn": "AVX512 (isa)", "mkl": "MKL path",
         "runs": runs, **change,
     }
-    store = tmp_path / "store"
-    store.mkdir(exist_ok=True)
-    (store / "cpu.json").write_text(json.dumps(data))
-    monkeypatch.setattr(_stored, "STORE", store)
-    monkeypatch.setattr(_report, "REPORT", tmp_path / "BENCHMARKS.md")
-    bench_cpu.render()
-    return (tmp_path / "BENCHMARKS.md").read_text()
+    return render_stored(tmp_path, monkeypatch, "cpu", data, bench_cpu.render)
 
 
 def test_cpu_section_is_computed_from_the_stored_rounds(

@@ -3,13 +3,13 @@ and the stale line follow the stored numbers."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.benchmarks import _report, _stored, bench_engine
+from tests.benchmarks import _stored, bench_engine
+from tests.benchmarks._scratch import render_stored
 
 _CODE = ["tests/benchmarks/_stored.py"]
 
@@ -17,8 +17,6 @@ _CODE = ["tests/benchmarks/_stored.py"]
 def _write(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, runs: list[dict[str, Any]],
            **extra: Any) -> str:
     """Store a sitting of ``runs`` in a temp store, render it into a temp report; the section."""
-    store = tmp_path / "store"
-    store.mkdir(exist_ok=True)
     data = {
         "command": bench_engine.COMMAND, "machine": "a CPU", "commit": "abc", "code": _CODE,
         "fingerprint": _stored.fingerprint(_CODE), "uncommitted": [],
@@ -27,11 +25,7 @@ def _write(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, runs: list[dict[str,
         "new_tokens": 32, "requests": 64, "levels": [1, 8, 32], "max_batch_size": 32,
         "temperature": 1.0, "runs": runs, **extra,
     }
-    (store / "engine.json").write_text(json.dumps(data))
-    monkeypatch.setattr(_stored, "STORE", store)
-    monkeypatch.setattr(_report, "REPORT", tmp_path / "BENCHMARKS.md")
-    bench_engine.render()
-    return (tmp_path / "BENCHMARKS.md").read_text()
+    return render_stored(tmp_path, monkeypatch, "engine", data, bench_engine.render)
 
 
 def _runs(top_wall: float) -> list[dict[str, Any]]:

@@ -2,27 +2,20 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.benchmarks import _report, bench_eval
 from tests.benchmarks import _stored as _stored_mod
+from tests.benchmarks import bench_eval
+from tests.benchmarks._scratch import render_stored
 
 CODE = ["tests/benchmarks/_stored.py"]
 
 
 def _render(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, data: dict[str, Any] | None) -> str:
-    store = tmp_path / "store"
-    store.mkdir(exist_ok=True)
-    if data is not None:
-        (store / "eval.json").write_text(json.dumps(data))
-    monkeypatch.setattr(_stored_mod, "STORE", store)
-    monkeypatch.setattr(_report, "REPORT", tmp_path / "BENCHMARKS.md")
-    bench_eval.render()
-    return (tmp_path / "BENCHMARKS.md").read_text()
+    return render_stored(tmp_path, monkeypatch, "eval", data, bench_eval.render)
 
 
 def _sitting(**run: Any) -> dict[str, Any]:

@@ -12,6 +12,7 @@ import pytest
 
 from tests.benchmarks import _report, bench_trainer_real
 from tests.benchmarks import _stored as _stored_mod
+from tests.benchmarks._scratch import render_stored
 from tests.benchmarks.bench_trainer import PathCheck, Result, Row, Setup
 
 _CPUINFO = """processor\t: 0
@@ -154,13 +155,7 @@ def _stored(rounds: int, code: list[str]) -> dict[str, Any]:
 
 
 def _render(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, data: dict[str, Any]) -> str:
-    store = tmp_path / "store"
-    store.mkdir()
-    (store / "trainer_real.json").write_text(json.dumps(data))
-    monkeypatch.setattr(_stored_mod, "STORE", store)
-    monkeypatch.setattr(_report, "REPORT", tmp_path / "BENCHMARKS.md")
-    bench_trainer_real.render()
-    return (tmp_path / "BENCHMARKS.md").read_text()
+    return render_stored(tmp_path, monkeypatch, "trainer_real", data, bench_trainer_real.render)
 
 
 def test_trainer_real_verdicts_come_from_the_stored_runs(

@@ -3,13 +3,13 @@ concurrent calls paid, and the injection table."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.benchmarks import _injection, _report, _stored, bench_judge
+from tests.benchmarks import _injection, _stored, bench_judge
+from tests.benchmarks._scratch import render_stored
 
 _CODE = ["tests/benchmarks/_stored.py"]
 
@@ -56,13 +56,7 @@ def _render(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, runs: list[dict[str
         "serial_samples": 16, "concurrent": 8, "max_tokens": 48, "load_1min_before": 0.2,
         "model_load_s": 6.2, "runs": runs, **change,
     }
-    store = tmp_path / "store"
-    store.mkdir(exist_ok=True)
-    (store / "judge.json").write_text(json.dumps(data))
-    monkeypatch.setattr(_stored, "STORE", store)
-    monkeypatch.setattr(_report, "REPORT", tmp_path / "BENCHMARKS.md")
-    bench_judge.render()
-    return (tmp_path / "BENCHMARKS.md").read_text()
+    return render_stored(tmp_path, monkeypatch, "judge", data, bench_judge.render)
 
 
 def test_concurrency_that_doubles_the_rate_pays(

@@ -3,13 +3,13 @@ prompt head is computed from the walls paired by round."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.benchmarks import _report, _stored, bench_prompt_head
+from tests.benchmarks import _stored, bench_prompt_head
+from tests.benchmarks._scratch import render_stored
 
 _CODE = ["tests/benchmarks/_stored.py"]
 
@@ -37,13 +37,7 @@ def _render(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, runs: list[dict[str
         "conversations": 16, "requests": 64, "max_tokens": 32, "batch": 32, "dtype": "float32",
         "runs": runs, **change,
     }
-    store = tmp_path / "store"
-    store.mkdir(exist_ok=True)
-    (store / "prompt_head.json").write_text(json.dumps(data))
-    monkeypatch.setattr(_stored, "STORE", store)
-    monkeypatch.setattr(_report, "REPORT", tmp_path / "BENCHMARKS.md")
-    bench_prompt_head.render()
-    return (tmp_path / "BENCHMARKS.md").read_text()
+    return render_stored(tmp_path, monkeypatch, "prompt_head", data, bench_prompt_head.render)
 
 
 def test_a_head_that_saves_half_the_wall_pays(

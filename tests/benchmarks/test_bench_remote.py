@@ -3,13 +3,13 @@ sequential admission percentiles and the stale line follow the stored numbers.""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.benchmarks import _report, _stored, bench_remote
+from tests.benchmarks import _stored, bench_remote
+from tests.benchmarks._scratch import render_stored
 
 _CODE = ["tests/benchmarks/_stored.py"]
 
@@ -17,8 +17,6 @@ _CODE = ["tests/benchmarks/_stored.py"]
 def _write(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, runs: list[dict[str, Any]],
            **extra: Any) -> str:
     """Store a sitting of ``runs`` in a temp store, render it into a temp report; the section."""
-    store = tmp_path / "store"
-    store.mkdir(exist_ok=True)
     data = {
         "command": bench_remote.COMMAND, "machine": "a CPU", "commit": "abc", "code": _CODE,
         "fingerprint": _stored.fingerprint(_CODE), "uncommitted": [],
@@ -26,11 +24,7 @@ def _write(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, runs: list[dict[str,
         "rollouts": 1000, "deadline_s": 600, "sequential": 200, "max_concurrent": 200,
         "client_timeout_s": 0.3, "explode_every": 20, "runs": runs, **extra,
     }
-    (store / "remote.json").write_text(json.dumps(data))
-    monkeypatch.setattr(_stored, "STORE", store)
-    monkeypatch.setattr(_report, "REPORT", tmp_path / "BENCHMARKS.md")
-    bench_remote.render()
-    return (tmp_path / "BENCHMARKS.md").read_text()
+    return render_stored(tmp_path, monkeypatch, "remote", data, bench_remote.render)
 
 
 def _burst(fault_rate: float, hold_s: float, p50: float, problems: list[str]) -> dict[str, Any]:

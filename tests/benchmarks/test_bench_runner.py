@@ -3,13 +3,13 @@ stale line follow the stored numbers."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.benchmarks import _report, _stored, bench_runner
+from tests.benchmarks import _stored, bench_runner
+from tests.benchmarks._scratch import render_stored
 
 _CODE = ["tests/benchmarks/_stored.py"]
 
@@ -17,8 +17,6 @@ _CODE = ["tests/benchmarks/_stored.py"]
 def _write(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, runs: list[dict[str, Any]],
            **extra: Any) -> str:
     """Store a sitting of ``runs`` in a temp store, render it into a temp report; the section."""
-    store = tmp_path / "store"
-    store.mkdir(exist_ok=True)
     data = {
         "command": bench_runner.COMMAND, "machine": "a CPU", "commit": "abc", "code": _CODE,
         "fingerprint": _stored.fingerprint(_CODE), "uncommitted": [],
@@ -27,11 +25,7 @@ def _write(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, runs: list[dict[str,
         "held_rollouts": 1000, "workers": [1, 4], "process_rollouts": 400, "runs": runs,
         **extra,
     }
-    (store / "runner.json").write_text(json.dumps(data))
-    monkeypatch.setattr(_stored, "STORE", store)
-    monkeypatch.setattr(_report, "REPORT", tmp_path / "BENCHMARKS.md")
-    bench_runner.render()
-    return (tmp_path / "BENCHMARKS.md").read_text()
+    return render_stored(tmp_path, monkeypatch, "runner", data, bench_runner.render)
 
 
 def _runs(local_wall: float = 0.15, held_ok: int = 1000) -> list[dict[str, Any]]:

@@ -3,13 +3,13 @@ verdict and the stale line follow the stored numbers."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.benchmarks import _report, _stored, bench_startup
+from tests.benchmarks import _stored, bench_startup
+from tests.benchmarks._scratch import render_stored
 
 _CODE = ["tests/benchmarks/_stored.py"]
 
@@ -17,19 +17,13 @@ _CODE = ["tests/benchmarks/_stored.py"]
 def _write(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, runs: list[dict[str, Any]],
            **extra: Any) -> str:
     """Store a sitting of ``runs`` in a temp store, render it into a temp report; the section."""
-    store = tmp_path / "store"
-    store.mkdir(exist_ok=True)
     data = {
         "command": bench_startup.COMMAND, "machine": "a CPU", "commit": "abc", "code": _CODE,
         "fingerprint": _stored.fingerprint(_CODE), "uncommitted": [],
         "started": "2026-11-30 03:00 UTC", "load_at_start": "0.6 / 0.3 / 0.4",
         "warm_starts": 3, "eval_rows": 8, "load_before": 0.6, "runs": runs, **extra,
     }
-    (store / "startup.json").write_text(json.dumps(data))
-    monkeypatch.setattr(_stored, "STORE", store)
-    monkeypatch.setattr(_report, "REPORT", tmp_path / "BENCHMARKS.md")
-    bench_startup.render()
-    return (tmp_path / "BENCHMARKS.md").read_text()
+    return render_stored(tmp_path, monkeypatch, "startup", data, bench_startup.render)
 
 
 def _runs(warm_loads: tuple[float, ...] = (2.5, 2.8, 2.0)) -> list[dict[str, Any]]:

@@ -3,27 +3,21 @@ stored runs."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.benchmarks import _report, bench_trainer
 from tests.benchmarks import _stored as _stored_mod
+from tests.benchmarks import bench_trainer
+from tests.benchmarks._scratch import render_stored
 
 CODE = ["tests/benchmarks/_stored.py"]
 
 
 def _render(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, data: dict[str, Any]) -> str:
-    store = tmp_path / "store"
-    store.mkdir(exist_ok=True)
-    (store / "trainer.json").write_text(json.dumps(data))
-    monkeypatch.setattr(_stored_mod, "STORE", store)
-    monkeypatch.setattr(_report, "REPORT", tmp_path / "BENCHMARKS.md")
-    bench_trainer.render()
-    return (tmp_path / "BENCHMARKS.md").read_text()
+    return render_stored(tmp_path, monkeypatch, "trainer", data, bench_trainer.render)
 
 
 def _result(step: float, rss: float, who: str) -> dict[str, Any]:

@@ -3,13 +3,13 @@ head is computed from the step times paired by round."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.benchmarks import _report, _stored, bench_warm_start
+from tests.benchmarks import _stored, bench_warm_start
+from tests.benchmarks._scratch import render_stored
 
 _CODE = ["tests/benchmarks/_stored.py"]
 
@@ -38,13 +38,7 @@ def _render(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, runs: list[dict[str
         "batch": 8, "budget": 2048, "rank": 8, "lr": 1e-3, "dtype": "bfloat16",
         "tokens_mean": 347.2, "trained_mean": 43.4, "runs": runs, **change,
     }
-    store = tmp_path / "store"
-    store.mkdir(exist_ok=True)
-    (store / "warm_start.json").write_text(json.dumps(data))
-    monkeypatch.setattr(_stored, "STORE", store)
-    monkeypatch.setattr(_report, "REPORT", tmp_path / "BENCHMARKS.md")
-    bench_warm_start.render()
-    return (tmp_path / "BENCHMARKS.md").read_text()
+    return render_stored(tmp_path, monkeypatch, "warm_start", data, bench_warm_start.render)
 
 
 def test_a_shared_head_that_saves_over_half_the_step_pays(
