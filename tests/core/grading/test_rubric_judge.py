@@ -302,7 +302,9 @@ async def test_an_engine_in_process_is_called_directly_and_left_open(tmp_path: P
         JudgeModel("./models/judge/")
 
 
-async def test_hosted_judge_through_litellm_is_priced_from_the_cost_map() -> None:
+async def test_hosted_judge_through_litellm_is_priced_from_the_cost_map(
+    litellm_worker_stopped: None,
+) -> None:
     import litellm
 
     reply = '{"score": 0.9, "reasons": "polite and precise"}'
