@@ -36,7 +36,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -992,42 +992,13 @@ def transfer_curve(argv: list[str]) -> None:
     run.omp_wait_policy = os.environ.get("OMP_WAIT_POLICY")
     run.cpu = cpu_short()
     files = dict(_heldout_files(ws))
-    start = run.warm_records[0]["time"] if run.warm_records else run.records[0]["time"]
-    minutes = {0: (run.records[0]["time"] - run.records[0].get("step_time_s", 0.0) - start) / 60}
-    minutes |= {int(r["step"]): (r["time"] - start) / 60 for r in run.records}
-    points = []
-    for step in [0, *range(every, steps + 1, every)]:
-        ref = f"{Path(run.run).name}:{'warm' if step == 0 else step}"
-        for name in names:
-            done = _osmosis(
-                [
-                    "eval",
-                    "run",
-                    "configs/eval/calc.toml",
-                    "--model",
-                    ref,
-                    "--dataset-file",
-                    files[name],
-                    "--n",
-                    "1",
-                    "--concurrency",
-                    "32",
-                    "--json",
-                ],
-                ws,
-            )
-            summary = json.loads(
-                (Path(json.loads(done.stdout)["run_dir"]) / "summary.json").read_text()
-            )
-            points.append(
-                {
-                    "step": step,
-                    "minutes": round(minutes.get(step, math.nan), 2),
-                    "set": name,
-                    "pass_rate": summary.get("pass_rate"),
-                }
-            )
-            print(points[-1], flush=True)
+    points = checkpoint_points(
+        ws,
+        "configs/eval/calc.toml",
+        (run.run, run.records, run.warm_records),
+        [(name, files[name]) for name in names],
+        (steps, every),
+    )
     stored = json.loads(CURVE.read_text()) if CURVE.exists() else []
     stored.append(
         {
@@ -1051,11 +1022,48 @@ def transfer_curve(argv: list[str]) -> None:
     render()
 
 
-def _heldout_files(ws: Path) -> list[tuple[str, str]]:
+def checkpoint_points(
+    ws: Path,
+    eval_config: str,
+    run: tuple[str, list[dict[str, Any]], list[dict[str, Any]]],
+    files: list[tuple[str, str]],
+    schedule: tuple[int, int],
+) -> list[dict[str, Any]]:
+    """Held-out pass of the warm start and of each checkpoint of ``run`` (its folder, RL records
+    and warm-start records; ``schedule``: its RL steps and the steps between checkpoints) on each
+    (name, file), one sample per row as ``[heldout]`` runs them, with the minutes since the warm
+    start began (the evals themselves not counted)."""
+    run_dir, records, warm_records = run
+    steps, every = schedule
+    start = warm_records[0]["time"] if warm_records else records[0]["time"]
+    minutes = {0: (records[0]["time"] - records[0].get("step_time_s", 0.0) - start) / 60}
+    minutes |= {int(r["step"]): (r["time"] - start) / 60 for r in records}
+    points = []
+    for step in [0, *range(every, steps + 1, every)]:
+        ref = f"{Path(run_dir).name}:{'warm' if step == 0 else step}"
+        for name, file in files:
+            args = ["eval", "run", eval_config, "--model", ref, "--dataset-file", file]
+            done = _osmosis([*args, "--n", "1", "--concurrency", "32", "--json"], ws)
+            summary = json.loads(
+                (Path(json.loads(done.stdout)["run_dir"]) / "summary.json").read_text()
+            )
+            points.append(
+                {
+                    "step": step,
+                    "minutes": round(minutes.get(step, math.nan), 2),
+                    "set": name,
+                    "pass_rate": summary.get("pass_rate"),
+                }
+            )
+            print(points[-1], flush=True)
+    return points
+
+
+def _heldout_files(ws: Path, name: str = "calc") -> list[tuple[str, str]]:
     """(name, file) of the workspace's ``[heldout.datasets]``, as the template ships it."""
     import tomllib
 
-    config = tomllib.loads((ws / "configs" / "training" / "calc.toml").read_text())
+    config = tomllib.loads((ws / "configs" / "training" / f"{name}.toml").read_text())
     return list(config["heldout"]["datasets"].items())
 
 
@@ -1105,10 +1113,30 @@ def curve_section() -> str:
     """The stored curves: one table each (held-out pass per checkpoint), the run's own
     ``[heldout]`` eval after its last step on every file, and ``docs/learning_transfer_curve.png``;
     empty when none was measured."""
-    stored = stored_curves()
-    current = [c for c in stored if is_current(c.get("template"))]
-    # A curve of today's code replaces the older ones; without one, the last stays, marked stale.
-    stored = current or stored[-1:]
+    curves = curves_markdown(stored_curves(), is_current, shipped_steps(), curve_precision, CURVE_PLOT)
+    if not curves:
+        return ""
+    return (
+        "\n### How far more RL steps take it\n\n"
+        "`python -m tests.benchmarks.bench_learning curve SEED STEPS EVERY [FILE ...]`: one quick "
+        "start trained longer, each checkpoint evaluated on the named held-out files (one sample "
+        "per row; minutes since the warm start began, so the held-out evals are not in them); "
+        "stored in `docs/learning_transfer_curve.json`.\n\n" + curves
+    )
+
+
+def curves_markdown(
+    stored: list[dict[str, Any]],
+    current: Callable[[str | None], bool],
+    shipped: int,
+    precision: Callable[[dict[str, Any]], str | None],
+    plot_path: Path,
+) -> str:
+    """Each curve run's table (held-out pass per checkpoint, with the minutes), its own
+    ``[heldout]`` eval after the last step, and the plot of all at ``plot_path``. Curves of
+    today's code replace older ones; without one, the last stays, marked stale. Empty when
+    none was measured."""
+    stored = [c for c in stored if current(c.get("template"))] or stored[-1:]
     if not stored:
         return ""
     import matplotlib
@@ -1136,14 +1164,13 @@ def curve_section() -> str:
         load = c.get("load") or [math.nan, math.nan]
         stale = (
             ""
-            if is_current(c.get("template"))
+            if current(c.get("template"))
             else f" **Stale** (ran template/trainer {c.get('template')}, not HEAD's)."
         )
-        precision = curve_precision(c)
         parts.append(
             f"Seed {c['seed']}, {c['steps']} RL steps (the shipped config runs "
-            f"{shipped_steps()}), a checkpoint every {c['every']}, trained in "
-            f"{precision or 'a precision not recorded'}; the whole run took "
+            f"{shipped}), a checkpoint every {c['every']}, trained in "
+            f"{precision(c) or 'a precision not recorded'}; the whole run took "
             f"{c['wall_s'] / 60:.1f} min (load {_rate(load[0], '.1f')} → "
             f"{_rate(load[1], '.1f')}).{stale}\n\n"
             "| held-out file | "
@@ -1163,16 +1190,11 @@ def curve_section() -> str:
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(CURVE_PLOT)
+    fig.savefig(plot_path)
     plt.close(fig)
     return (
-        "\n### How far more RL steps take it\n\n"
-        "`python -m tests.benchmarks.bench_learning curve SEED STEPS EVERY [FILE ...]`: one quick "
-        "start trained longer, each checkpoint evaluated on the named held-out files (one sample "
-        "per row; minutes since the warm start began, so the held-out evals are not in them); "
-        "stored in `docs/learning_transfer_curve.json`.\n\n"
-        + "\n".join(parts)
-        + "\n![held-out pass rate against training minutes](docs/learning_transfer_curve.png)\n"
+        "\n".join(parts)
+        + f"\n![held-out pass rate against training minutes](docs/{plot_path.name})\n"
     )
 
 

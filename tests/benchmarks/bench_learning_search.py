@@ -10,6 +10,11 @@ start (``RUN:warm``) and the trained adapter on two files of 32 questions about 
 training row reads: ``validation`` (a setting of the template was chosen on it) and ``test``
 (nothing was). ``... learning_search add RUN_DIR SEED WALL_S CPU_S LOAD0,LOAD1`` stores a run made by
 hand; ``... learning_search render`` rewrites the table from the stored runs.
+``python -m tests.benchmarks.bench_learning_search probe SEED KEY=VALUE ...`` runs one with
+settings changed (stored with its overrides, shown in the table, counted in no verdict; it prints
+the validation file's figures only), and ``... curve SEED STEPS EVERY`` trains one longer and
+evaluates the warm start and every ``EVERY``-th checkpoint on both files
+(``docs/learning_search_curve.json``).
 
 Stored in ``docs/learning_search_runs.json``: each run's metrics records, its held-out report,
 and the tool-use counts measured from its traces (what RL changed): reads per rollout, the share
@@ -279,8 +284,9 @@ def _store(new: dict[str, Any]) -> None:
     RUNS.write_text(json.dumps([*stored, new], indent=1) + "\n")
 
 
-def train(seed: int) -> None:
-    """One run of the template as a user runs it, stored."""
+def run_template(seed: int, sets: dict[str, str] | None = None) -> tuple[Measured, Path]:
+    """One run of the template as a user runs it (``sets``: config keys changed from the
+    shipped values, ``section.key = value``), measured; and its workspace."""
     from tests.benchmarks.bench_learning import (
         _children_cpu_s,
         _children_peak_rss_gb,
@@ -293,12 +299,95 @@ def train(seed: int) -> None:
     config = ws / "configs" / "training" / f"{NAME}.toml"
     set_toml(config, "training.seed", str(seed))
     set_toml(config, "logging.trace_samples_per_step", str(TRACED_PER_STEP))
+    for key, value in (sets or {}).items():
+        set_toml(config, key, value)
     cpu0, load0, started = _children_cpu_s(), os.getloadavg()[0], time.perf_counter()
     done = _osmosis(["train", "submit", f"configs/training/{NAME}.toml", "--json"], ws)
     wall, cpu = time.perf_counter() - started, _children_cpu_s() - cpu0
     run = json.loads(done.stdout)["run"]
-    measured = Measured(seed, run, wall, cpu, (load0, os.getloadavg()[0]), _children_peak_rss_gb())
-    _store(entry(measured, ws))
+    load = (load0, os.getloadavg()[0])
+    return Measured(seed, run, wall, cpu, load, _children_peak_rss_gb()), ws
+
+
+def train(seed: int, sets: dict[str, str] | None = None) -> dict[str, Any]:
+    """One run, stored (with ``sets`` it is a probe: stored with its overrides, shown in the
+    table, counted in no verdict)."""
+    stored = entry(*run_template(seed, sets))
+    _store(stored)
+    return stored
+
+
+def probe(argv: list[str]) -> None:
+    """``probe SEED KEY=VALUE ...``: one run with settings changed, stored with its overrides;
+    prints the validation file's pass rates and the wall time only (choose on validation, so
+    the test file stays a measure nothing was tuned on)."""
+    sets = dict(arg.split("=", 1) for arg in argv[1:])
+    stored = train(int(argv[0]), sets)
+    validation, _ = held(stored, VALIDATION_SET)
+    rewards = [float(r["reward_mean"]) for r in stored["records"]]
+    print(
+        f"{sets}: validation pass base / warm / trained {_passes(validation)}; training reward "
+        f"last 3 steps {_f(sum(rewards[-3:]) / max(1, len(rewards[-3:])), '.3f')}; "
+        f"{stored['wall_s'] / 60:.1f} min"
+    )
+    render()
+
+
+CURVE = ROOT / "docs" / "learning_search_curve.json"
+CURVE_PLOT = ROOT / "docs" / "learning_search_curve.png"
+
+
+def curve(argv: list[str]) -> None:
+    """``curve SEED STEPS EVERY``: one run trained for ``STEPS`` RL steps with a checkpoint every
+    ``EVERY``; the warm start and each checkpoint evaluated on both held-out files, one sample
+    per row. Stored in ``docs/learning_search_curve.json``: how far more steps take the agent,
+    and what they cost in minutes."""
+    from tests.benchmarks.bench_learning import _heldout_files, checkpoint_points
+
+    seed, steps, every = (int(x) for x in argv[:3])
+    m, ws = run_template(
+        seed, {"training.max_steps": str(steps), "checkpoints.checkpoint_save_freq": str(every)}
+    )
+    stored = entry(m, ws)
+    files = _heldout_files(ws, NAME)
+    points = checkpoint_points(
+        ws,
+        f"configs/eval/{NAME}.toml",
+        (stored["run"], stored["records"], stored["warm_records"]),
+        files,
+        (steps, every),
+    )
+    curves = json.loads(CURVE.read_text()) if CURVE.exists() else []
+    keep = ("seed", "template", "wall_s", "load", "cpu", "dtype", "run", "heldout", "records")
+    curves.append({"steps": steps, "every": every, "points": points} | {k: stored[k] for k in keep})
+    CURVE.write_text(json.dumps(curves, indent=1) + "\n")
+    render()
+
+
+def curve_part() -> str:
+    """The stored curves of the search template, as the quick start's curves are shown."""
+    from tests.benchmarks.bench_learning import curves_markdown
+
+    stored = json.loads(CURVE.read_text()) if CURVE.exists() else []
+    shipped = shipped_steps()
+    curves = curves_markdown(stored, is_current, shipped, lambda c: c.get("dtype"), CURVE_PLOT)
+    if not curves:
+        return ""
+    return (
+        "\nHow far more RL steps take it (`python -m tests.benchmarks.bench_learning_search "
+        "curve SEED STEPS EVERY`: one run trained longer, the warm start and each checkpoint "
+        "evaluated on both held-out files, one sample per row; minutes since the warm start "
+        "began, the evals not counted; stored in `docs/learning_search_curve.json`):\n\n"
+        + curves
+    )
+
+
+def shipped_steps() -> int:
+    """The template's ``[training] max_steps`` as it ships."""
+    import tomllib
+
+    text = (ROOT / "templates" / TEMPLATE / "training.toml").read_text()
+    return int(tomllib.loads(text.replace("{{name}}", NAME))["training"]["max_steps"])
 
 
 def add_run(
@@ -512,6 +601,7 @@ def search_table() -> str:
         + "\n".join(rows)
         + "\n"
         + (_plotted(shown) if shown else "")
+        + curve_part()
     )
 
 
@@ -624,6 +714,10 @@ def main() -> None:
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "render":
         render()
+    elif len(sys.argv) > 2 and sys.argv[1] == "probe":
+        probe(sys.argv[2:])
+    elif len(sys.argv) > 4 and sys.argv[1] == "curve":
+        curve(sys.argv[2:])
     elif len(sys.argv) > 1 and sys.argv[1] == "add":
         add_run(*sys.argv[2:8])
         render()

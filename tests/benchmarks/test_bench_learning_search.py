@@ -162,3 +162,61 @@ def test_store_keeps_a_run_of_the_same_code_in_the_other_precision(
     store({"seed": 0, "template": bf16, "run": "c"})  # same code on a bf16 CPU: "b" stays
     runs = json.loads((tmp_path / "runs.json").read_text())
     assert [r["run"] for r in runs] == ["b", "c"]
+
+
+def test_a_search_curve_is_shown_per_held_out_file_with_its_precision(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(bench_learning_search, "CURVE", tmp_path / "curve.json")
+    monkeypatch.setattr(bench_learning_search, "CURVE_PLOT", tmp_path / "curve.png")
+    monkeypatch.setattr(bench_learning_search, "template_fingerprint", lambda: "now")
+    assert bench_learning_search.curve_part() == ""  # nothing measured: no paragraph
+    points = [
+        {"step": step, "minutes": 1.0 + 4.0 * step, "set": name, "pass_rate": rate}
+        for step, rates in ((0, (0.25, 0.5)), (4, (0.5, 0.75)))
+        for name, rate in zip(("validation", "test"), rates, strict=True)
+    ]
+    curve = {
+        "seed": 1, "steps": 4, "every": 4, "template": "now", "wall_s": 900.0,
+        "load": [0.2, 1.5], "dtype": "bfloat16", "points": points, "heldout": None,
+    }
+    bench_learning_search.CURVE.write_text(json.dumps([curve]))
+    text = bench_learning_search.curve_part()
+    assert "Seed 1, 4 RL steps (the shipped config runs 8)" in text
+    assert "trained in bfloat16; the whole run took 15.0 min" in text
+    assert "| warm start (1.0 min) | step 4 (17.0 min) |" in text
+    assert "| validation | 0.25 | 0.50 |" in text and "| test | 0.50 | 0.75 |" in text
+    assert "**Stale**" not in text and (tmp_path / "curve.png").exists()
+
+
+def test_checkpoint_points_evaluate_the_warm_start_and_each_checkpoint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.benchmarks import bench_learning
+
+    calls: list[list[str]] = []
+
+    def fake_osmosis(args: list[str], cwd: Path) -> Any:
+        calls.append(args)
+        out = tmp_path / f"eval{len(calls)}"
+        out.mkdir()
+        (out / "summary.json").write_text(json.dumps({"pass_rate": len(calls) / 10}))
+        return type("Done", (), {"stdout": json.dumps({"run_dir": str(out)})})()
+
+    monkeypatch.setattr(bench_learning, "_osmosis", fake_osmosis)
+    warm = [{"time": 100.0}]
+    records = [
+        {"step": s, "time": 100.0 + 60.0 * (s + 1), "step_time_s": 60.0} for s in (1, 2, 3, 4)
+    ]
+    points = bench_learning.checkpoint_points(
+        tmp_path, "configs/eval/kb.toml", ("/runs/kb-1", records, warm),
+        [("validation", "v.jsonl"), ("test", "t.jsonl")], (4, 2),
+    )
+    assert [c[calls[0].index("--model") + 1] for c in calls] == [
+        "kb-1:warm", "kb-1:warm", "kb-1:2", "kb-1:2", "kb-1:4", "kb-1:4"
+    ]
+    assert [(p["step"], p["set"], p["minutes"]) for p in points] == [
+        (0, "validation", 1.0), (0, "test", 1.0), (2, "validation", 3.0), (2, "test", 3.0),
+        (4, "validation", 5.0), (4, "test", 5.0),
+    ]
+    assert [p["pass_rate"] for p in points] == [0.1, 0.2, 0.3, 0.4, 0.5, 0.6]
