@@ -1067,12 +1067,12 @@ def _heldout_files(ws: Path, name: str = "calc") -> list[tuple[str, str]]:
     return list(config["heldout"]["datasets"].items())
 
 
-def shipped_steps() -> int:
-    """The quick start's ``[training] max_steps`` as the template ships it."""
+def shipped_steps(template: str = "strands", name: str = "calc") -> int:
+    """A template's ``[training] max_steps`` as it ships (default: the quick start's)."""
     import tomllib
 
-    text = (ROOT / "templates" / "strands" / "training.toml").read_text()
-    return int(tomllib.loads(text.replace("{{name}}", "calc"))["training"]["max_steps"])
+    text = (ROOT / "templates" / template / "training.toml").read_text()
+    return int(tomllib.loads(text.replace("{{name}}", name))["training"]["max_steps"])
 
 
 def stored_curves() -> list[dict[str, Any]]:

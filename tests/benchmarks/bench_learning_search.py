@@ -366,10 +366,10 @@ def curve(argv: list[str]) -> None:
 
 def curve_part() -> str:
     """The stored curves of the search template, as the quick start's curves are shown."""
-    from tests.benchmarks.bench_learning import curves_markdown
+    from tests.benchmarks.bench_learning import curves_markdown, shipped_steps
 
     stored = json.loads(CURVE.read_text()) if CURVE.exists() else []
-    shipped = shipped_steps()
+    shipped = shipped_steps(TEMPLATE, NAME)
     curves = curves_markdown(stored, is_current, shipped, lambda c: c.get("dtype"), CURVE_PLOT)
     if not curves:
         return ""
@@ -380,14 +380,6 @@ def curve_part() -> str:
         "began, the evals not counted; stored in `docs/learning_search_curve.json`):\n\n"
         + curves
     )
-
-
-def shipped_steps() -> int:
-    """The template's ``[training] max_steps`` as it ships."""
-    import tomllib
-
-    text = (ROOT / "templates" / TEMPLATE / "training.toml").read_text()
-    return int(tomllib.loads(text.replace("{{name}}", NAME))["training"]["max_steps"])
 
 
 def add_run(
