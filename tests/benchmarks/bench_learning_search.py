@@ -4,7 +4,8 @@ document, an OpenAI Agents SDK agent over a SQLite/FTS5 knowledge base?
 ``python -m tests.benchmarks learning_search`` runs the template as a user does
 (``osmosis template create kb --template search`` then ``osmosis train submit
 configs/training/kb.toml``, subprocesses, in a scratch workspace) ``RUNS_PER_SEED`` times per
-seed with the shipped config (only the seed and the number of traced samples per step set): a warm start on the
+seed with the shipped config (only the seed set; the trainer traces its default 4 samples
+a step, since scoring a traced sample costs a forward pass): a warm start on the
 template's demonstrations, RL, then the run's own ``[heldout]`` eval of the base model, the warm
 start (``RUN:warm``) and the trained adapter on two files of 32 questions about documents no
 training row reads: ``validation`` (a setting of the template was chosen on it) and ``test``
@@ -57,9 +58,6 @@ TEST_SET = "test"
 """The held-out file the targets are judged on: the one no setting was chosen on (runs of older
 files, with one held-out file, are judged on it)."""
 VALIDATION_SET = "validation"
-TRACED_PER_STEP = 32
-"""Traced samples per step ([logging] trace_samples_per_step): every rollout of a step, so the
-reading counts of the training steps are not a sample of 4."""
 
 
 # --- reading counts from conversations ----------------------------------------------------------
@@ -215,12 +213,12 @@ def is_current(stamp: str | None) -> bool:
     return stamp == template_fingerprint() or stamp in head_fingerprints(TEMPLATE)
 
 
-SET_BY_THE_BENCHMARK = {"training.seed", "logging.trace_samples_per_step"}
+SET_BY_THE_BENCHMARK = {"training.seed"}
 
 
 def overrides(run_dir: Path) -> dict[str, Any]:
-    """Settings of the run's config that differ from the shipped template's (besides the seed
-    and the traced samples, which the benchmark sets)."""
+    """Settings of the run's config that differ from the shipped template's (besides the seed,
+    which the benchmark sets)."""
     import tomllib
 
     def flat(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -298,7 +296,6 @@ def run_template(seed: int, sets: dict[str, str] | None = None) -> tuple[Measure
     _osmosis(["template", "create", NAME, "--template", TEMPLATE], ws)
     config = ws / "configs" / "training" / f"{NAME}.toml"
     set_toml(config, "training.seed", str(seed))
-    set_toml(config, "logging.trace_samples_per_step", str(TRACED_PER_STEP))
     for key, value in (sets or {}).items():
         set_toml(config, key, value)
     cpu0, load0, started = _children_cpu_s(), os.getloadavg()[0], time.perf_counter()

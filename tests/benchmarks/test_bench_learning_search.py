@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from tests.benchmarks import bench_learning_search
+from tests.benchmarks.bench_learning import shipped_steps
 from tests.benchmarks.bench_learning_search import reading
 
 
@@ -182,7 +183,8 @@ def test_a_search_curve_is_shown_per_held_out_file_with_its_precision(
     }
     bench_learning_search.CURVE.write_text(json.dumps([curve]))
     text = bench_learning_search.curve_part()
-    assert "Seed 1, 4 RL steps (the shipped config runs 8)" in text
+    shipped = shipped_steps(template="search", name="kb")
+    assert f"Seed 1, 4 RL steps (the shipped config runs {shipped})" in text
     assert "trained in bfloat16; the whole run took 15.0 min" in text
     assert "| warm start (1.0 min) | step 4 (17.0 min) |" in text
     assert "| validation | 0.25 | 0.50 |" in text and "| test | 0.50 | 0.75 |" in text
