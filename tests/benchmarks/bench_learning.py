@@ -1134,9 +1134,12 @@ def curves_markdown(
 ) -> str:
     """Each curve run's table (held-out pass per checkpoint, with the minutes), its own
     ``[heldout]`` eval after the last step, and the plot of all at ``plot_path``. Curves of
-    today's code replace older ones; without one, the last stays, marked stale. Empty when
-    none was measured."""
-    stored = [c for c in stored if current(c.get("template"))] or stored[-1:]
+    today's code replace older ones; without one, those of the last code measured stay,
+    marked stale. Empty when none was measured."""
+    last = stored[-1].get("template") if stored else None
+    stored = [c for c in stored if current(c.get("template"))] or [
+        c for c in stored if c.get("template") == last
+    ]
     if not stored:
         return ""
     import matplotlib

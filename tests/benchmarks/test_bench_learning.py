@@ -147,6 +147,11 @@ def test_a_curve_of_todays_code_replaces_older_ones_and_names_its_precision(
     text = bench_learning.curve_section()
     # Only an older code's curve: it stays, marked stale, its precision unknown.
     assert "**Stale**" in text and "a precision not recorded" in text and "| 0.10 | 0.20 |" in text
+    # Curves of the last code measured all stay (two seeds); one of code before that goes.
+    older = _curve("fedcba9876543210", (0.7, 0.8))
+    bench_learning.CURVE.write_text(json.dumps([older, old, {**old, "seed": 1}]))
+    text = bench_learning.curve_section()
+    assert text.count("| 0.10 | 0.20 |") == 2 and "| 0.70 | 0.80 |" not in text
     bench_learning.CURVE.write_text(json.dumps([old, _curve(bf16, (0.3, 0.6))]))
     text = bench_learning.curve_section()
     assert "**Stale**" not in text and "trained in bfloat16" in text
