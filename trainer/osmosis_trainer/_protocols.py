@@ -118,6 +118,8 @@ class DecoderLM(CausalLM, Protocol):
 
     def get_output_embeddings(self) -> torch.nn.Module: ...
 
+    def get_input_embeddings(self) -> torch.nn.Embedding: ...
+
 
 class Tokenizer(Protocol):
     """The decoding half of a tokenizer."""

@@ -39,6 +39,8 @@ class TraceSequence(TypedDict):
     mask: list[int]
     sampler_logprobs: list[float | None]
     trainer_logprobs: list[float | None] | None
+    """The policy's logprobs as the step's update computed them before changing the weights;
+    ``None`` for a sequence that did not train."""
     cut: bool
     """The sequence was longer than ``[logging] trace_max_tokens`` and is cut there."""
     tokens: NotRequired[list[str]]

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import contextlib
 import math
 from pathlib import Path
 from typing import Any
@@ -276,3 +277,78 @@ def test_dropout_trains_in_train_mode_and_is_left_in_eval_mode(tiny_model_dir: P
     plain.train = lambda mode=True: flips.append(mode) or plain  # type: ignore[method-assign]
     policy_update(plain, build_optimizer(plain, lr=1e-3), _sequences(plain), _settings())
     assert flips == []
+
+
+def test_lora_layers_compute_in_the_base_precision_with_fp32_weights(
+    tiny_model_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lm = load_model(str(tiny_model_dir), dtype="bfloat16")
+    model = attach_lora(lm.model, r=4, alpha=8, dropout=0.0, target_modules="all-linear", seed=0)
+    lora = dict(lora_parameters(model))
+    assert {p.dtype for p in lora.values()} == {torch.float32}  # peft's master weights
+    with torch.no_grad():
+        for name, p in lora.items():
+            if "lora_B" in name:  # B starts at 0: make the adapter change the outputs
+                p.normal_(0.0, 0.05, generator=torch.Generator().manual_seed(len(name)))
+    seen: list[torch.dtype] = []
+    layer = next(m for n, m in model.named_modules() if n.endswith("lora_A.default"))
+    hook = layer.register_forward_hook(lambda _m, args, _out: seen.append(args[0].dtype))
+    ids = torch.tensor([[5, 9, 30, 41, 7, 8], [3, 4, 5, 6, 1, 1]])
+    mask = torch.tensor([[0, 1, 1, 1, 1], [1, 1, 1, 0, 0]], dtype=torch.bool)
+    fast, _ = token_logprobs(model, ids, mask)
+    hook.remove()
+    assert seen == [torch.bfloat16]  # the layer's input was not cast up to fp32
+    # peft's own path (fp32 LoRA layers) gives the same logprobs up to bf16 rounding.
+    from osmosis_trainer.loop import _policy
+
+    with monkeypatch.context() as patch, torch.no_grad():
+        patch.setattr(_policy, "lora_compute", lambda _m: contextlib.nullcontext())
+        exact, _ = token_logprobs(model, ids, mask)
+    torch.testing.assert_close(fast.detach(), exact, rtol=0.0, atol=0.1)
+    fast.sum().backward()
+    grads = [p.grad for p in lora.values()]
+    assert all(g is not None and g.dtype == torch.float32 for g in grads)
+    assert any(bool(g.abs().sum() > 0) for g in grads if g is not None)
+
+
+def test_an_fp32_base_keeps_its_numerics(tiny_model_dir: Path) -> None:
+    from osmosis_trainer.loop._policy import lora_compute
+
+    model = _policy(tiny_model_dir)
+    ids = torch.tensor([[5, 9, 30, 41, 7, 8]])
+    with torch.no_grad():
+        plain = model(input_ids=ids).logits
+        with lora_compute(model):
+            assert not torch.is_autocast_enabled("cpu")
+            inside = model(input_ids=ids).logits
+    assert torch.equal(plain, inside)
+
+
+
+@pytest.mark.parametrize("share", [False, True])
+def test_kept_logprobs_are_each_sequences_own_before_the_update(
+    tiny_model_dir: Path, share: bool
+) -> None:
+    model = _policy(tiny_model_dir)
+    for name, p in lora_parameters(model):
+        if "lora_B" in name:
+            torch.nn.init.normal_(p, std=0.05, generator=torch.Generator().manual_seed(1))
+    seqs = _group_sequences(model)
+    seqs.append(TrainSequence([7, 8, 9, 10, 11], [0, 0, 1, 1, 1], [0.0] * 5, advantage=1.0,
+                              group_id=5))  # a group of one: packed the plain way
+    want = {}
+    with torch.no_grad():
+        for i in (0, 4, 6):
+            s = seqs[i]
+            m = torch.tensor([s.loss_mask[1:]], dtype=torch.bool)
+            lp, _ = token_logprobs(model, torch.tensor([s.token_ids]), m)
+            want[i] = [None, *[v if t else None for v, t in zip(lp[0].tolist(), s.loss_mask[1:],
+                                                                 strict=True)]]
+    opt = torch.optim.SGD([p for _, p in lora_parameters(model)], lr=1.0)
+    stats = policy_update(model, opt, seqs, _settings(share_prompt_prefix=share), keep={0, 4, 6})
+    assert set(stats.logprobs) == {0, 4, 6}
+    for i, row in stats.logprobs.items():
+        assert [v is None for v in row] == [v is None for v in want[i]]
+        got = torch.tensor([v for v in row if v is not None])
+        torch.testing.assert_close(got, torch.tensor([v for v in want[i] if v is not None]),
+                                   rtol=1e-4, atol=1e-4)

@@ -282,7 +282,7 @@ def _make_trainer(
         traces=TraceSampler(
             run.path, config.logging.trace_samples_per_step,
             decode=token_texts(loaded.tokenizer),
-            max_tokens=config.logging.trace_max_tokens, temperature=settings.temperature,
+            max_tokens=config.logging.trace_max_tokens,
         ),
         trackers=open_trackers(
             config.logging.report_to, run.path, run.run_id,

@@ -97,6 +97,11 @@ class MicroBatch:
     """Set when the rows' prompts run once per group: ``input_ids``, ``mask`` and
     ``sampler_logp`` then hold only the part after each group's shared prefix, and position
     ``j`` trains ``input_ids[:, j]`` (no shift)."""
+    rows: list[int] = field(default_factory=list)
+    """Which of the update's sequences each row is (set by ``micro_batches``)."""
+    starts: list[int] = field(default_factory=list)
+    """Per row, the index in its sequence of the token that position 0 scores (1 for a plain
+    row; the shared prefix's length for a prefixed one)."""
 
     @property
     def n_tokens(self) -> int:

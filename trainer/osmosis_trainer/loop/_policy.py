@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
@@ -20,6 +21,7 @@ if TYPE_CHECKING:
 __all__ = [
     "adapter_disabled",
     "attach_lora",
+    "lora_compute",
     "load_adapter_weights",
     "lora_parameters",
     "masked_logits",
@@ -71,6 +73,30 @@ def adapter_disabled(model: torch.nn.Module) -> AbstractContextManager[None]:
     return disable() if callable(disable) else nullcontext()
 
 
+@contextmanager
+def lora_compute(model: torch.nn.Module) -> Iterator[None]:
+    """Context for a forward pass whose LoRA layers compute in the base weights' precision.
+
+    peft keeps the adapter in fp32 over a bf16/fp16 base and casts each LoRA layer's input to
+    fp32: on long multi-turn sequences that made a training forward and backward ~20 % slower
+    (BENCHMARKS.md, ``update``). Here the LoRA matmuls run in the base's dtype under
+    ``torch.autocast`` (with peft's own ``disable_input_dtype_casting``), while the adapter's
+    weights, gradients and optimiser state stay fp32: mixed precision as TRL's ``bf16=True``
+    does it. An fp32 base, or a model without a fp32 adapter, is left untouched.
+    """
+    base = _causal_lm(model).get_input_embeddings().weight
+    adapter = next((p.dtype for p in model.parameters() if p.requires_grad), None)
+    if base.dtype not in (torch.bfloat16, torch.float16) or adapter != torch.float32:
+        yield
+        return
+    from peft.helpers import disable_input_dtype_casting
+
+    with ExitStack() as stack:
+        stack.enter_context(disable_input_dtype_casting(model))
+        stack.enter_context(torch.autocast(base.device.type, dtype=base.dtype))
+        yield
+
+
 def _causal_lm(model: torch.nn.Module) -> DecoderLM:
     """The causal LM under peft's wrapper (``model`` itself when it has none)."""
     get_base = getattr(model, "get_base_model", None)
@@ -91,17 +117,18 @@ def masked_logits(
     the decoder over the whole sequence, the LM head only where a token trains.
     """
     lm = _causal_lm(model)
-    if prefix is not None:
-        from osmosis_trainer.loop._prefix import shared_prefix_hidden
+    with lora_compute(model):
+        if prefix is not None:
+            from osmosis_trainer.loop._prefix import shared_prefix_hidden
 
-        predicting = shared_prefix_hidden(lm.get_decoder(), input_ids, prefix)  # [B, S, H]
-        targets = input_ids[mask]  # [N]
-    else:
-        hidden = lm.get_decoder()(input_ids=input_ids, use_cache=False).last_hidden_state
-        predicting = hidden[:, :-1]  # [B, T-1, H]
-        targets = input_ids[:, 1:][mask]  # [N]
-    selected = predicting[mask]  # [N, H]
-    logits = lm.get_output_embeddings()(selected).float()  # [N, V]
+            predicting = shared_prefix_hidden(lm.get_decoder(), input_ids, prefix)  # [B, S, H]
+            targets = input_ids[mask]  # [N]
+        else:
+            hidden = lm.get_decoder()(input_ids=input_ids, use_cache=False).last_hidden_state
+            predicting = hidden[:, :-1]  # [B, T-1, H]
+            targets = input_ids[:, 1:][mask]  # [N]
+        selected = predicting[mask]  # [N, H]
+        logits = lm.get_output_embeddings()(selected).float()  # [N, V]
     softcap = getattr(lm.config, "final_logit_softcapping", None)
     if softcap:
         logits = torch.tanh(logits / softcap) * softcap

@@ -171,10 +171,17 @@ def micro_batches(
     rest = list(range(len(seqs)))
     if share_prefix:
         shared, rest = plan_shared_prefix(seqs, token_budget, min_prefix=SHARE_PREFIX_MIN_TOKENS)
-        batches += [collate_prefixed(seqs, units, pad_id=pad_id, device=device)[0] for units in shared]
+        for units in shared:
+            mb, order = collate_prefixed(seqs, units, pad_id=pad_id, device=device)
+            mb.rows = order
+            mb.starts = [u.prefix_len for u in units for _ in u.members]
+            batches.append(mb)
     lengths = [len(seqs[i].token_ids) for i in rest]
     for idx in plan_micro_batches(lengths, token_budget):
-        batches.append(collate([seqs[rest[j]] for j in idx], pad_id=pad_id, device=device))
+        mb = collate([seqs[rest[j]] for j in idx], pad_id=pad_id, device=device)
+        mb.rows = [rest[j] for j in idx]
+        mb.starts = [1] * len(idx)
+        batches.append(mb)
     return batches
 
 

@@ -6,21 +6,21 @@ and the path, :func:`~osmosis_ai.runs.trace_file`, live in ``osmosis_ai.runs``, 
 readers use too): whole GRPO groups first, so
 rewards and advantages can be compared within a group. Each sample carries its conversation
 (the last policy call's messages and reply), and per training sequence the token ids, their
-text, the trained mask, the sampler's logprobs and the trainer's (no-grad forward passes of the
-policy over the step's traced sequences, batched, before the step's update: the weights the
-sampler used when on-policy). More
-than one sequence means a prefix mismatch split the sample.
+text, the trained mask, the sampler's logprobs and the trainer's. The trainer's are the ones
+the step's update computed before changing the weights (the weights the sampler used when
+on-policy), so tracing costs no forward pass; a sequence that did not train (its group's
+rewards were all equal, or a truncation was masked) has none. More than one sequence means a
+prefix mismatch split the sample.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Sequence
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-
-import torch
 
 from osmosis_ai.runs import TraceRecord, TraceSequence, trace_file
 from osmosis_trainer._protocols import decode_text
@@ -49,13 +49,11 @@ class TraceSampler:
         *,
         decode: Decode | None = None,
         max_tokens: int = 4096,
-        temperature: float = 1.0,
     ) -> None:
         self.run_path = Path(run_path)
         self.per_step = per_step
         self.decode = decode
         self.max_tokens = max_tokens
-        self.temperature = temperature
 
     def pick(self, ro: StepRollouts) -> list[GradedSample]:
         """Whole groups in group order until the budget is spent (the last one may be cut)."""
@@ -70,34 +68,47 @@ class TraceSampler:
             out.extend(groups[gid][:room])
         return out
 
+    def rows(self, picked: Sequence[GradedSample], batch: TrainBatch) -> list[int]:
+        """The indices in ``batch.sequences`` of the ``picked`` samples' sequences (those that
+        train): the ones whose logprobs the update keeps for :meth:`records`."""
+        where = _batch_index(batch)
+        return [
+            where[(s.rollout_id, k)]
+            for s in picked
+            for k in range(len(s.sequences))
+            if (s.rollout_id, k) in where
+        ]
+
     def records(
         self,
         step: int,
         picked: Sequence[GradedSample],
         batch: TrainBatch,
-        model: torch.nn.Module | None = None,
-        device: torch.device | str = "cpu",
+        logprobs: Mapping[int, Sequence[float | None]] | None = None,
     ) -> list[TraceRecord]:
-        """The JSON records of ``picked``; with ``model``, the trainer's logprobs too."""
+        """The JSON records of ``picked``; ``logprobs`` (by index in ``batch.sequences``, as the
+        update returns them) fills in the trainer's logprobs."""
         advantage = {seq.rollout_id: seq.advantage for seq in batch.sequences}
+        where = _batch_index(batch)
+        found = logprobs or {}
         out: list[TraceRecord] = []
-        scored: list[TraceSequence] = []  # the entries that get the trainer's logprobs
         for s in picked:
             seqs: list[TraceSequence] = []
-            for seq in s.sequences:
+            for k, seq in enumerate(s.sequences):
                 ids = list(seq.token_ids)[: self.max_tokens]
-                mask = list(seq.loss_mask)[: len(ids)]
+                trained = found.get(where.get((s.rollout_id, k), -1))
                 entry: TraceSequence = {
                     "token_ids": ids,
-                    "mask": mask,
+                    "mask": list(seq.loss_mask)[: len(ids)],
                     "sampler_logprobs": [_num(v) for v in seq.sampler_logprobs[: len(ids)]],
-                    "trainer_logprobs": None,
+                    "trainer_logprobs": (
+                        None if trained is None
+                        else [None if v is None else _num(v) for v in trained[: len(ids)]]
+                    ),
                     "cut": len(seq.token_ids) > len(ids),
                 }
                 if self.decode is not None:
                     entry["tokens"] = self.decode(ids)
-                if model is not None and not entry["cut"] and any(mask[1:]):
-                    scored.append(entry)
                 seqs.append(entry)
             out.append({
                 "step": step,
@@ -114,14 +125,6 @@ class TraceSampler:
                 "tools": getattr(s.last_call, "tools", None),
                 "sequences": seqs,
             })
-        for chunk in _chunks(scored, _SCORE_TOKENS):
-            assert model is not None  # entries are scored only with a model
-            found = trainer_logprobs(
-                model, [(e["token_ids"], e["mask"]) for e in chunk], device=device,
-                temperature=self.temperature,
-            )
-            for entry, logprobs in zip(chunk, found, strict=True):
-                entry["trainer_logprobs"] = logprobs
         return out
 
     def write(self, step: int, records: list[TraceRecord]) -> Path:
@@ -134,24 +137,15 @@ class TraceSampler:
         return path
 
 
-_SCORE_TOKENS = 4096
-"""Most padded tokens per scoring forward: a budget of 256 long traces stays bounded."""
-
-
-def _chunks(entries: list[TraceSequence], budget: int) -> list[list[TraceSequence]]:
-    """Consecutive groups whose padded size (rows x longest) stays within ``budget`` tokens
-    (a longer sequence gets a group of its own)."""
-    groups: list[list[TraceSequence]] = []
-    width = 0
-    for entry in entries:
-        n = len(entry["token_ids"])
-        if groups and (len(groups[-1]) + 1) * max(width, n) <= budget:
-            groups[-1].append(entry)
-            width = max(width, n)
-        else:
-            groups.append([entry])
-            width = n
-    return groups
+def _batch_index(batch: TrainBatch) -> dict[tuple[str, int], int]:
+    """``(rollout id, k)`` -> the index in ``batch.sequences`` of that rollout's ``k``-th
+    sequence (``build_train_batch`` keeps a rollout's sequences together, in order)."""
+    seen = Counter[str]()
+    out: dict[tuple[str, int], int] = {}
+    for i, seq in enumerate(batch.sequences):
+        out[(seq.rollout_id, seen[seq.rollout_id])] = i
+        seen[seq.rollout_id] += 1
+    return out
 
 
 def _conversation(call: LLMCall | None) -> list[dict[str, Any]] | None:
@@ -165,43 +159,6 @@ def _conversation(call: LLMCall | None) -> list[dict[str, Any]] | None:
             continue
         out.append(m.model_dump(mode="json", exclude_none=True) if hasattr(m, "model_dump")
                    else dict(m))
-    return out
-
-
-def trainer_logprobs(
-    model: torch.nn.Module,
-    sequences: Sequence[tuple[list[int], list[int]]],
-    *,
-    device: torch.device | str = "cpu",
-    temperature: float = 1.0,
-) -> list[list[float | None]]:
-    """The policy's logprob of each trained token of each ``(ids, mask)`` sequence (``None``
-    elsewhere): one no-grad forward over all of them, right-padded (attention is causal, so
-    padding after a token never changes its logprob)."""
-    from osmosis_trainer.loop._policy import token_logprobs
-
-    width = max(len(ids) for ids, _ in sequences)
-    input_ids = torch.zeros(len(sequences), width, dtype=torch.long)  # [B, T]
-    # Position t of the result scores token t+1.
-    shifted = torch.zeros(len(sequences), width - 1, dtype=torch.bool)  # [B, T-1]
-    for row, (ids, mask) in enumerate(sequences):
-        input_ids[row, : len(ids)] = torch.tensor(ids)
-        shifted[row, : len(ids) - 1] = torch.tensor(mask[1:], dtype=torch.bool)
-    was_training = model.training
-    model.eval()  # no LoRA dropout: the logprob the weights give
-    try:
-        with torch.no_grad():
-            logp, _ = token_logprobs(
-                model, input_ids.to(device), shifted.to(device), temperature=temperature
-            )
-    finally:
-        model.train(was_training)
-    out: list[list[float | None]] = []
-    for row, (ids, mask) in zip(logp.float().cpu().tolist(), sequences, strict=True):
-        first: list[float | None] = [None]  # the first token has no logprob
-        out.append(first + [
-            _num(v) if m else None for v, m in zip(row[: len(ids) - 1], mask[1:], strict=True)
-        ])
     return out
 
 

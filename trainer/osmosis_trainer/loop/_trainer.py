@@ -246,23 +246,32 @@ class Trainer:
         batch = build_train_batch(ro.samples, self.s.algorithm)
         self.run_dir.update_status(activity="update", step=step - 1)
         update_metrics: dict[str, float] = {}
-        if self.traces is not None and self.traces.per_step:
-            await self._write_traces(step, ro, batch)
-        if batch.sequences:
-            # The rollouts' freed KV caches sit in the engine thread's malloc arena, which the
-            # update's thread does not reuse: handed back first, the update's activations do
-            # not stack on top of them (BENCHMARKS.md, trainer_real, has the peak).
-            await self.run_torch(return_freed_memory)
-            stats = await self.run_torch(
-                functools.partial(
-                    policy_update, self.model, self.optimizer, batch.sequences,
-                    self.s, device=self.device, where=f"step {step}",
-                ),
-            )
-            update_metrics = stats.as_metrics()
-            # The update's activations are free now; handed back, the worker's resident size
-            # stays near one step's peak instead of ratcheting up (7 -> 9 GB over 8 CPU steps).
-            await self.run_torch(return_freed_memory)
+        traced = self.traces.pick(ro) if self.traces is not None and self.traces.per_step else []
+        logprobs: dict[int, list[float | None]] = {}
+        try:
+            if batch.sequences:
+                # The rollouts' freed KV caches sit in the engine thread's malloc arena, which
+                # the update's thread does not reuse: handed back first, the update's
+                # activations do not stack on top of them (BENCHMARKS.md, trainer_real).
+                await self.run_torch(return_freed_memory)
+                stats = await self.run_torch(
+                    functools.partial(
+                        policy_update, self.model, self.optimizer, batch.sequences,
+                        self.s, device=self.device, where=f"step {step}",
+                        keep=self.traces.rows(traced, batch) if self.traces else (),
+                    ),
+                )
+                update_metrics = stats.as_metrics()
+                logprobs = stats.logprobs
+                # The update's activations are free now; handed back, the worker's resident
+                # size stays near one step's peak instead of ratcheting up (7 -> 9 GB over 8
+                # CPU steps).
+                await self.run_torch(return_freed_memory)
+        finally:
+            # Also when the update failed (without the trainer's logprobs then): the traces
+            # show what the step trained on.
+            if traced:
+                await self._write_traces(step, traced, batch, logprobs)
         lr = float(self.scheduler.get_last_lr()[0])
         with warnings.catch_warnings():
             # A first step whose groups all had zero variance updates nothing; the schedule
@@ -303,13 +312,17 @@ class Trainer:
         if step % c.checkpoint_save_freq == 0:
             self._checkpoint(metrics)
 
-    async def _write_traces(self, step: int, ro: StepRollouts, batch: TrainBatch) -> None:
-        """The step's bounded trajectory sample (before the update: the sampler's weights)."""
+    async def _write_traces(
+        self,
+        step: int,
+        traced: list[GradedSample],
+        batch: TrainBatch,
+        logprobs: dict[int, list[float | None]],
+    ) -> None:
+        """The step's bounded trajectory sample, with the logprobs its update computed."""
         assert self.traces is not None
         records = await self.run_torch(
-            functools.partial(
-                self.traces.records, step, self.traces.pick(ro), batch, self.model, self.device
-            ),
+            functools.partial(self.traces.records, step, traced, batch, logprobs)
         )
         self.traces.write(step, records)
 

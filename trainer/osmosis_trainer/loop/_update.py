@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 
 import torch
@@ -52,6 +52,9 @@ class UpdateStats:
     tokens: int = 0
     sequences: int = 0
     micro_batches: int = 0
+    logprobs: dict[int, list[float | None]] = field(default_factory=dict, repr=False)
+    """Per sequence asked for (``policy_update(keep=...)``), the logprob the policy gave each
+    trained token before the update (``None`` elsewhere), aligned with its ``token_ids``."""
     _sums: dict[str, float] = field(default_factory=dict, repr=False)
 
     def as_metrics(self) -> dict[str, float]:
@@ -83,8 +86,9 @@ def _micro_batch_loss(
     norm: LossNormalizers,
     old_logp: torch.Tensor | None,
     acc: dict[str, float],
-) -> torch.Tensor:
-    """Forward one micro-batch and return its share of the step loss (with grad)."""
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Forward one micro-batch: its share of the step loss (with grad), and the logprobs the
+    loss took as the old policy's (``[B, T-1]``, detached)."""
     a = settings.algorithm
     logp, entropy = token_logprobs(
         model, mb.input_ids, mb.mask, temperature=settings.temperature, with_entropy=True,
@@ -123,7 +127,7 @@ def _micro_batch_loss(
     acc["clip"] += _masked_sum(clipped.float(), mask_f)
     if entropy is not None:
         acc["entropy"] += _masked_sum(entropy, mask_f)
-    return loss
+    return loss, old
 
 
 def _old_logprobs(
@@ -147,11 +151,15 @@ def policy_update(
     *,
     device: torch.device | str = "cpu",
     where: str = "update",
+    keep: Collection[int] = (),
 ) -> UpdateStats:
     """Run ``[algorithm] num_iterations`` optimizer steps over ``seqs``.
 
     Micro-batches are packed by ``settings.micro_batch_tokens``; their losses are normalised
-    by batch-wide totals so the accumulated gradient equals the full-batch gradient.
+    by batch-wide totals so the accumulated gradient equals the full-batch gradient. For the
+    sequences whose indices are in ``keep`` (the traced ones), :attr:`UpdateStats.logprobs`
+    holds the pre-update logprobs the first iteration computed anyway, so the traces need no
+    forward pass of their own.
 
     Raises:
         TrainingError: the batch trains no token at all.
@@ -185,12 +193,15 @@ def policy_update(
         "is_ratio_max": -math.inf,
     }
     grad_norm = 0.0
+    kept: dict[int, list[float | None]] = {}
     try:
-        for _ in range(iterations):
+        for iteration in range(iterations):
             step_loss = 0.0
             for i, mb in enumerate(batches):
                 old = old_cache[i] if old_cache is not None else None
-                loss = _micro_batch_loss(model, mb, settings, norm, old, acc)
+                loss, before = _micro_batch_loss(model, mb, settings, norm, old, acc)
+                if iteration == 0 and keep:
+                    kept.update(_row_logprobs(mb, before, seqs, keep))
                 if not torch.isfinite(loss):
                     raise NonFiniteLossError(
                         f"{where}: the loss is {loss.item()} (micro-batch {i + 1}/"
@@ -209,7 +220,26 @@ def policy_update(
     finally:
         if dropout:
             model.eval()
-    return _finish_stats(acc, batches, grad_norm, len(seqs), settings)
+    stats = _finish_stats(acc, batches, grad_norm, len(seqs), settings)
+    stats.logprobs = kept
+    return stats
+
+
+def _row_logprobs(
+    mb: MicroBatch, logp: torch.Tensor, seqs: Sequence[TrainSequence], keep: Collection[int]
+) -> dict[int, list[float | None]]:
+    """The kept rows' logprobs, each placed at the index of the token it scores."""
+    out: dict[int, list[float | None]] = {}
+    values = logp.float().cpu()  # [B, T-1] or [B, S]
+    mask = mb.mask.cpu()
+    for r, (seq, start) in enumerate(zip(mb.rows, mb.starts, strict=True)):
+        if seq not in keep:
+            continue
+        row: list[float | None] = [None] * len(seqs[seq].token_ids)
+        for j in mask[r].nonzero().flatten().tolist():
+            row[start + j] = float(values[r, j])
+        out[seq] = row
+    return out
 
 
 _DROPOUTS = (
