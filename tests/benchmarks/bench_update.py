@@ -44,7 +44,6 @@ CODE = (
     "trainer/osmosis_trainer/loop/_prefix.py",
     "trainer/osmosis_trainer/loop/_batch.py",
     "tests/benchmarks/bench_update.py",
-    "tests/benchmarks/update_batches.json",
 )
 """What the section measures (its fingerprint)."""
 BATCHES = ROOT / "tests" / "benchmarks" / "update_batches.json"
@@ -101,26 +100,49 @@ def _peft_layers(_model: Any) -> Iterator[None]:
     yield
 
 
-def _run(model: Any, settings: Any, seqs: list[Any], ours: bool) -> tuple[list[float], float]:
-    """Seconds of each of ``UPDATES`` updates and the last one's loss."""
-    import torch
-
+@contextlib.contextmanager
+def _layers(ours: bool) -> Iterator[None]:
+    """Our LoRA layers (as shipped), or peft's (``lora_compute`` swapped out meanwhile)."""
     from osmosis_trainer.loop import _policy
-    from osmosis_trainer.loop._update import policy_update
 
     compute = _policy.lora_compute
     if not ours:
         setattr(_policy, "lora_compute", _peft_layers)  # noqa: B010 (a function, not a field)
-    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=0.0)
-    times, loss = [], float("nan")
     try:
-        for _ in range(UPDATES):
-            t0 = time.perf_counter()
-            loss = policy_update(model, optimizer, seqs, settings).loss
-            times.append(time.perf_counter() - t0)
+        yield
     finally:
         setattr(_policy, "lora_compute", compute)  # noqa: B010
-    return times, loss
+
+
+def _update(model: Any, settings: Any, seqs: list[Any], **kw: Any) -> Any:
+    import torch
+
+    from osmosis_trainer.loop._update import policy_update
+
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=0.0)
+    return policy_update(model, optimizer, seqs, settings, **kw)
+
+
+def _run(model: Any, settings: Any, seqs: list[Any], ours: bool) -> list[float]:
+    """Seconds of each of ``UPDATES`` updates."""
+    times = []
+    with _layers(ours):
+        for _ in range(UPDATES):
+            t0 = time.perf_counter()
+            _update(model, settings, seqs)
+            times.append(time.perf_counter() - t0)
+    return times
+
+
+def _logprob_diff(model: Any, settings: Any, seqs: list[Any]) -> dict[str, float]:
+    """Mean and largest |ours - peft's| over the trained tokens' pre-update logprobs."""
+    found = []
+    for ours in (True, False):
+        with _layers(ours):
+            kept = _update(model, settings, seqs, keep=range(len(seqs))).logprobs
+        found.append([v for i in sorted(kept) for v in kept[i] if v is not None])
+    diffs = [abs(a - b) for a, b in zip(*found, strict=True)]
+    return {"mean": statistics.mean(diffs), "max": max(diffs)}
 
 
 def main() -> None:
@@ -148,14 +170,16 @@ def main() -> None:
                                 dtype=str(dtype), algorithm=AlgorithmConfig(
                                     micro_batch_tokens=BUDGET, scale_rewards="none"))
     work = {k: _sequences(b) for k, b in batches.items()}
+    # What bf16 LoRA layers change: each trained token's logprob under both (same weights).
+    sitting.data["logprob_diff"] = {k: _logprob_diff(model, settings, seqs)
+                                    for k, seqs in work.items()}
     for seqs in work.values():
         _run(model, settings, seqs, True)  # warm-up: first-call allocations and kernels
     for r in range(ROUNDS):
         for name, seqs in work.items():
             for ours in ((True, False) if r % 2 == 0 else (False, True)):
-                times, loss = _run(model, settings, seqs, ours)
-                sitting.record({"batch": name, "ours": ours, "round": r, "update_s": times,
-                                "loss": loss})
+                times = _run(model, settings, seqs, ours)
+                sitting.record({"batch": name, "ours": ours, "round": r, "update_s": times})
                 print(name, "ours" if ours else "peft", r,
                       round(statistics.median(times), 2), flush=True)
     render()
@@ -170,11 +194,9 @@ def render() -> None:
     rows, verdicts = [], []
     for name, info in data["batches"].items():
         took: dict[bool, dict[int, float]] = {True: {}, False: {}}
-        loss: dict[bool, dict[int, float]] = {True: {}, False: {}}
         for run in sitting.runs:
             if run["batch"] == name:
                 took[bool(run["ours"])][int(run["round"])] = statistics.median(run["update_s"])
-                loss[bool(run["ours"])][int(run["round"])] = float(run["loss"])
         paired = sorted(set(took[True]) & set(took[False]))
         ratio = [took[True][r] / took[False][r] for r in paired]
         if len(ratio) >= MIN_ROUNDS:
@@ -185,13 +207,13 @@ def render() -> None:
         else:
             verdict = f"{len(ratio)} paired round(s): no verdict below {MIN_ROUNDS}"
         verdicts.append((name, verdict, ratio))
-        drift = max((abs(loss[True][r] - loss[False][r]) for r in paired), default=float("nan"))
+        diff = data.get("logprob_diff", {}).get(name)
         for ours in (True, False):
             rows.append(
                 f"| {name} ({info['source']}: {info['sequences']} sequences, {info['tokens']} "
                 f"tokens, {info['trained']} trained) | {_LABELS[ours]} | "
-                f"{spread(list(took[ours].values()))} | "
-                + (f"{drift:.1e} |" if not ours else "- |")
+                f"{spread(list(took[ours].values()))} |"
+                + (f" {diff['mean']:.1e} / {diff['max']:.1e} |" if ours and diff else " - |")
             )
     pays = all("pays (" in v for _, v, _ in verdicts)
     decided = all(len(ratio) >= MIN_ROUNDS for _, _, ratio in verdicts)
@@ -208,7 +230,7 @@ def render() -> None:
         "alternating. The batches are the trained sequences of a stored step of each template "
         "(`tests/benchmarks/update_batches.json`).\n\n"
         "| batch | LoRA layers | s per update (median of a run; median [min-max] of runs) "
-        "| loss difference |\n|---|---|---|---|\n" + "\n".join(rows) + "\n\n" + lines
+        "| trained tokens' logprob, ours − peft's: mean / largest |Δ| |\n|---|---|---|---|\n" + "\n".join(rows) + "\n\n" + lines
         + "\nVerdict: LoRA layers in the base's precision "
         + ("**not decided** (a batch has fewer paired rounds than 3)." if not decided
            else "**pay** on every batch: kept." if pays
