@@ -53,6 +53,10 @@ UPDATES = 2
 BUDGET = 2048  # both templates' [algorithm] micro_batch_tokens
 RANK = 8
 ALPHA = 16
+B_STD = 0.005
+"""The LoRA B matrices are drawn at this std: that of the search template's trained adapters
+(its warm start and step-16 checkpoints measured ~0.005), so the layers change the logprobs as
+a trained adapter does."""
 MIN_ROUNDS = 3
 """A keep/remove verdict needs at least this many paired rounds."""
 _LABELS = {
@@ -158,7 +162,7 @@ def main() -> None:
     dtype = training_dtype("auto", "cpu")
     batches = json.loads(BATCHES.read_text())
     sitting = Sitting.start(NAME, COMMAND, CODE, rounds=ROUNDS, updates=UPDATES, budget=BUDGET,
-                            rank=RANK, dtype=str(dtype), batches={
+                            rank=RANK, b_std=B_STD, dtype=str(dtype), batches={
                                 k: {"source": b["source"], "sequences": len(b["sequences"]),
                                     "tokens": sum(len(s["token_ids"]) for s in b["sequences"]),
                                     "trained": sum(sum(s["mask"][1:]) for s in b["sequences"])}
@@ -166,6 +170,10 @@ def main() -> None:
     loaded = load_model("embedded", dtype=dtype)
     model = attach_lora(loaded.model, r=RANK, alpha=ALPHA, dropout=0.0,
                         target_modules="all-linear", seed=0)
+    with torch.no_grad():  # a fresh B is 0: the LoRA layers would change nothing
+        for name, p in model.named_parameters():
+            if "lora_B" in name:
+                p.normal_(0.0, B_STD, generator=torch.Generator().manual_seed(len(name)))
     settings = resolve_settings(n_rows=1, pad_id=int(loaded.tokenizer.pad_token_id),
                                 dtype=str(dtype), algorithm=AlgorithmConfig(
                                     micro_batch_tokens=BUDGET, scale_rewards="none"))
@@ -225,7 +233,8 @@ def render() -> None:
     body = (
         f"Each batch replayed through `policy_update` as RL runs it ({data['updates']} updates "
         f"per run, lr 0; micro-batches of at most {data['budget']} padded tokens, shared prompt "
-        f"prefixes; LoRA r {data['rank']} on all linear layers), embedded SmolLM2-135M-Instruct "
+        f"prefixes; LoRA r {data['rank']} on all linear layers, B drawn at std "
+        f"{data.get('b_std', B_STD)} as in trained adapters), embedded SmolLM2-135M-Instruct "
         f"in `dtype = \"auto\"` ({data['dtype']} here); {ROUNDS} interleaved rounds, the order "
         "alternating. The batches are the trained sequences of a stored step of each template "
         "(`tests/benchmarks/update_batches.json`).\n\n"
