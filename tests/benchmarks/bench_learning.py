@@ -502,15 +502,20 @@ def main() -> None:
     """Run the quick start ``RUNS_PER_SEED`` times per seed (warm start, RL, held-out), store
     each run, render."""
     # Runs already measured on this very template (same files) are kept: an interrupted
-    # benchmark continues where it stopped instead of training those seeds again.
-    for seed in SEEDS:
-        stored = json.loads(RUNS.read_text()) if RUNS.exists() else []
-        done = sum(
+    # benchmark continues where it stopped instead of training those seeds again; one run per
+    # seed a round, so a fill cut short still covers every seed.
+    stored = json.loads(RUNS.read_text()) if RUNS.exists() else []
+    done = {
+        seed: sum(
             m.get("task") == TASK and m["seed"] == seed and is_current(m.get("template"))
             for m in stored
         )
-        for _ in range(done, RUNS_PER_SEED):
-            run_one(seed, render_after=False)
+        for seed in SEEDS
+    }
+    for round_ in range(RUNS_PER_SEED):
+        for seed in SEEDS:
+            if done[seed] <= round_:
+                run_one(seed, render_after=False)
     render()
 
 

@@ -4,8 +4,7 @@ document, an OpenAI Agents SDK agent over a SQLite/FTS5 knowledge base?
 ``python -m tests.benchmarks learning_search`` runs the template as a user does
 (``osmosis template create kb --template search`` then ``osmosis train submit
 configs/training/kb.toml``, subprocesses, in a scratch workspace) ``RUNS_PER_SEED`` times per
-seed with the shipped config (only the seed set; the trainer traces its default 4 samples
-a step, since scoring a traced sample costs a forward pass): a warm start on the
+seed with the shipped config (only the seed set): a warm start on the
 template's demonstrations, RL, then the run's own ``[heldout]`` eval of the base model, the warm
 start (``RUN:warm``) and the trained adapter on two files of 32 questions about documents no
 training row reads: ``validation`` (a setting of the template was chosen on it) and ``test``
@@ -692,12 +691,14 @@ def render() -> None:
 
 
 def main() -> None:
-    """Fill every seed to ``RUNS_PER_SEED`` runs at HEAD, then render."""
+    """Fill every seed to ``RUNS_PER_SEED`` runs at HEAD, one run per seed a round (a fill cut
+    short still covers every seed), then render."""
     stored = json.loads(RUNS.read_text()) if RUNS.exists() else []
-    for seed in SEEDS:
-        done = sum(r["seed"] == seed and is_current(r.get("template")) for r in stored)
-        for _ in range(done, RUNS_PER_SEED):
-            train(seed)
+    done = {s: sum(r["seed"] == s and is_current(r.get("template")) for r in stored) for s in SEEDS}
+    for round_ in range(RUNS_PER_SEED):
+        for seed in SEEDS:
+            if done[seed] <= round_:
+                train(seed)
     render()
 
 
