@@ -28,9 +28,10 @@ class LoggingConfig(Section):
     """Trajectories per step kept in ``<run>/traces/step_NNNNNN.jsonl`` for ``osmosis
     dashboard`` (whole groups first: their rewards and advantages side by side), with the
     conversation, the token ids, the trained mask and the sampler's and trainer's logprobs.
-    The trainer's logprobs cost one forward pass per kept trajectory. 0 keeps none."""
+    The trainer's logprobs come from the update's own first forward pass (no extra cost); a
+    trajectory whose group trained nothing (all rewards equal) has none. 0 keeps none."""
     trace_max_tokens: int = Field(default=4096, ge=16, le=65536)
-    """Sequences longer than this are kept without the trainer's logprobs (and cut to it)."""
+    """Sequences longer than this are cut to it in the trace (marked ``cut``)."""
 
     @field_validator("report_to")
     @classmethod
