@@ -17,9 +17,10 @@ import re
 import statistics
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 __all__ = [
     "cpu_info",
@@ -140,6 +141,29 @@ def template_digest(template: str) -> hashlib._Hash:
 
 PRECISIONS = ("float32", "bfloat16")
 """What ``[training] dtype = "auto"`` trains in on a CPU (bf16 where its matmuls are faster)."""
+
+
+def code_stamp(template: str) -> str:
+    """A learning run's code alone (:func:`template_digest`, no precision): runs of one code in
+    both precisions share it, so a stale render can keep them together."""
+    return template_digest(template).hexdigest()[:16]
+
+
+def code_of(record: Mapping[str, Any]) -> str | None:
+    """The code a stored learning record ran: its ``code`` stamp, or for records stored before
+    the code was kept apart, its ``template`` stamp (code and precision hashed together)."""
+    return record.get("code") or record.get("template")
+
+
+def backfill_code(records: list[dict[str, Any]], template: str) -> bool:
+    """Give each record of today's code stored without its ``code`` stamp (its ``template``
+    stamp is one of :func:`head_fingerprints`) that stamp, so it stays with its code once the
+    code moves on. Whether any record changed (the caller then writes them back)."""
+    head, code, changed = head_fingerprints(template), code_stamp(template), False
+    for record in records:
+        if not record.get("code") and record.get("template") in head:
+            record["code"], changed = code, True
+    return changed
 
 
 def run_fingerprint(template: str, dtype: str) -> str:

@@ -46,6 +46,9 @@ from tests.benchmarks._report import (
     PRECISIONS,
     QUIET_LOAD,
     ROOT,
+    backfill_code,
+    code_of,
+    code_stamp,
     cpu_short,
     head_fingerprints,
     run_fingerprint,
@@ -528,7 +531,15 @@ def run_one(seed: int, render_after: bool = True) -> TrainRun:
     run.omp_wait_policy = os.environ.get("OMP_WAIT_POLICY")
     run.cpu = cpu_short()
     stored = json.loads(RUNS.read_text()) if RUNS.exists() else []
-    stored.append({**asdict(run), "task": TASK, "template": stamp, "workspace": str(ws)})
+    stored.append(
+        {
+            **asdict(run),
+            "task": TASK,
+            "template": stamp,
+            "code": code_stamp("strands"),
+            "workspace": str(ws),
+        }
+    )
     RUNS.parent.mkdir(parents=True, exist_ok=True)
     RUNS.write_text(json.dumps(stored, indent=1) + "\n")
     print(
@@ -555,6 +566,7 @@ def add_run(run_dir: str, seed: str, wall_s: str, cpu_s: str, load: str) -> None
             **asdict(run),
             "task": TASK,
             "template": template_fingerprint(),
+            "code": code_stamp("strands"),
             "workspace": str(Path(run_dir).parent.parent),
         }
     )
@@ -856,10 +868,9 @@ def stale_note(fingerprint: str, head: str, command: str) -> str:
 
 
 def last_fingerprint(stored: list[dict[str, Any]]) -> str | None:
-    """The fingerprint of the last finished run stored (the README falls back to its runs)."""
-    return next(
-        (m.get("template") for m in reversed(stored) if m.get("status") == "finished"), None
-    )
+    """The code (:func:`code_of`) of the last finished run stored: the README falls back to
+    every run of that code, in whichever precision each trained."""
+    return next((code_of(m) for m in reversed(stored) if m.get("status") == "finished"), None)
 
 
 def by_precision(
@@ -883,10 +894,13 @@ def by_precision(
     return " By precision: " + "; ".join(parts) + "."
 
 
-def readme_block(runs: list[TrainRun], labels: list[str], stale: str = "") -> str:
+def readme_block(
+    runs: list[TrainRun], labels: list[str], stale: str = "", code: str | None = None
+) -> str:
     """What README.md quotes of the quick start (its ``bench:learning-readme`` block): every
     finished run at HEAD, file by file, and how many runs met each target. ``stale``: the
-    runs are of an earlier fingerprint (its :func:`stale_note` goes first)."""
+    runs are of an earlier code, ``code`` (its :func:`stale_note` goes first; the curves
+    quoted are that code's too)."""
     if not runs:
         return (
             "No run of the shipped template and trainer is stored yet: "
@@ -907,11 +921,7 @@ def readme_block(runs: list[TrainRun], labels: list[str], stale: str = "") -> st
         loaded = bool(run.load and max(run.load) >= 2)
         wall = f"{run.wall_s / 60:.1f} / {_cpu_minutes(run)} ({'loaded' if loaded else 'quiet'})"
         peak = f"{run.peak_rss_gb:.1f} GB" if run.peak_rss_gb else "–"
-        lines.append(
-            f"| {label} | "
-            + " | ".join(cells)
-            + f" | {wall} | {peak} | {run.machine} |"
-        )
+        lines.append(f"| {label} | " + " | ".join(cells) + f" | {wall} | {peak} | {run.machine} |")
     met = [{**_targets(r), **transfer_targets(r)} for r in runs]
     n = len(runs)
     spans = []
@@ -954,7 +964,7 @@ def readme_block(runs: list[TrainRun], labels: list[str], stale: str = "") -> st
             "whole run, with its held-out evals, "
             f"{c['wall_s'] / 60:.1f} min).\n"
             for c in stored_curves()
-            if is_current(c.get("template"))
+            if (is_current(c.get("template")) if code is None else code_of(c) == code)
         )
     )
 
@@ -1012,6 +1022,7 @@ def transfer_curve(argv: list[str]) -> None:
             "every": every,
             "task": TASK,
             "template": template_fingerprint(),
+            "code": code_stamp("strands"),
             "wall_s": run.wall_s,
             "load": run.load,
             "omp_wait_policy": run.omp_wait_policy,
@@ -1118,7 +1129,9 @@ def curve_section() -> str:
     """The stored curves: one table each (held-out pass per checkpoint), the run's own
     ``[heldout]`` eval after its last step on every file, and ``docs/learning_transfer_curve.png``;
     empty when none was measured."""
-    curves = curves_markdown(stored_curves(), is_current, shipped_steps(), curve_precision, CURVE_PLOT)
+    curves = curves_markdown(
+        stored_curves(), is_current, shipped_steps(), curve_precision, CURVE_PLOT
+    )
     if not curves:
         return ""
     return (
@@ -1141,9 +1154,9 @@ def curves_markdown(
     ``[heldout]`` eval after the last step, and the plot of all at ``plot_path``. Curves of
     today's code replace older ones; without one, those of the last code measured stay,
     marked stale. Empty when none was measured."""
-    last = stored[-1].get("template") if stored else None
+    last = code_of(stored[-1]) if stored else None
     stored = [c for c in stored if current(c.get("template"))] or [
-        c for c in stored if c.get("template") == last
+        c for c in stored if code_of(c) == last
     ]
     if not stored:
         return ""
@@ -1166,9 +1179,7 @@ def curves_markdown(
                 marker="o",
                 label=f"seed {c['seed']}: {name}",
             )
-            rows.append(
-                f"| {name} | " + " | ".join(_rate(pts.get(s), ".2f") for s in steps) + " |"
-            )
+            rows.append(f"| {name} | " + " | ".join(_rate(pts.get(s), ".2f") for s in steps) + " |")
         load = c.get("load") or [math.nan, math.nan]
         stale = (
             ""
@@ -1234,11 +1245,21 @@ def quiet_wall_note(runs: list[TrainRun], stored: list[dict[str, Any]]) -> str:
 
 def render() -> None:
     """Write the plot and the section from the stored runs in docs/ (no training)."""
+    from tests.benchmarks import bench_learning_search as search
+
+    for path, template in (
+        (RUNS, "strands"),
+        (CURVE, "strands"),
+        (search.RUNS, search.TEMPLATE),
+        (search.CURVE, search.TEMPLATE),
+    ):
+        records = json.loads(path.read_text()) if path.exists() else []
+        if backfill_code(records, template):
+            path.write_text(json.dumps(records, indent=1) + "\n")
     stored = json.loads(RUNS.read_text()) if RUNS.exists() else []
     measured = sorted((m for m in stored if m.get("task") == TASK), key=lambda m: m["seed"])
     runs = [_stored(m) for m in measured]
     labels = _run_labels(runs)
-    stamp = template_fingerprint()
     at_head = [
         (label, run)
         for label, run, m in zip(labels, runs, measured, strict=True)
@@ -1356,17 +1377,17 @@ def render() -> None:
 
     body += search_table()  # the search template's runs (bench_learning_search)
     print(body, flush=True)
-    quoted, note = current, ""
+    quoted, note, last = current, "", None
     if not current and (last := last_fingerprint([m for m in stored if m.get("task") == TASK])):
-        # Nothing at HEAD yet: the README keeps the last fingerprint's runs, marked stale.
+        # Nothing at HEAD yet: the README keeps the last code's runs (both precisions), stale.
         quoted = [
             r
             for r, m in zip(runs, measured, strict=True)
-            if m.get("template") == last and r.status == "finished"
+            if code_of(m) == last and r.status == "finished"
         ]
-        note = stale_note(last, stamp, "python -m tests.benchmarks learning")
+        note = stale_note(last, code_stamp("strands"), "python -m tests.benchmarks learning")
     write_readme_block(
-        "learning-readme", readme_block(quoted, [label_of[id(r)] for r in quoted], note)
+        "learning-readme", readme_block(quoted, [label_of[id(r)] for r in quoted], note, last)
     )
     write_readme_block("learning-search-readme", search_readme())
     write_section(

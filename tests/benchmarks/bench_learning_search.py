@@ -41,7 +41,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.benchmarks._report import ROOT, cpu_short, head_fingerprints, run_fingerprint
+from tests.benchmarks._report import (
+    ROOT,
+    code_of,
+    code_stamp,
+    cpu_short,
+    head_fingerprints,
+    run_fingerprint,
+)
 
 SEEDS = (0, 1, 2)
 RUNS_PER_SEED = 2
@@ -255,6 +262,7 @@ def entry(m: Measured, workspace: Path) -> dict[str, Any]:
         "cpu": cpu_short(),
         "dtype": status_file.get("dtype"),  # what the worker trained in
         "template": template_fingerprint(),
+        "code": code_stamp(TEMPLATE),
         "workspace": str(workspace),
         # The worker spins its OpenMP threads unless the user sets a policy; on a machine
         # shared far beyond its cores, PASSIVE wastes less of the run's share.
@@ -275,7 +283,9 @@ def _store(new: dict[str, Any]) -> None:
     stored = [
         s
         for s in stored
-        if s["seed"] != new["seed"] or s.get("template") == new["template"] or is_current(s.get("template"))
+        if s["seed"] != new["seed"]
+        or s.get("template") == new["template"]
+        or is_current(s.get("template"))
     ]
     RUNS.parent.mkdir(parents=True, exist_ok=True)
     RUNS.write_text(json.dumps([*stored, new], indent=1) + "\n")
@@ -354,7 +364,18 @@ def curve(argv: list[str]) -> None:
         (steps, every),
     )
     curves = json.loads(CURVE.read_text()) if CURVE.exists() else []
-    keep = ("seed", "template", "wall_s", "load", "cpu", "dtype", "run", "heldout", "records")
+    keep = (
+        "seed",
+        "template",
+        "code",
+        "wall_s",
+        "load",
+        "cpu",
+        "dtype",
+        "run",
+        "heldout",
+        "records",
+    )
     curves.append({"steps": steps, "every": every, "points": points} | {k: stored[k] for k in keep})
     CURVE.write_text(json.dumps(curves, indent=1) + "\n")
     render()
@@ -373,8 +394,7 @@ def curve_part() -> str:
         "\nHow far more RL steps take it (`python -m tests.benchmarks.bench_learning_search "
         "curve SEED STEPS EVERY`: one run trained longer, the warm start and each checkpoint "
         "evaluated on both held-out files, one sample per row; minutes since the warm start "
-        "began, the evals not counted; stored in `docs/learning_search_curve.json`):\n\n"
-        + curves
+        "began, the evals not counted; stored in `docs/learning_search_curve.json`):\n\n" + curves
     )
 
 
@@ -627,11 +647,11 @@ def readme_block() -> str:
         return [
             r
             for r in shipped
-            if (is_current(r.get("template")) if stamp is None else r.get("template") == stamp)
+            if (is_current(r.get("template")) if stamp is None else code_of(r) == stamp)
             and r.get("status") == "finished"
         ]
 
-    head = template_fingerprint()
+    head = code_stamp(TEMPLATE)
     runs, note = finished_at(None), ""
     if not runs and (last := last_fingerprint(shipped)):
         runs = finished_at(last)

@@ -157,3 +157,47 @@ def test_a_curve_of_todays_code_replaces_older_ones_and_names_its_precision(
     assert "**Stale**" not in text and "trained in bfloat16" in text
     assert "| 0.30 | 0.60 |" in text and "| 0.10 | 0.20 |" not in text
     assert (tmp_path / "curve.png").exists()
+
+
+def test_a_stale_render_keeps_every_precision_of_the_last_code(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import json
+
+    from tests.benchmarks import bench_learning
+
+    # Two runs of one older code, each in its own precision (so two different fingerprints),
+    # then one of an even older code stored after them: none is current.
+    stored = [
+        {"status": "finished", "template": "fp32-of-c1", "code": "c1"},
+        {"status": "finished", "template": "bf16-of-c1", "code": "c1"},
+        {"status": "failed", "template": "fp32-of-c0", "code": "c0"},
+    ]
+    assert last_fingerprint(stored) == "c1"
+    assert [_report.code_of(m) == "c1" for m in stored] == [True, True, False]
+    # A record stored before codes were kept apart is known by its fingerprint alone.
+    assert _report.code_of({"template": "fp32-of-c0"}) == "fp32-of-c0"
+    # The README quotes the trained-longer curve of that code (either precision), not others'.
+    monkeypatch.setattr(bench_learning, "CURVE", tmp_path / "curve.json")
+    curves = [
+        {**_curve("bf16-of-c1", (0.1, 0.6)), "code": "c1", "dtype": "bfloat16"},
+        {**_curve("fp32-of-c0", (0.1, 0.2)), "code": "c0"},
+    ]
+    bench_learning.CURVE.write_text(json.dumps(curves))
+    run = _run(0, (0.2, 0.7, 0.3), 0.6)
+    text = readme_block([run], ["seed 0, run 1"], stale_note("c1", "c2", "cmd"), "c1")
+    assert text.count("Trained longer") == 1 and "bfloat16" in text.split("Trained longer")[1]
+    assert "Trained longer" not in readme_block([run], ["seed 0, run 1"])  # none at HEAD
+
+
+def test_records_of_todays_code_get_its_code_stamp_once() -> None:
+    fp32, bf16 = (_report.run_fingerprint("strands", d) for d in ("float32", "bfloat16"))
+    records: list[dict[str, Any]] = [
+        {"template": fp32},
+        {"template": bf16},
+        {"template": "0123456789abcdef"},
+    ]
+    assert _report.backfill_code(records, "strands")
+    code = _report.code_stamp("strands")
+    assert [r.get("code") for r in records] == [code, code, None]
+    assert not _report.backfill_code(records, "strands")  # nothing left to fill

@@ -91,9 +91,15 @@ def test_readme_block_quotes_runs_of_the_shipped_files_only(
     runs.write_text(json.dumps([run(0, "old", 0.9), run(1, "now", 0.6), run(1, "now", 0.3)]))
     # Nothing stored at HEAD: the runs of the last fingerprint stored, marked stale.
     monkeypatch.setattr(bench_learning_search, "template_fingerprint", lambda: "next")
+    monkeypatch.setattr(bench_learning_search, "code_stamp", lambda template: "next")
     text = bench_learning_search.readme_block()
     assert text.startswith("**Stale:**") and "(fingerprint now, HEAD's is next)" in text
     assert "| 1 | 1 |" in text and "| 1 | 2 |" in text and "| 0 |" not in text
+    # Runs of that code in both precisions (two fingerprints, one code) are quoted together.
+    fp32, bf16 = run(1, "c-fp32", 0.6), {**run(1, "c-bf16", 0.3), "dtype": "bfloat16"}
+    runs.write_text(json.dumps([{**fp32, "code": "c"}, {**bf16, "code": "c"}]))
+    text = bench_learning_search.readme_block()
+    assert "(fingerprint c, HEAD's is next)" in text and "| 1 | 2 |" in text
 
 
 def test_store_keeps_runs_of_a_seed_at_one_fingerprint(
