@@ -692,8 +692,10 @@ def _openmp_text(openmp: dict[str, dict[str, str]]) -> str:
 def _prose(trl: str, dtype: str, openmp: dict[str, dict[str, str]]) -> str:
     """``trl``: its version; ``dtype``: what ours trained in on the CPU (``auto`` resolved)."""
     return (
-        f'TRL {trl} (`GRPOTrainer`, `loss_type="dapo"` set explicitly, `beta=0`, no '
-        "gradient checkpointing, fp32 as its CPU default) and ours train the same LoRA with the same loss and reward. "
+        f'TRL {trl} (`GRPOTrainer`, `loss_type="dapo"` set explicitly, `beta=0`; each TRL row '
+        "names its precision and checkpointing, its defaults being `bf16=True` autocast with "
+        "gradient checkpointing, on CPU too) and ours train the same LoRA with the same loss "
+        "and reward. "
         "TRL runs as its users run it: its model loaded by transformers' "
         "`AutoModelForCausalLM.from_pretrained` (fp32, transformers' default attention: "
         "SDPA) from the same converted weights ours reads, not by osmosis's `load_model`. "

@@ -6,6 +6,7 @@ all serve models through it:
 - :class:`InferenceEngine`: one chat request in, one generation out, with the exact sampled
   token ids and logprobs (:class:`GenerationRequest`, :class:`GenerationResult`).
   :class:`KeepsRollouts`: an engine that keeps state per rollout, told when one ends.
+  :class:`FreesIdleMemory`: one that can free what it keeps to answer fast (before an update).
 - :class:`OpenAIServerEngine`: any OpenAI-compatible server (vLLM gives trainable calls).
 - :class:`LiteLLMEngine`: hosted APIs for evaluation (no token ids, so not trainable).
 - :func:`create_engine`: picks one from a model spec; engines that need torch (transformers
@@ -22,6 +23,7 @@ from osmosis_ai.serving._engine import (
     ContextLengthError,
     EngineError,
     FinishReason,
+    FreesIdleMemory,
     GenerationRequest,
     GenerationResult,
     InferenceEngine,
@@ -39,6 +41,7 @@ __all__ = [
     "ContextLengthError",
     "EngineError",
     "FinishReason",
+    "FreesIdleMemory",
     "GenerationRequest",
     "GenerationResult",
     "InferenceEngine",

@@ -145,3 +145,14 @@ class KeepsRollouts(Protocol):
     def forget_rollout(self, rollout_id: str) -> None:
         """Drop what is kept for ``rollout_id``."""
         ...
+
+
+@runtime_checkable
+class FreesIdleMemory(Protocol):
+    """Something that keeps memory only to answer fast and can give it up before a stretch
+    without requests (the trainer's update): the HF engine's merged copy of the adapted
+    layers, and the policy gateway and rollout source that pass the call on to it."""
+
+    async def release_idle_memory(self) -> None:
+        """Free that memory now; the next request or adapter load builds it again."""
+        ...

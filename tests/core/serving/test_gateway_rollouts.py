@@ -5,7 +5,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from osmosis_ai.serving import KeepsRollouts
+from osmosis_ai.serving import FreesIdleMemory, KeepsRollouts
 from osmosis_ai.testing import ScriptedEngine
 
 pytest.importorskip("fastapi")
@@ -42,3 +42,26 @@ async def test_engines_without_rollout_state_are_left_alone() -> None:
     assert not isinstance(engine, KeepsRollouts)
     async with PolicyGateway(engine) as gw:
         assert await gw.collect("r1") == {}
+
+
+class ReleasingEngine(ScriptedEngine):
+    def __init__(self, replies: list[str]) -> None:
+        super().__init__(replies)
+        self.released = 0
+
+    async def release_idle_memory(self) -> None:
+        self.released += 1
+
+
+def test_the_gateway_passes_a_release_on_to_an_engine_that_can() -> None:
+    import asyncio
+
+    engine = ReleasingEngine([])
+    assert isinstance(engine, FreesIdleMemory)
+    assert not isinstance(ScriptedEngine([]), FreesIdleMemory)
+    with PolicyGateway(engine) as gw:  # its own thread and loop, as in a training job
+        asyncio.run(gw.release_idle_memory())
+        assert isinstance(gw, FreesIdleMemory)
+    assert engine.released == 1
+    with PolicyGateway(ScriptedEngine([])) as plain:
+        asyncio.run(plain.release_idle_memory())  # a no-op

@@ -219,3 +219,60 @@ async def test_shared_weights_serve_merged_adapters_without_writing_them(
         assert all(torch.equal(p, before[n]) for n, p in owner.items())
     finally:
         await engine.close()
+
+
+async def test_released_merged_weights_come_back_before_the_next_batch(
+    tiny_loaded: Any, tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    owner = dict(tiny_loaded.model.named_parameters())
+    adapted = "model.layers.0.self_attn.q_proj.weight"
+    engine = HFEngine(tiny_loaded, device="cpu", seed=0, share_weights=True)
+    try:
+        await engine.release_idle_memory()  # nothing merged yet: a no-op
+        first = save_adapter(tiny_model_dir, tmp_path / "m1", 1)
+        await engine.load_adapter(str(first), 1)
+        before = await engine.generate(_REQ)
+        await engine.release_idle_memory()
+        # The merged copy is gone: every parameter is the owner's again.
+        assert all(p is owner[n] for n, p in engine.model.named_parameters())
+        after = await engine.generate(_REQ)
+        assert after.completion_token_ids == before.completion_token_ids
+        # Not bit-equal: the second call reuses the cached prompt head (the base model's
+        # logprobs differ by far more).
+        assert after.logprobs == pytest.approx(before.logprobs, abs=1e-5)
+        assert after.policy_version == 1
+        assert dict(engine.model.named_parameters())[adapted] is not owner[adapted]
+        # A load after the batch's re-merge writes into its buffers (outside inference mode),
+        # and a load straight after a release merges into fresh ones.
+        for version in (2, 3):
+            folder = save_adapter(tiny_model_dir, tmp_path / f"m{version}", version)
+            await engine.load_adapter(str(folder), version)
+            res = await engine.generate(_REQ)
+            assert _served_logprobs_match_peft(tiny_model_dir, folder, res), version
+            await engine.release_idle_memory()
+    finally:
+        await engine.close()
+
+
+async def test_a_failed_load_after_a_release_serves_the_previous_adapter(
+    tiny_loaded: Any, tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    from safetensors.torch import save_file
+
+    engine = HFEngine(tiny_loaded, device="cpu", seed=0)
+    try:
+        first = save_adapter(tiny_model_dir, tmp_path / "m1", 1)
+        await engine.load_adapter(str(first), 1)
+        await engine.release_idle_memory()
+        bad = save_adapter(tiny_model_dir, tmp_path / "bad", 2)
+        save_file(
+            {"base_model.model.nonsense.lora_A.weight": torch.zeros(4, 4)},
+            str(bad / "adapter_model.safetensors"),
+        )
+        with pytest.raises(EngineError, match="could not load adapter"):
+            await engine.load_adapter(str(bad), 2)
+        res = await engine.generate(_REQ)
+        assert res.policy_version == 1
+        assert _served_logprobs_match_peft(tiny_model_dir, first, res)
+    finally:
+        await engine.close()

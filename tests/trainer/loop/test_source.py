@@ -127,3 +127,21 @@ def test_tool_use_per_step_counts_tool_calls_and_turns_of_each_graded_sample() -
 
 def test_a_step_without_graded_samples_reports_no_tool_use() -> None:
     assert tool_metrics([]) == {}
+
+
+async def test_a_release_reaches_a_gateway_that_can_free_memory_and_skips_one_that_cannot() -> None:
+    class Releasing:
+        released = 0
+
+        async def swap_adapter(self, path: str, version: int) -> None: ...
+
+        async def release_idle_memory(self) -> None:
+            self.released += 1
+
+    class Plain:
+        async def swap_adapter(self, path: str, version: int) -> None: ...
+
+    gateway = Releasing()
+    await GatewayRolloutSource(_ReversedRunner(), gateway).release_idle_memory()
+    assert gateway.released == 1
+    await GatewayRolloutSource(_ReversedRunner(), Plain()).release_idle_memory()  # a no-op

@@ -187,3 +187,17 @@ async def test_validation_every_eval_interval(tiny_model_dir: Path, tmp_path: Pa
     evals = [r for r in records if r["kind"] == "eval"]
     assert [r["step"] for r in evals] == [1, 2]
     assert evals[0]["val_samples"] == 2 and "val_reward_mean" in evals[0]
+
+
+@pytest.mark.parametrize("ahead", [0, 1])
+async def test_the_policy_frees_idle_memory_only_when_no_rollout_overlaps_the_update(
+    tiny_model_dir: Path, tmp_path: Path, ahead: int
+) -> None:
+    trainer, source = _setup(tiny_model_dir, tmp_path, steps=3, every=3, rollouts_ahead=ahead)
+    await trainer.train()
+    assert source.pushed  # the toy's rewards give updates
+    # Each update is preceded by a release when nothing runs ahead, and by none otherwise.
+    expected = ["release", "push"] * len(source.pushed) if ahead == 0 else ["push"] * len(
+        source.pushed
+    )
+    assert source.events == expected

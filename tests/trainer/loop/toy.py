@@ -55,6 +55,8 @@ class ToySource:
         self.seed = seed
         self.temperature = temperature
         self.pushed: list[tuple[Path, int]] = []
+        self.events: list[str] = []
+        """``"release"`` and ``"push"`` in call order."""
         self.failures_per_step: int = 0
 
     @torch.no_grad()
@@ -114,6 +116,10 @@ class ToySource:
     async def push_adapter(self, path: Path, version: int) -> None:
         assert (path / "adapter_model.safetensors").exists()
         self.pushed.append((path, version))
+        self.events.append("push")
+
+    async def release_idle_memory(self) -> None:
+        self.events.append("release")
 
 
 def toy_rows(tokenizer: Any, n: int = 8) -> list[dict[str, Any]]:

@@ -69,6 +69,13 @@ class _Load:
     future: concurrent.futures.Future[None]
 
 
+@dataclass
+class _Release:
+    """Queued by ``release_idle_memory``: unmerge between two batches."""
+
+    future: concurrent.futures.Future[None]
+
+
 class _Stop:
     """Queued by ``close``: the worker exits after the running batch."""
 
@@ -171,6 +178,9 @@ class HFEngine:
         # Merging writes new weights into the modules: never into a model shared with its owner.
         self.merge_adapters = merge_adapters and (copy_model or not given)
         self._merged = MergedLoRA()
+        self._remerge = False
+        """The merged copy was released (:meth:`release_idle_memory`): rebuild it before the
+        next batch."""
         self._head = PromptHead() if share_prompt_head else None
         self._turns = TurnCache(2 * max_batch_size) if keep_turns else None
         self._version = 0
@@ -178,8 +188,8 @@ class HFEngine:
         self._generator.manual_seed(seed if seed is not None else torch.seed() % (2**63))
         self._eos_ids = _eos_ids(model, self.tokenizer)
         self._context = int(getattr(model.config, "max_position_embeddings", 0) or 0) or None
-        self._queue: queue.Queue[_Job | _Load | _Stop] = queue.Queue()
-        self._pending: _Load | _Stop | None = None
+        self._queue: queue.Queue[_Job | _Load | _Release | _Stop] = queue.Queue()
+        self._pending: _Load | _Release | _Stop | None = None
         """An item taken from the queue that must wait for the running batch."""
         self._worker: threading.Thread | None = None
         self._lock = threading.Lock()
@@ -214,6 +224,15 @@ class HFEngine:
         self._submit(_Load(state, version, future))
         await asyncio.wrap_future(future)
 
+    async def release_idle_memory(self) -> None:
+        """Free the merged copy of the adapted layers (all-linear LoRA on SmolLM2-135M: ~425
+        MB in fp32) until the next batch or adapter load, which merge again; the trainer calls
+        it before an update that no rollout overlaps (BENCHMARKS.md, ``trainer_real``).
+        Between two batches, like a load; a no-op when no adapter is merged."""
+        future: concurrent.futures.Future[None] = concurrent.futures.Future()
+        self._submit(_Release(future))
+        await asyncio.wrap_future(future)
+
     def forget_rollout(self, rollout_id: str) -> None:
         """Drop what the engine kept of ``rollout_id``'s conversations (it has ended)."""
         if self._turns is not None:
@@ -229,7 +248,7 @@ class HFEngine:
 
     # -- worker ----------------------------------------------------------------------------
 
-    def _submit(self, item: _Job | _Load) -> None:
+    def _submit(self, item: _Job | _Load | _Release) -> None:
         with self._lock:
             if self._closed:
                 raise EngineError("the HF engine is closed", status_code=503, code="engine_closed")
@@ -251,6 +270,9 @@ class HFEngine:
             if isinstance(item, _Load):
                 self._do_load(item)
                 continue
+            if isinstance(item, _Release):
+                self._do_release(item)
+                continue
             batch = [item]
             deadline = time.monotonic() + self.batch_wait_s
             while len(batch) < self.max_batch_size:
@@ -259,7 +281,7 @@ class HFEngine:
                 except queue.Empty:
                     break
                 if not isinstance(nxt, _Job):
-                    self._pending = nxt  # an adapter load or shutdown: after this batch
+                    self._pending = nxt  # a load, release or shutdown: after this batch
                     break
                 batch.append(nxt)
             with torch.inference_mode():
@@ -282,6 +304,17 @@ class HFEngine:
             return
         self._adapter = item.state
         self._version = item.version
+        self._remerge = False
+        item.future.set_result(None)
+
+    def _do_release(self, item: _Release) -> None:
+        if not item.future.set_running_or_notify_cancel():
+            return
+        if self._merged.active:
+            # The re-merge computes the same weights from the same originals and adapter, so
+            # the prompt-head and turn caches stay valid.
+            self._merged.restore(self._model)
+            self._remerge = True
         item.future.set_result(None)
 
     def _serve(self, state: AdapterState) -> None:
@@ -353,6 +386,8 @@ class HFEngine:
         row.payload.future.set_result(result)
 
     def _do_batch(self, batch: list[_Job]) -> None:
+        import torch
+
         rows = [row for job in batch if (row := self._start(job)) is not None]
         if not rows:
             return
@@ -365,6 +400,11 @@ class HFEngine:
             return joined
 
         try:
+            if self._remerge and self._adapter is not None:
+                # Outside inference mode, as at a load: a later load writes into these weights.
+                with torch.inference_mode(False):
+                    self._merged.apply(self._model, self._adapter)
+                self._remerge = False
             generate_batch(
                 self._model,
                 rows,

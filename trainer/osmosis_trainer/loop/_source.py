@@ -10,6 +10,7 @@ from typing import Protocol
 from osmosis_ai.config import redact_urls
 from osmosis_ai.rollout import LLMCall, RolloutSample, SampleStatus
 from osmosis_ai.rollout.running import RolloutGroup, RolloutOutcome, RolloutRow
+from osmosis_ai.serving import FreesIdleMemory
 from osmosis_trainer.loop._rollouts import GradedSample, SequenceData, StepRollouts
 
 __all__ = ["AdapterServer", "GatewayRolloutSource", "GroupRunner", "sample_sequences"]
@@ -168,6 +169,11 @@ class GatewayRolloutSource:
 
     async def push_adapter(self, path: Path, version: int) -> None:
         await self.gateway.swap_adapter(str(path), version)
+
+    async def release_idle_memory(self) -> None:
+        """Pass :class:`~osmosis_ai.serving.FreesIdleMemory` on to the gateway, when it can."""
+        if isinstance(self.gateway, FreesIdleMemory):
+            await self.gateway.release_idle_memory()
 
     async def aclose(self) -> None:
         for runner in self._runners.values():

@@ -25,7 +25,7 @@ import torch
 
 from osmosis_ai.errors import TrainingError
 from osmosis_ai.rollout.running import RolloutRow
-from osmosis_ai.serving import return_freed_memory
+from osmosis_ai.serving import FreesIdleMemory, return_freed_memory
 from osmosis_trainer.checkpoints import (
     DataPosition,
     latest_checkpoint,
@@ -250,6 +250,10 @@ class Trainer:
         logprobs: dict[int, list[float | None]] = {}
         try:
             if batch.sequences:
+                if not self.s.algorithm.rollouts_ahead and isinstance(self.source, FreesIdleMemory):
+                    # No rollout runs during this update: the engine's merged weights can go
+                    # and come back with the new adapter (BENCHMARKS.md, trainer_real).
+                    await self.source.release_idle_memory()
                 # The rollouts' freed KV caches sit in the engine thread's malloc arena, which
                 # the update's thread does not reuse: handed back first, the update's
                 # activations do not stack on top of them (BENCHMARKS.md, trainer_real).

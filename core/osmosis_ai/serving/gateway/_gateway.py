@@ -16,7 +16,12 @@ from fastapi import APIRouter
 from osmosis_ai.config import GatewayConfig, SamplingConfig
 from osmosis_ai.rollout import LLMCall, Message
 from osmosis_ai.rollout.scope import PolicyRoute
-from osmosis_ai.serving._engine import GenerationRequest, InferenceEngine, KeepsRollouts
+from osmosis_ai.serving._engine import (
+    FreesIdleMemory,
+    GenerationRequest,
+    InferenceEngine,
+    KeepsRollouts,
+)
 from osmosis_ai.serving.gateway._app import UNSCOPED_ROLLOUT, GatewayBusy, build_app
 from osmosis_ai.serving.gateway._store import CallStore
 from osmosis_ai.serving.gateway._wire import ChatCompletionRequest
@@ -264,6 +269,13 @@ class PolicyGateway:
         ``Retry-After``; no call is served while the engine loads weights.
         """
         await self._in_loop(self._swap(path, version))
+
+    async def release_idle_memory(self) -> None:
+        """Let the engine free what it keeps only to answer fast (:class:`FreesIdleMemory`)
+        before a stretch without calls; a no-op for other engines. Calls stay safe meanwhile:
+        the engine rebuilds it first."""
+        if isinstance(self.engine, FreesIdleMemory):
+            await self._in_loop(self.engine.release_idle_memory())
 
     async def _swap(self, path: str, version: int) -> None:
         if self._swap_lock is None or self._resumed is None or self._idle is None:
