@@ -25,6 +25,18 @@ _REQ = GenerationRequest(
 )
 
 
+def _broken_adapter(model_dir: Path, folder: Path, **config: Any) -> Path:
+    """An adapter folder whose weights name a layer the model lacks: its load fails."""
+    from safetensors.torch import save_file
+
+    bad = save_adapter(model_dir, folder, 2, **config)
+    save_file(
+        {"base_model.model.nonsense.lora_A.weight": torch.zeros(4, 4)},
+        str(bad / "adapter_model.safetensors"),
+    )
+    return bad
+
+
 def _served_logprobs_match_peft(model_dir: Path, folder: Path, res: Any) -> bool:
     prompt, completion = res.prompt_token_ids or [], res.completion_token_ids or []
     logits = peft_logits(model_dir, folder, torch.tensor([prompt + completion]))[0].float()
@@ -177,17 +189,11 @@ def test_a_shared_model_is_never_merged_into(tiny_loaded: Any) -> None:
 async def test_a_failed_peft_load_keeps_the_merged_adapter(
     tiny_loaded: Any, tiny_model_dir: Path, tmp_path: Path
 ) -> None:
-    from safetensors.torch import save_file
-
     engine = HFEngine(tiny_loaded, device="cpu", seed=0)
     try:
         await engine.load_adapter(str(save_adapter(tiny_model_dir, tmp_path / "m1", 1)), 1)
         before = await engine.generate(_REQ)
-        bad = save_adapter(tiny_model_dir, tmp_path / "dora", 2, use_dora=True)
-        save_file(
-            {"base_model.model.nonsense.lora_A.weight": torch.zeros(4, 4)},
-            str(bad / "adapter_model.safetensors"),
-        )
+        bad = _broken_adapter(tiny_model_dir, tmp_path / "dora", use_dora=True)
         with pytest.raises(EngineError, match="could not load adapter"):
             await engine.load_adapter(str(bad), 2)
         after = await engine.generate(_REQ)
@@ -257,18 +263,12 @@ async def test_released_merged_weights_come_back_before_the_next_batch(
 async def test_a_failed_load_after_a_release_serves_the_previous_adapter(
     tiny_loaded: Any, tiny_model_dir: Path, tmp_path: Path
 ) -> None:
-    from safetensors.torch import save_file
-
     engine = HFEngine(tiny_loaded, device="cpu", seed=0)
     try:
         first = save_adapter(tiny_model_dir, tmp_path / "m1", 1)
         await engine.load_adapter(str(first), 1)
         await engine.release_idle_memory()
-        bad = save_adapter(tiny_model_dir, tmp_path / "bad", 2)
-        save_file(
-            {"base_model.model.nonsense.lora_A.weight": torch.zeros(4, 4)},
-            str(bad / "adapter_model.safetensors"),
-        )
+        bad = _broken_adapter(tiny_model_dir, tmp_path / "bad")
         with pytest.raises(EngineError, match="could not load adapter"):
             await engine.load_adapter(str(bad), 2)
         res = await engine.generate(_REQ)
