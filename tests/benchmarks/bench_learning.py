@@ -1243,6 +1243,22 @@ def quiet_wall_note(runs: list[TrainRun], stored: list[dict[str, Any]]) -> str:
     )
 
 
+def runs_to_show(
+    measured: list[dict[str, Any]], labelled: list[tuple[str, TrainRun]]
+) -> tuple[list[tuple[str, TrainRun]], str]:
+    """The runs the section's table lists (``labelled`` pairs ``measured`` one to one): those
+    at HEAD; until one is stored, the last code's, under a :func:`stale_note` (as the README
+    quotes them), rather than an empty table."""
+    at_head = [
+        pair for pair, m in zip(labelled, measured, strict=True) if is_current(m.get("template"))
+    ]
+    last = None if at_head else last_fingerprint(measured)
+    if last is None:
+        return at_head, ""
+    note = stale_note(last, code_stamp("strands"), "python -m tests.benchmarks learning")
+    return [pair for pair, m in zip(labelled, measured, strict=True) if code_of(m) == last], note
+
+
 def render() -> None:
     """Write the plot and the section from the stored runs in docs/ (no training)."""
     from tests.benchmarks import bench_learning_search as search
@@ -1265,11 +1281,12 @@ def render() -> None:
         for label, run, m in zip(labels, runs, measured, strict=True)
         if is_current(m.get("template"))
     ]
+    shown, shown_note = runs_to_show(measured, list(zip(labels, runs, strict=True)))
     if at_head:
         plot([r for _, r in at_head], PLOT, [label for label, _ in at_head])
-    stale = sum(not is_current(m.get("template")) for m in measured)
+    stale = len(measured) - len(shown)
     rows = []
-    for label, run in at_head:
+    for label, run in shown:
         d = diagnostics(run)
         cells = _heldout_cells(run.heldout)
         load = f"{run.load[0]:.1f} → {run.load[1]:.1f}" if run.load else "–"
@@ -1331,8 +1348,14 @@ def render() -> None:
         "run's wall time is an upper bound (the run itself keeps the load near 2).\n\n"
         + transfer_tables(current, [label_of[id(r)] for r in current])
         + "\n"
-        "Each run at HEAD (held-out columns: the first file, rows like the training ones):\n\n"
-        "| run | status | warm-start steps | RL steps | reward first 3 → last 3 "
+        + (
+            "Each run of the last code measured (held-out columns: the first file, rows like "
+            "the training ones):\n\n" + shown_note
+            if shown_note
+            else "Each run at HEAD (held-out columns: the first file, rows like the training "
+            "ones):\n\n"
+        )
+        + "| run | status | warm-start steps | RL steps | reward first 3 → last 3 "
         "| tool-call rate first 3 → last 3 | turns first 3 → last 3 | zero-variance groups "
         "| replies cut at the cap | held-out pass base / warm / trained "
         "| trained: tool-call rate | trained: calls per rollout "

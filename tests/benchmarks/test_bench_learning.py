@@ -14,6 +14,7 @@ from tests.benchmarks.bench_learning import (
     last_fingerprint,
     read_run,
     readme_block,
+    runs_to_show,
     stale_note,
     transfer_tables,
     transfer_targets,
@@ -201,3 +202,21 @@ def test_records_of_todays_code_get_its_code_stamp_once() -> None:
     code = _report.code_stamp("strands")
     assert [r.get("code") for r in records] == [code, code, None]
     assert not _report.backfill_code(records, "strands")  # nothing left to fill
+
+
+def test_the_table_shows_the_last_codes_runs_marked_stale_until_one_of_head_is_stored() -> None:
+    head = _report.run_fingerprint("strands", "float32")
+    runs = [_run(0, (0.2, 0.7, 0.3), 0.6) for _ in range(3)]
+    labelled = [(f"seed 0, run {i}", r) for i, r in enumerate(runs)]
+    older = [
+        {"status": "finished", "template": "fp32-of-c0", "code": "c0"},
+        {"status": "finished", "template": "fp32-of-c1", "code": "c1"},
+        {"status": "finished", "template": "bf16-of-c1", "code": "c1"},
+    ]
+    shown, note = runs_to_show(older, labelled)
+    assert [label for label, _ in shown] == ["seed 0, run 1", "seed 0, run 2"]
+    assert note.startswith("**Stale:**") and "c1" in note
+    # One run of HEAD's code is enough: the table lists it alone, with no note.
+    current = [*older[:2], {"status": "finished", "template": head}]
+    shown, note = runs_to_show(current, labelled)
+    assert [label for label, _ in shown] == ["seed 0, run 2"] and note == ""
