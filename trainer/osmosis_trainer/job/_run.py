@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import gc
 import logging
 import os
 from collections.abc import Callable, Iterator
@@ -320,7 +321,15 @@ async def _train(
         # The demonstrations' activations are free: RL starts from a heap handed back.
         await asyncio.to_thread(return_freed_memory)
     phase("training")
-    return await trainer.train()
+    # What is alive now (model, tokenizer, engine, servers) lives for the whole run. Frozen,
+    # the cyclic collector stops walking it at each full collection: the update forces two
+    # per step (return_freed_memory), 0.45 s each on the embedded model without the freeze.
+    gc.collect()
+    gc.freeze()
+    try:
+        return await trainer.train()
+    finally:
+        gc.unfreeze()
 
 
 async def _resume(trainer: Trainer, run: RunDir, resume: bool | Path, warm: bool) -> bool:

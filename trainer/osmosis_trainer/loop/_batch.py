@@ -11,6 +11,8 @@ from osmosis_trainer.grpo import shift_mask
 
 __all__ = [
     "MicroBatch",
+    "PackedRows",
+    "PrefixUnit",
     "TrainSequence",
     "collate",
     "SharedPrefix",
@@ -61,6 +63,14 @@ class TrainSequence:
         return sum(self.loss_mask[1:])
 
 
+@dataclass(frozen=True)
+class PrefixUnit:
+    """Sequences (indices) of one group that share their first ``prefix_len`` tokens."""
+
+    members: tuple[int, ...]
+    prefix_len: int
+
+
 @dataclass
 class SharedPrefix:
     """Prompts shared by the rows of a micro-batch, one per GRPO group.
@@ -74,6 +84,26 @@ class SharedPrefix:
     ids: torch.Tensor
     mask: torch.Tensor
     row_group: torch.Tensor
+    packed: PackedRows | None = None
+    """Set when the prefixes and continuations run packed end to end in rows (``_packed``)."""
+
+
+@dataclass
+class PackedRows:
+    """A micro-batch's prefixes and continuations laid end to end in ``R`` rows of ``L`` tokens.
+
+    Attributes:
+        ids: ``[R, L]`` token ids (pad after a row's last sequence).
+        positions: ``[R, L]`` each token's position in its own sequence.
+        allowed: ``[R, 1, L, L]`` bool; query ``i`` may attend key ``j``.
+        gather: ``[B, S]`` per continuation position, the flat index (``r * L + t``) of the
+            token whose hidden state predicts it.
+    """
+
+    ids: torch.Tensor
+    positions: torch.Tensor
+    allowed: torch.Tensor
+    gather: torch.Tensor
 
 
 @dataclass

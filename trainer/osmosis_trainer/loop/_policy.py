@@ -118,7 +118,13 @@ def masked_logits(
     """
     lm = _causal_lm(model)
     with lora_compute(model):
-        if prefix is not None:
+        if prefix is not None and prefix.packed is not None:
+            from osmosis_trainer.loop._packed import packed_hidden
+
+            dtype = lm.get_input_embeddings().weight.dtype
+            predicting = packed_hidden(lm.get_decoder(), prefix.packed, dtype)  # [B, S, H]
+            targets = input_ids[mask]  # [N]
+        elif prefix is not None:
             from osmosis_trainer.loop._prefix import shared_prefix_hidden
 
             predicting = shared_prefix_hidden(lm.get_decoder(), input_ids, prefix)  # [B, S, H]

@@ -10,7 +10,6 @@ the cache, so the result equals the plain forward pass up to float rounding.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import torch
@@ -18,12 +17,14 @@ import torch
 from osmosis_trainer._kv import cache_kwargs, output_cache
 from osmosis_trainer.loop._batch import (
     MicroBatch,
+    PrefixUnit,
     SharedPrefix,
     TrainSequence,
     collate,
     common_prefix_len,
     plan_micro_batches,
 )
+from osmosis_trainer.loop._packed import PACK_ROW_TOKENS, chunk_tokens, layout, pack_chunks
 
 if TYPE_CHECKING:
     from osmosis_trainer._protocols import Decoder
@@ -38,14 +39,6 @@ __all__ = [
 
 # Groups sharing fewer leading tokens are packed the plain way (see ``plan_shared_prefix``).
 SHARE_PREFIX_MIN_TOKENS = 8
-
-
-@dataclass(frozen=True)
-class PrefixUnit:
-    """Sequences (indices) of one group that share their first ``prefix_len`` tokens."""
-
-    members: tuple[int, ...]
-    prefix_len: int
 
 
 def _units(seqs: Sequence[TrainSequence], min_prefix: int) -> tuple[list[PrefixUnit], list[int]]:
@@ -86,6 +79,15 @@ def plan_shared_prefix(
         or they fill a chunk alone).
     """
     units, rest = _units(seqs, min_prefix)
+    return _plan_units(seqs, units, rest, token_budget)
+
+
+def _plan_units(
+    seqs: Sequence[TrainSequence],
+    units: Sequence[PrefixUnit],
+    rest: list[int],
+    token_budget: int,
+) -> tuple[list[list[PrefixUnit]], list[int]]:
     chunks: list[PrefixUnit] = []
     for u in units:
         members = sorted(u.members, key=lambda i: (-len(seqs[i].token_ids), i))
@@ -164,23 +166,54 @@ def micro_batches(
 ) -> list[MicroBatch]:
     """An update's micro-batches of at most ``token_budget`` padded tokens.
 
-    With ``share_prefix``, sequences of one group (``group_id``) that share a prompt go through
-    the shared-prefix path; the rest (and all of them without it) are packed the plain way.
+    With ``share_prefix``, sequences short enough go packed end to end (``_packed``: a group's
+    prompt once, no padding between sequences); longer groups that share a prompt take the
+    cached-prefix path; the rest (and all sequences without ``share_prefix``) are packed the
+    plain way.
     """
     batches: list[MicroBatch] = []
     rest = list(range(len(seqs)))
     if share_prefix:
-        shared, rest = plan_shared_prefix(seqs, token_budget, min_prefix=SHARE_PREFIX_MIN_TOKENS)
-        for units in shared:
-            mb, order = collate_prefixed(seqs, units, pad_id=pad_id, device=device)
+        units, rest = _units(seqs, SHARE_PREFIX_MIN_TOKENS)
+        singles = [PrefixUnit((i,), 1) for i in rest if len(seqs[i].token_ids) > 1]
+        row_cap = min(token_budget, PACK_ROW_TOKENS)
+        rows, left = pack_chunks(seqs, [*units, *singles], row_cap)
+        batches.extend(_packed_batches(seqs, rows, token_budget, pad_id, device))
+        packed = {i for row in rows for c in row for i in c.members}
+        rest = [i for i in rest if i not in packed]
+        shared, rest = _plan_units(seqs, [u for u in left if u not in singles], rest, token_budget)
+        for units_of_batch in shared:
+            mb, order = collate_prefixed(seqs, units_of_batch, pad_id=pad_id, device=device)
             mb.rows = order
-            mb.starts = [u.prefix_len for u in units for _ in u.members]
+            mb.starts = [u.prefix_len for u in units_of_batch for _ in u.members]
             batches.append(mb)
     lengths = [len(seqs[i].token_ids) for i in rest]
     for idx in plan_micro_batches(lengths, token_budget):
         mb = collate([seqs[rest[j]] for j in idx], pad_id=pad_id, device=device)
         mb.rows = [rest[j] for j in idx]
         mb.starts = [1] * len(idx)
+        batches.append(mb)
+    return batches
+
+
+def _packed_batches(
+    seqs: Sequence[TrainSequence],
+    rows: Sequence[Sequence[PrefixUnit]],
+    token_budget: int,
+    pad_id: int,
+    device: torch.device | str,
+) -> list[MicroBatch]:
+    """Packed rows grouped into micro-batches of at most ``token_budget`` padded tokens."""
+    widths = [sum(chunk_tokens(seqs, c) for c in row) for row in rows]
+    batches: list[MicroBatch] = []
+    for idx in plan_micro_batches(widths, token_budget):
+        chosen = [rows[j] for j in idx]
+        chunks = [c for row in chosen for c in row]
+        mb, order = collate_prefixed(seqs, chunks, pad_id=pad_id, device=device)
+        assert mb.prefix is not None  # collate_prefixed always sets it
+        mb.prefix.packed = layout(seqs, chosen, mb, pad_id=pad_id, device=device)
+        mb.rows = order
+        mb.starts = [c.prefix_len for c in chunks for _ in c.members]
         batches.append(mb)
     return batches
 
