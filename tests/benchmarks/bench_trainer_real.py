@@ -84,6 +84,11 @@ ROWS: dict[str, Setup] = {
         "osmosis, libgomp's default OpenMP waits (the worker's bounded spin not set)",
         without="openmp",
     ),
+    "noshare": Setup(
+        "osmosis, every sequence whole and padded (transformers' forward; "
+        "share_prompt_prefix = false)",
+        share_prefix=False,
+    ),
 }
 PATHS: dict[str, tuple[str, bool]] = {
     # row key: (the path the defaults have and this row lacks, judged on wall time alone)
@@ -96,10 +101,15 @@ PATHS: dict[str, tuple[str, bool]] = {
     "merge": ("merged adapters (against peft's unmerged layers)", False),
     # Spinning trades CPU time for wall time by design: judged on wall, its CPU shows in the row.
     "openmp": ("the worker's OpenMP waits (against libgomp's defaults)", True),
+    "noshare": (
+        "a group's prompt once (packed rows, or its cached keys and values), against "
+        "transformers' padded forward of every sequence",
+        False,
+    ),
 }
 """Rows that switch one path off: the section writes whether the path pays (>= 10 % of the
 step's wall time, and of its CPU time unless it only overlaps work, paired by round)."""
-DEFAULT_ROWS = ("ours", "trl_defaults", "trl_bf16", "trl_fp32")
+DEFAULT_ROWS = ("ours", "noshare", "trl_defaults", "trl_bf16", "trl_fp32")
 """The rows run when ``OSMOSIS_BENCH_ROWS`` is unset."""
 _DEFAULTS_KEY = "trl_defaults"
 

@@ -42,6 +42,7 @@ CODE = (
     "trainer/osmosis_trainer/loop/_policy.py",
     "trainer/osmosis_trainer/loop/_update.py",
     "trainer/osmosis_trainer/loop/_prefix.py",
+    "trainer/osmosis_trainer/loop/_packed.py",
     "trainer/osmosis_trainer/loop/_batch.py",
     "tests/benchmarks/bench_update.py",
 )

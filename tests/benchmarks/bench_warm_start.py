@@ -34,6 +34,7 @@ COMMAND = "python -m tests.benchmarks warm_start"
 CODE = (
     "trainer/osmosis_trainer/warm_start",
     "trainer/osmosis_trainer/loop/_prefix.py",
+    "trainer/osmosis_trainer/loop/_packed.py",
     "tests/benchmarks/bench_warm_start.py",
 )
 """What the section measures (its fingerprint)."""

@@ -92,8 +92,9 @@ class AlgorithmConfig(Section):
     0: strictly on-policy, one phase after the other."""
     share_prompt_prefix: bool = True
     """Run the prompt a group's samples share once per micro-batch in the training forward
-    pass (used when the shared prefix is at least 8 tokens); the warm start does the same for
-    the head its demonstrations share (system prompt, tools)."""
+    pass (used when the shared prefix is at least 8 tokens; short groups go packed end to end
+    without padding); the warm start does the same for the head its demonstrations share
+    (system prompt, tools)."""
     warmup_steps: int = Field(default=0, ge=0)
     """Linear learning-rate warm-up steps."""
     lr_schedule: LRSchedule = "constant"

@@ -109,3 +109,21 @@ def test_a_member_with_nothing_after_the_prompt_packs(tiny_model_dir: Path) -> N
     lp_plain, _ = token_logprobs(model, plain.input_ids, plain.mask)
     order = [mb.rows.index(i) for i in range(2)]
     torch.testing.assert_close(lp[order][mb.mask[order]], lp_plain[plain.mask], rtol=1e-4, atol=1e-5)
+
+
+def test_packed_gradients_repeat_bit_for_bit(tmp_path: Path) -> None:
+    """A chunk's last prompt state feeds every member: its gradient sums duplicates, which
+    advanced indexing's backward did in a thread-dependent order (runs drifted apart)."""
+    from osmosis_trainer.models import build_tiny_model
+
+    build_tiny_model(tmp_path, hidden_size=128, num_layers=2, num_heads=4)
+    model = _policy(tmp_path)
+    seqs = _groups([(38, (64, 30, 12, 50)), (38, (64, 8, 40, 64)), (38, (20, 64, 33, 17))])
+    grads = []
+    for _ in range(6):
+        model.zero_grad()
+        for mb in micro_batches(seqs, token_budget=256, pad_id=0, share_prefix=True):
+            lp, _ = token_logprobs(model, mb.input_ids, mb.mask, prefix=mb.prefix)
+            lp.sum().backward()
+        grads.append(torch.cat([p.grad.flatten() for _, p in lora_parameters(model) if p.grad is not None]))
+    assert all(torch.equal(grads[0], g) for g in grads[1:])

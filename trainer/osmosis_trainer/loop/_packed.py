@@ -155,4 +155,9 @@ def packed_hidden(decoder: Decoder, packed: PackedRows, dtype: torch.dtype) -> t
     hidden = decoder(
         input_ids=packed.ids, attention_mask=bias, position_ids=packed.positions, use_cache=False
     ).last_hidden_state  # [R, L, H]
-    return hidden.reshape(-1, hidden.shape[-1])[packed.gather]  # [B, S, H]
+    flat = hidden.reshape(-1, hidden.shape[-1])  # [R * L, H]
+    # index_select, not advanced indexing: the prefix's last state feeds every member, and
+    # the backward of ``flat[gather]`` accumulates those duplicates in a thread-dependent
+    # order on CPU (gradients differed run to run); index_select's backward (index_add) did not.
+    picked = flat.index_select(0, packed.gather.reshape(-1))  # [B * S, H]
+    return picked.reshape(*packed.gather.shape, flat.shape[-1])  # [B, S, H]
