@@ -18,6 +18,13 @@ def main(argv: list[str]) -> int:
 
     here = Path(__file__).parent
     every = sorted(p.stem.removeprefix("bench_") for p in here.glob("bench_*.py"))
+    unknown = [name for name in argv if name not in every and argv != ["stale"]]
+    if unknown:
+        print(
+            f"unknown benchmark {', '.join(unknown)}; known: {', '.join(every)} (or 'stale')",
+            file=sys.stderr,
+        )
+        return 2
     if argv == ["stale"]:
         rerender(every)
     else:
