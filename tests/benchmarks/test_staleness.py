@@ -58,3 +58,13 @@ def test_every_benchmark_renders_from_what_it_stored() -> None:
         assert callable(getattr(module, "render", None)), name
         assert not inspect.signature(module.render).parameters, name
         assert name in OWN_STORES or getattr(module, "NAME", name) == name, name
+
+
+def test_an_unknown_benchmark_name_is_refused_with_the_known_ones(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from tests.benchmarks.__main__ import main
+
+    assert main(["no_such_bench"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown benchmark no_such_bench" in err and "trainer_real" in err
