@@ -1221,15 +1221,14 @@ def _cpu_minutes(run: TrainRun) -> str:
     return f"{run.cpu_s / 60:.1f} min" if math.isfinite(run.cpu_s) else "–"
 
 
-def quiet_wall_note(runs: list[TrainRun], stored: list[dict[str, Any]]) -> str:
-    """For runs measured on a loaded machine: the wall time a quiet one would take, estimated
-    from their CPU time and the wall/CPU ratio of the stored runs that ran at a load under 2
-    (an estimate, not a measurement; empty when no run was loaded or no quiet run exists)."""
+def quiet_wall_note(shown: list[tuple[str, TrainRun]], stored: list[dict[str, Any]]) -> str:
+    """For the table's runs (``shown``: label, run) measured on a loaded machine: the wall time
+    a quiet one would take, estimated from their CPU time and the wall/CPU ratio of the stored
+    runs that ran at a load under 2 (an estimate, not a measurement; empty when no shown run
+    was loaded or no quiet run exists)."""
     quiet = [m for m in stored if m.get("load") and max(m["load"]) < 2 and m.get("cpu_s")]
     loaded = [
-        (label, r)
-        for label, r in zip(_run_labels(runs), runs, strict=True)
-        if r.load and max(r.load) >= 2 and math.isfinite(r.cpu_s)
+        (label, r) for label, r in shown if r.load and max(r.load) >= 2 and math.isfinite(r.cpu_s)
     ]
     if not quiet or not loaded:
         return ""
@@ -1364,7 +1363,7 @@ def render() -> None:
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n"
         + "\n".join(rows)
         + "\n\n"
-        + quiet_wall_note(runs, stored)
+        + quiet_wall_note(shown, stored)
         + (
             f"{stale} earlier runs of older versions of the template or the trainer are kept in "
             "`docs/learning_runs.json` and not shown (the git history of this section has "

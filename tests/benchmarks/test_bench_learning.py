@@ -12,6 +12,7 @@ from tests.benchmarks.bench_learning import (
     TrainRun,
     heldout_sets,
     last_fingerprint,
+    quiet_wall_note,
     read_run,
     readme_block,
     runs_to_show,
@@ -220,3 +221,14 @@ def test_the_table_shows_the_last_codes_runs_marked_stale_until_one_of_head_is_s
     current = [*older[:2], {"status": "finished", "template": head}]
     shown, note = runs_to_show(current, labelled)
     assert [label for label, _ in shown] == ["seed 0, run 2"] and note == ""
+
+
+def test_the_quiet_wall_estimate_names_only_loaded_runs_the_table_shows() -> None:
+    loaded, quiet = (_run(seed, (0.2, 0.6, 0.1), 0.5) for seed in (0, 1))
+    loaded.load, quiet.load = (2.5, 2.1), (0.3, 1.6)
+    stored = [{"load": [0.3, 1.6], "wall_s": 600.0, "cpu_s": 1000.0}]
+    note = quiet_wall_note([("seed 0, run 1", loaded), ("seed 1, run 1", quiet)], stored)
+    # CPU time 900 s x (600 / 1000) = 9.0 min; a quiet run needs no estimate.
+    assert "seed 0, run 1 ≈ 9.0 min" in note
+    assert "seed 1" not in note
+    assert quiet_wall_note([("seed 1, run 1", quiet)], stored) == ""
