@@ -334,6 +334,9 @@ def probe(argv: list[str]) -> None:
         "rewards": run.rewards,
         "heldout": run.heldout,
         "load": run.load,
+        "cpu": cpu_short(),
+        "dtype": run.dtype,
+        "code": code_stamp(template),
     }
     if eval_rows:
         dataset = "data/calc.jsonl" if eval_rows == "train" else "data/calc_heldout.jsonl"
@@ -398,7 +401,7 @@ def findings_table(probes: list[dict[str, Any]]) -> str:
         "| probe | settings (on top of the template's config) | steps | reward first 3 → last 3 "
         "| tool-call rate first 3 → last 3 | turns first 3 → last 3 | zero-variance groups "
         "| truncated | CPU s/step | held-out pass base / warm / trained | trained vs warm "
-        "(95% CI) |\n|---|---|---|---|---|---|---|---|---|---|---|\n"
+        "(95% CI) | CPU, precision |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n"
     )
     rows = []
     for p in probes:
@@ -412,7 +415,8 @@ def findings_table(probes: list[dict[str, Any]]) -> str:
             f"{_rate(p.get('call_rate_first'), '.0%')} → {_rate(p.get('call_rate_last'), '.0%')} | "
             f"{_rate(p.get('turns_first'))} → {_rate(p.get('turns_last'))} | "
             f"{p['zero_variance_share']:.0%} | {p['truncated_share']:.0%} | "
-            f"{_seconds(p['cpu_s_per_step'])} | {cells[0]} | {cells[3]} |"
+            f"{_seconds(p['cpu_s_per_step'])} | {cells[0]} | {cells[3]} | "
+            f"{p.get('cpu') or 'not recorded'}{', ' + p['dtype'] if p.get('dtype') else ''} |"
         )
     return head + "\n".join(rows) + "\n"
 

@@ -10,6 +10,7 @@ import pytest
 from tests.benchmarks import _report
 from tests.benchmarks.bench_learning import (
     TrainRun,
+    findings_table,
     heldout_sets,
     last_fingerprint,
     quiet_wall_note,
@@ -232,3 +233,26 @@ def test_the_quiet_wall_estimate_names_only_loaded_runs_the_table_shows() -> Non
     assert "seed 0, run 1 ≈ 9.0 min" in note
     assert "seed 1" not in note
     assert quiet_wall_note([("seed 1, run 1", quiet)], stored) == ""
+
+
+def _probe(**extra: Any) -> dict[str, Any]:
+    return {
+        "name": "a probe",
+        "template": "strands",
+        "settings": {"training.dtype": '"float32"'},
+        "steps": 8,
+        "first3": 0.1,
+        "last3": 0.3,
+        "zero_variance_share": 0.1,
+        "truncated_share": 0.05,
+        "cpu_s_per_step": 200.0,
+        "heldout": None,
+        **extra,
+    }
+
+
+def test_a_probe_row_names_its_cpu_and_precision_or_says_not_recorded() -> None:
+    table = findings_table([_probe(cpu="AMD EPYC (25/17)", dtype="float32"), _probe()])
+    recorded, old = table.splitlines()[2:4]
+    assert recorded.endswith("| AMD EPYC (25/17), float32 |")
+    assert old.endswith("| not recorded |")
