@@ -14,6 +14,7 @@ import contextlib
 import math
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -280,7 +281,33 @@ def _follow(
     run: Any, proc: subprocess.Popen[bytes], *, json_out: bool, from_step: int = 0
 ) -> None:
     """Draw the run's progress from the store until the worker exits; Ctrl-C asks it to stop
-    after its current step, a second Ctrl-C terminates it."""
+    after its current step, a second Ctrl-C terminates it, and so does a SIGTERM to this
+    process (``timeout``, a job runner ending the command: the worker lives in a session of
+    its own and would otherwise train on, unseen)."""
+    with _terminate_worker_on_sigterm(proc):
+        _draw(run, proc, json_out=json_out, from_step=from_step)
+
+
+@contextlib.contextmanager
+def _terminate_worker_on_sigterm(proc: subprocess.Popen[bytes]) -> Iterator[None]:
+    """While in the block, a SIGTERM to the CLI terminates the worker (which then ends its run
+    as ``killed`` and exits, so the CLI reports it); signals install only on the main thread."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: proc.terminate())
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _draw(
+    run: Any, proc: subprocess.Popen[bytes], *, json_out: bool, from_step: int = 0
+) -> None:
     from rich.live import Live
 
     from osmosis_ai.runs import load_run, read_metrics

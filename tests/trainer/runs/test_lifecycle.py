@@ -208,6 +208,38 @@ def test_failing_rollout_is_failed_with_its_error(
     assert "has no checkpoint to resume from" in capsys.readouterr().err
 
 
+def test_sigterm_to_the_foreground_cli_ends_its_worker_as_killed(
+    in_workspace: dict[str, Any],
+) -> None:
+    """``timeout`` or a job runner ends ``train submit`` with SIGTERM: the worker (its own
+    session, so the signal never reaches it) must not train on unseen."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from osmosis_ai.cli._app import main; "
+        f"sys.exit(main(['train', 'submit', {str(in_workspace['config'])!r}, '--name', 'term']))"
+    )
+    cli = subprocess.Popen(
+        [sys.executable, "-c", code], cwd=in_workspace["runs"].parent,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    assert cli.stdout is not None
+    first = cli.stdout.readline()  # "run term-<time> (<path>)"
+    assert first.startswith("run "), first
+    path = in_workspace["runs"] / first.split()[1]
+    wait_for_status(path, lambda r: bool(r.checkpoints()))  # step 2 waits at the closed gate
+    cli.send_signal(signal.SIGTERM)
+    out, err = cli.communicate(timeout=300)
+    assert cli.returncode == 1, err
+    assert "killed" in out and "resume: osmosis train resume" in out
+    final = load_run(path)
+    assert final is not None and final.status == "killed" and final.step == 1
+    worker = final.raw["worker"]["pid"]
+    with pytest.raises(ProcessLookupError):
+        os.kill(worker, 0)
+
+
 def test_ctrl_c_in_the_foreground_stops_after_the_step(in_workspace: dict[str, Any]) -> None:
     import subprocess
     import sys
