@@ -14,6 +14,8 @@ import json
 import os
 import re
 import signal
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -208,27 +210,38 @@ def test_failing_rollout_is_failed_with_its_error(
     assert "has no checkpoint to resume from" in capsys.readouterr().err
 
 
+def _foreground_submit(
+    workspace: dict[str, Any], name: str
+) -> tuple[subprocess.Popen[str], Path]:
+    """``osmosis train submit`` in a process of its own, as a terminal starts it, once its
+    first step's checkpoint is saved (the next step waits at the closed gate): the CLI process
+    and the run's folder."""
+    code = (
+        "import sys; from osmosis_ai.cli._app import main; "
+        f"sys.exit(main(['train', 'submit', {str(workspace['config'])!r}, '--name', {name!r}]))"
+    )
+    cli = subprocess.Popen(
+        [sys.executable, "-c", code], cwd=workspace["runs"].parent,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        # A background shell (CI runners, `cmd &`) passes SIGINT on ignored, and Python then
+        # raises no KeyboardInterrupt.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    assert cli.stdout is not None
+    first = cli.stdout.readline()  # "run <name>-<time> (<path>)", the first line on stdout
+    assert first.startswith("run "), first
+    path = workspace["runs"] / first.split()[1]
+    assert path.is_dir(), first
+    wait_for_status(path, lambda r: bool(r.checkpoints()))
+    return cli, path
+
+
 def test_sigterm_to_the_foreground_cli_ends_its_worker_as_killed(
     in_workspace: dict[str, Any],
 ) -> None:
     """``timeout`` or a job runner ends ``train submit`` with SIGTERM: the worker (its own
     session, so the signal never reaches it) must not train on unseen."""
-    import subprocess
-    import sys
-
-    code = (
-        "import sys; from osmosis_ai.cli._app import main; "
-        f"sys.exit(main(['train', 'submit', {str(in_workspace['config'])!r}, '--name', 'term']))"
-    )
-    cli = subprocess.Popen(
-        [sys.executable, "-c", code], cwd=in_workspace["runs"].parent,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )
-    assert cli.stdout is not None
-    first = cli.stdout.readline()  # "run term-<time> (<path>)"
-    assert first.startswith("run "), first
-    path = in_workspace["runs"] / first.split()[1]
-    wait_for_status(path, lambda r: bool(r.checkpoints()))  # step 2 waits at the closed gate
+    cli, path = _foreground_submit(in_workspace, "term")
     cli.send_signal(signal.SIGTERM)
     out, err = cli.communicate(timeout=300)
     assert cli.returncode == 1, err
@@ -241,26 +254,7 @@ def test_sigterm_to_the_foreground_cli_ends_its_worker_as_killed(
 
 
 def test_ctrl_c_in_the_foreground_stops_after_the_step(in_workspace: dict[str, Any]) -> None:
-    import subprocess
-    import sys
-
-    code = (
-        "import sys; from osmosis_ai.cli._app import main; "
-        f"sys.exit(main(['train', 'submit', {str(in_workspace['config'])!r}, '--name', 'ctrlc']))"
-    )
-    cli = subprocess.Popen(
-        [sys.executable, "-c", code], cwd=in_workspace["runs"].parent,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        # As a terminal starts it: a background shell (CI runners, `cmd &`) passes SIGINT on
-        # ignored, and Python then raises no KeyboardInterrupt.
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-    )
-    assert cli.stdout is not None
-    first = cli.stdout.readline()  # "run ctrlc-<time> (<path>)", the first line on stdout
-    assert first.startswith("run "), first
-    path = in_workspace["runs"] / first.split()[1]
-    assert path.is_dir(), first
-    wait_for_status(path, lambda r: bool(r.checkpoints()))
+    cli, path = _foreground_submit(in_workspace, "ctrlc")
     cli.send_signal(signal.SIGINT)  # the worker has its own session: only the CLI gets it
     # The stop request is written before the gate opens: step 2 is the last one.
     wait_for_status(path, lambda r: r.run_dir.stop_requested())
