@@ -41,6 +41,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from osmosis_ai.config import AlgorithmConfig
 from osmosis_ai.learning import summarize_learning
 from tests.benchmarks._report import (
     PRECISIONS,
@@ -587,6 +588,7 @@ def _reading(probes: list[dict[str, Any]], runs: list[TrainRun]) -> str:
     kl = max(p["mismatch_kl_max"] for p in all_runs)
     lo = min(p["is_ratio_min"] for p in all_runs)
     hi = max(p["is_ratio_max"] for p in all_runs)
+    cap = AlgorithmConfig().is_clip_max  # the shipped config leaves the cap at its default
     lines = [
         f"- Sampler vs trainer: mismatch KL at most {kl:.1e} and importance ratios within "
         f"{lo:.4f}–{hi:.4f} in every run here"
@@ -595,7 +597,9 @@ def _reading(probes: list[dict[str, Any]], runs: list[TrainRun]) -> str:
             "and (with the toy learning tests rising to 0.9) not a sign or masking error."
             if kl < 1e-6
             else " (the bf16 runs: the engine's cached decode and the trainer's forward round "
-            "differently; the update's importance weights correct for it)."
+            "differently). The update weights each token's loss by its ratio, capped at "
+            f"{cap:g} ({'some ratios were cut to the cap' if hi > cap else 'none reached it'}): "
+            "that removes the gap's bias in expectation, not the noise it adds."
         )
     ]
     before = next((p for p in probes if p["name"].startswith("before")), None)

@@ -10,6 +10,7 @@ import pytest
 from tests.benchmarks import _report
 from tests.benchmarks.bench_learning import (
     TrainRun,
+    _reading,
     findings_table,
     heldout_sets,
     last_fingerprint,
@@ -256,3 +257,17 @@ def test_a_probe_row_names_its_cpu_and_precision_or_says_not_recorded() -> None:
     recorded, old = table.splitlines()[2:4]
     assert recorded.endswith("| AMD EPYC (25/17), float32 |")
     assert old.endswith("| not recorded |")
+
+
+def _mismatch(kl: float, low: float, high: float) -> dict[str, Any]:
+    return _probe(mismatch_kl_max=kl, is_ratio_min=low, is_ratio_max=high)
+
+
+def test_the_mismatch_line_says_what_the_capped_weights_do_from_the_measured_ratios() -> None:
+    exact = _reading([_mismatch(1e-10, 0.9999, 1.0001)], [])
+    assert "not a logprob mismatch" in exact
+    under = _reading([_mismatch(1e-3, 0.23, 2.55)], [])
+    assert "0.2300–2.5500" in under and "capped at 3 (none reached it)" in under
+    assert "not the noise" in under
+    over = _reading([_mismatch(1e-3, 0.23, 2.55), _mismatch(2e-3, 0.5, 4.2)], [])
+    assert "some ratios were cut to the cap" in over
