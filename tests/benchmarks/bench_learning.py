@@ -598,8 +598,14 @@ def _reading(probes: list[dict[str, Any]], runs: list[TrainRun]) -> str:
             if kl < 1e-6
             else " (the bf16 runs: the engine's cached decode and the trainer's forward round "
             "differently). The update weights each token's loss by its ratio, capped at "
-            f"{cap:g} ({'some ratios were cut to the cap' if hi > cap else 'none reached it'}): "
-            "that removes the gap's bias in expectation, not the noise it adds."
+            f"{cap:g} "
+            + (
+                "(some ratios were cut to the cap): that removes most of the gap's bias (the "
+                "cut tokens keep some), not the noise it adds."
+                if hi > cap
+                else "(none reached it): that removes the gap's bias in expectation, not the "
+                "noise it adds."
+            )
         )
     ]
     before = next((p for p in probes if p["name"].startswith("before")), None)

@@ -271,3 +271,5 @@ def test_the_mismatch_line_says_what_the_capped_weights_do_from_the_measured_rat
     assert "not the noise" in under
     over = _reading([_mismatch(1e-3, 0.23, 2.55), _mismatch(2e-3, 0.5, 4.2)], [])
     assert "some ratios were cut to the cap" in over
+    assert "bias in expectation" in under and "bias in expectation" not in over
+    assert "the cut tokens keep some" in over and "the cut tokens" not in under
