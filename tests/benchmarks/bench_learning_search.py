@@ -684,7 +684,8 @@ def readme_block() -> str:
         "warm → trained "
         "| wall | worker peak memory | CPU, precision |\n|---|---|---|---|---|---|---|---|---|\n"
         + "\n".join(lines)
-        + f"\n\nTargets over {len(runs)} runs ({len({r['seed'] for r in runs})} of "
+        + f"\n\nTargets over {len(runs)} run{'s' * (len(runs) != 1)} "
+        f"({len({r['seed'] for r in runs})} of "
         f"{len(SEEDS)} seeds; the target: {RUNS_PER_SEED} runs each), on the test file: "
         "trained − warm ≥ "
         f"+{TARGET_OVER_WARM:.2f} with the CI above 0 in {sum(m['over_warm'] for m in met)}; "
