@@ -1272,6 +1272,25 @@ def runs_to_show(
     return [pair for pair, m in zip(labelled, measured, strict=True) if code_of(m) == last], note
 
 
+_RUN_STAMP = re.compile(r"-(\d{8})-(\d{6})$")
+
+
+def measured_on(entries: Sequence[Mapping[str, Any]]) -> tuple[str, str | None]:
+    """The CPUs the stored runs ``entries`` ran on (with their counts) and the start of the
+    latest one (its run folder ends ``-YYYYMMDD-HHMMSS``), for a section rendered from
+    stored runs: its header must not show the rendering machine or the rendering time."""
+    counts: dict[str, int] = {}
+    for e in entries:
+        cpu = str(e.get("cpu") or "CPU not recorded")
+        counts[cpu] = counts.get(cpu, 0) + 1
+    machines = "; ".join(f"{cpu} ({n} run{'s' if n != 1 else ''})" for cpu, n in counts.items())
+    stamps = sorted(m.groups() for e in entries if (m := _RUN_STAMP.search(str(e.get("run")))))
+    if not stamps:
+        return machines, None
+    day, clock = stamps[-1]
+    return machines, f"{day[:4]}-{day[4:6]}-{day[6:]} {clock[:2]}:{clock[2:4]} UTC"
+
+
 def render() -> None:
     """Write the plot and the section from the stored runs in docs/ (no training)."""
     from tests.benchmarks import bench_learning_search as search
@@ -1426,12 +1445,20 @@ def render() -> None:
         "learning-readme", readme_block(quoted, [label_of[id(r)] for r in quoted], note, last)
     )
     write_readme_block("learning-search-readme", search_readme())
+    entry_of = {id(r): m for r, m in zip(runs, measured, strict=True)}
+    searched = json.loads(search.RUNS.read_text()) if search.RUNS.exists() else []
+    machines, latest = measured_on([entry_of[id(r)] for _, r in shown] + searched)
+    rendered = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     write_section(
         "learning",
         "Learning: the quick start teaches carrying a result (warm start, then RL), 3 seeds, "
         "four held-out files",
         body,
         "python -m tests.benchmarks learning",
+        machine_text=f"per run in the tables: {machines}",
+        date=f"{latest} (the latest run shown began; rendered {rendered})"
+        if latest
+        else f"rendered {rendered} from stored runs",
     )
 
 

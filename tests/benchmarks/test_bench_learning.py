@@ -14,6 +14,7 @@ from tests.benchmarks.bench_learning import (
     findings_table,
     heldout_sets,
     last_fingerprint,
+    measured_on,
     quiet_wall_note,
     read_run,
     readme_block,
@@ -273,3 +274,15 @@ def test_the_mismatch_line_says_what_the_capped_weights_do_from_the_measured_rat
     assert "some ratios were cut to the cap" in over
     assert "bias in expectation" in under and "bias in expectation" not in over
     assert "the cut tokens keep some" in over and "the cut tokens" not in under
+
+
+def test_measured_on_names_the_runs_machines_and_latest_start_not_the_renderer() -> None:
+    entries = [
+        {"run": "/tmp/qs-0/runs/calc-20261202-090645", "cpu": "AMD EPYC (25/17)"},
+        {"run": "/tmp/qs-1/runs/calc-20261201-212011", "cpu": "Intel Xeon (6/207)"},
+        {"run": "/tmp/qs-2/runs/calc-20261202-170851", "cpu": "AMD EPYC (25/17)"},
+    ]
+    machines, latest = measured_on(entries)
+    assert machines == "AMD EPYC (25/17) (2 runs); Intel Xeon (6/207) (1 run)"
+    assert latest == "2026-12-02 17:08 UTC"
+    assert measured_on([{"run": "elsewhere"}]) == ("CPU not recorded (1 run)", None)
