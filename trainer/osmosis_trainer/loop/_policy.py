@@ -11,6 +11,7 @@ import torch
 
 from osmosis_trainer.grpo import entropy_from_logprobs
 from osmosis_trainer.loop._batch import SharedPrefix
+from osmosis_trainer.loop._head import chunked_applies, chunked_logprobs
 
 if TYPE_CHECKING:
     from peft import PeftModel
@@ -24,6 +25,7 @@ __all__ = [
     "lora_compute",
     "load_adapter_weights",
     "lora_parameters",
+    "masked_hidden",
     "masked_logits",
     "token_logprobs",
 ]
@@ -103,18 +105,17 @@ def _causal_lm(model: torch.nn.Module) -> DecoderLM:
     return cast("DecoderLM", get_base() if callable(get_base) else model)
 
 
-def masked_logits(
+def masked_hidden(
     model: torch.nn.Module,
     input_ids: torch.Tensor,
     mask: torch.Tensor,
     *,
-    temperature: float = 1.0,
     prefix: SharedPrefix | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """The fp32 next-token logits at the ``N`` masked positions and the ``N`` target ids.
+    """The decoder's last hidden states at the ``N`` masked positions and the ``N`` target ids.
 
-    The forward pass :func:`token_logprobs` (RL) and the warm start's cross-entropy share:
-    the decoder over the whole sequence, the LM head only where a token trains.
+    The decoder runs over the whole sequence; the LM head is left to the caller, which runs
+    it only where a token trains.
     """
     lm = _causal_lm(model)
     with lora_compute(model):
@@ -133,7 +134,25 @@ def masked_logits(
             hidden = lm.get_decoder()(input_ids=input_ids, use_cache=False).last_hidden_state
             predicting = hidden[:, :-1]  # [B, T-1, H]
             targets = input_ids[:, 1:][mask]  # [N]
-        selected = predicting[mask]  # [N, H]
+    return predicting[mask], targets  # [N, H], [N]
+
+
+def masked_logits(
+    model: torch.nn.Module,
+    input_ids: torch.Tensor,
+    mask: torch.Tensor,
+    *,
+    temperature: float = 1.0,
+    prefix: SharedPrefix | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The fp32 next-token logits at the ``N`` masked positions and the ``N`` target ids.
+
+    The forward pass :func:`token_logprobs` (RL) and the warm start's cross-entropy share:
+    the decoder over the whole sequence, the LM head only where a token trains.
+    """
+    lm = _causal_lm(model)
+    selected, targets = masked_hidden(model, input_ids, mask, prefix=prefix)
+    with lora_compute(model):
         logits = lm.get_output_embeddings()(selected).float()  # [N, V]
     softcap = getattr(lm.config, "final_logit_softcapping", None)
     if softcap:
@@ -170,19 +189,29 @@ def token_logprobs(
     Returns:
         ``(logp, entropy | None)`` shaped like ``mask``, zero where ``mask`` is 0.
     """
-    logits, targets = masked_logits(
-        model, input_ids, mask, temperature=temperature, prefix=prefix
-    )  # [N, V], [N]
-    logp_all = torch.log_softmax(logits, dim=-1)  # [N, V]
-    picked = logp_all.gather(-1, targets.unsqueeze(-1)).squeeze(-1)  # [N]
+    lm = _causal_lm(model)
+    head = lm.get_output_embeddings()
+    softcap = getattr(lm.config, "final_logit_softcapping", None)
+    if chunked_applies(int(mask.sum()), head, softcap=softcap):
+        selected, targets = masked_hidden(model, input_ids, mask, prefix=prefix)
+        weight = cast("torch.nn.Linear", head).weight  # chunked_applies checked the type
+        picked, ent = chunked_logprobs(
+            selected, weight, targets, temperature=temperature, with_entropy=with_entropy
+        )
+    else:
+        logits, targets = masked_logits(
+            model, input_ids, mask, temperature=temperature, prefix=prefix
+        )  # [N, V], [N]
+        logp_all = torch.log_softmax(logits, dim=-1)  # [N, V]
+        picked = logp_all.gather(-1, targets.unsqueeze(-1)).squeeze(-1)  # [N]
+        with torch.no_grad():
+            ent = entropy_from_logprobs(logp_all.detach()) if with_entropy else picked
     logp = torch.zeros(mask.shape, dtype=picked.dtype, device=picked.device)  # [B, T-1]
     logp = logp.masked_scatter(mask, picked)
     entropy = None
     if with_entropy:
-        with torch.no_grad():
-            ent = entropy_from_logprobs(logp_all.detach())  # [N]
-            entropy = torch.zeros(mask.shape, dtype=ent.dtype, device=ent.device)
-            entropy = entropy.masked_scatter(mask, ent)
+        entropy = torch.zeros(mask.shape, dtype=ent.dtype, device=ent.device)
+        entropy = entropy.masked_scatter(mask, ent.detach())
     return logp, entropy
 
 
