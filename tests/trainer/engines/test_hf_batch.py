@@ -12,10 +12,10 @@ torch = pytest.importorskip("torch")
 from osmosis_ai.serving import GenerationRequest  # noqa: E402
 from osmosis_trainer.engines import ChatRenderer, HFEngine  # noqa: E402
 from osmosis_trainer.engines._hf_batch import (  # noqa: E402
-    TRANSFORMERS_CHECKED,
     HFForward,
     PromptHead,
     Row,
+    cache_rewrite_holds,
     can_join,
     generate_batch,
     set_kv,
@@ -288,25 +288,63 @@ async def test_an_adapter_load_waits_for_the_batch_and_later_requests_see_it(
         await engine.close()
 
 
-def test_cache_rewrite_is_checked_for_this_transformers_minor() -> None:
+def test_the_cache_rewrite_holds_on_the_installed_transformers() -> None:
     """``set_kv`` writes transformers' ``DynamicLayer`` tensors in place (there is no API to
-    left-pad or stack caches): a transformers minor it was not checked on fails here, loudly,
-    until someone has. (``nox -s lowest`` deselects it: it runs the lowest allowed minor, where
-    the behaviour test below still runs.)"""
+    left-pad or stack caches). The engine probes that at run time; here it must hold, or the
+    installed transformers changed the layer and continuous batching silently lost its joins:
+    read ``DynamicLayer`` in transformers/cache_utils.py, adapt ``set_kv`` and the probe, and
+    re-measure against transformers' own continuous batching (python -m tests.benchmarks
+    batching)."""
     import transformers
 
-    minor = ".".join(transformers.__version__.split(".")[:2])
-    assert minor == TRANSFORMERS_CHECKED, (
-        f"transformers {transformers.__version__}: osmosis_trainer.engines._hf_batch.set_kv was "
-        f"checked on {TRANSFORMERS_CHECKED} only. Read DynamicLayer in transformers/"
-        "cache_utils.py (are keys/values still the tensors attention reads and update() "
-        "extends?), run this file, re-measure transformers' own continuous batching against "
-        "ours (python -m tests.benchmarks engine), then set TRANSFORMERS_CHECKED."
-    )
+    assert cache_rewrite_holds(), f"transformers {transformers.__version__}: see the docstring"
+
+
+def test_a_layer_that_works_otherwise_turns_joins_and_trims_off(
+    tiny_loaded: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where the probe fails (a transformers release changed ``DynamicLayer``), nothing rewrites
+    a cache: no joins mid-decode, no trimmed columns, and the rows decode as they would alone."""
+    from transformers.cache_utils import DynamicLayer
+
+    cache_rewrite_holds.cache_clear()
+    monkeypatch.setattr(DynamicLayer, "update", lambda self, k, v, *a, **kw: (k, v))
+    try:
+        assert not cache_rewrite_holds()
+    finally:
+        cache_rewrite_holds.cache_clear()
+    monkeypatch.undo()
+    cache_rewrite_holds.cache_clear()
+    assert cache_rewrite_holds()
+
+    from osmosis_trainer.engines import _hf_batch
+
+    monkeypatch.setattr(_hf_batch, "cache_rewrite_holds", lambda: False)
+    model, renderer = tiny_loaded.model.eval(), ChatRenderer(tiny_loaded.tokenizer)
+    assert not can_join(HFForward(model).new_cache())
+    # Rows of different lengths: the short ones leave the batch while the long one decodes.
+    rows = [
+        _row(renderer, "What is 2 + 3? " * 6, max_new=9, seed=0),
+        _row(renderer, "hi", max_new=2, seed=1),
+        _row(renderer, "yo", max_new=4, seed=2, temperature=0.0),
+    ]
+    asked: list[int] = []
+
+    def admit(active: int) -> list[Row]:
+        asked.append(active)
+        return []
+
+    with torch.inference_mode():
+        generate_batch(model, rows, pad_id=0, eos_ids=NO_EOS, shared_generator=None,
+                       tokenizer=tiny_loaded.tokenizer, admit=admit)
+    assert asked == []  # no joins offered
+    assert [len(r.out_ids) for r in rows] == [9, 2, 4]
+    for row in rows:
+        assert torch.allclose(_fresh(model, row), torch.tensor(row.out_logprobs), atol=1e-4), row
 
 
 def test_a_cache_padded_through_set_kv_gives_the_unpadded_logits(tiny_loaded: Any) -> None:
-    """What the check above guards: left-padding every layer's cache through ``set_kv`` (with
+    """What the probe above stands for: left-padding every layer's cache through ``set_kv`` (with
     the padding masked) changes nothing the model computes next."""
     model = tiny_loaded.model.eval()
     forward = HFForward(model)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, cast
@@ -390,16 +391,11 @@ def _keep(batch: _Batch[P], tokens: torch.Tensor, done: list[bool]) -> torch.Ten
         tokens = tokens[keep]
         if batch.rows:
             first = int(batch.mask.any(dim=0).int().argmax())  # first column anyone attends to
-            if first > 0:
+            if first > 0 and cache_rewrite_holds():
                 batch.mask = batch.mask[:, first:]
                 layers = batch.cache.layers
                 set_kv(layers, [(x.keys[..., first:, :], x.values[..., first:, :]) for x in layers])
     return tokens
-
-
-TRANSFORMERS_CHECKED = "5.24"
-"""The transformers minor whose ``DynamicLayer`` :func:`set_kv` was last checked against
-(``tests/trainer/engines/test_hf_batch.py`` fails on any other minor until it is re-checked)."""
 
 
 def set_kv(layers: Sequence[Any], kv: Sequence[tuple[torch.Tensor, torch.Tensor]]) -> None:
@@ -407,10 +403,43 @@ def set_kv(layers: Sequence[Any], kv: Sequence[tuple[torch.Tensor, torch.Tensor]
 
     transformers' ``DynamicLayer`` keeps a layer's cache in its ``keys``/``values`` tensors and
     offers no call to cut columns or to stack two batches' caches, which continuous batching
-    needs; its ``update`` concatenates onto whatever these attributes hold.
+    needs; its ``update`` concatenates onto whatever these attributes hold. That is internal to
+    transformers, so :func:`cache_rewrite_holds` checks it on the installed version first.
     """
     for layer, (keys, values) in zip(layers, kv, strict=True):
         layer.keys, layer.values = keys, values
+
+
+@functools.cache
+def cache_rewrite_holds() -> bool:
+    """Whether the installed transformers' ``DynamicLayer`` still works the way :func:`set_kv`
+    relies on: attention reads ``keys``/``values`` as they are and ``update`` extends them.
+
+    Probed once per process on small tensors, instead of pinning transformers minors: where a
+    release changes the layer, the engine stops rewriting caches (no mid-decode joins, no column
+    trimming) and stays correct, only slower.
+    """
+    import torch
+    from transformers.cache_utils import DynamicLayer
+
+    try:
+        layer = cast(Any, DynamicLayer)()  # untyped in transformers
+        first = torch.arange(24.0).reshape(1, 1, 6, 4)
+        layer.update(first, -first)
+        cut = first[..., 2:, :]
+        set_kv([layer], [(cut, -cut)])
+        step = torch.full((1, 1, 1, 4), 100.0)
+        keys, values = layer.update(step, -step)
+        want = torch.cat([cut, step], dim=-2)
+        return (
+            torch.equal(keys, want)
+            and torch.equal(values, -want)
+            and keys is layer.keys
+            and values is layer.values
+            and layer.get_seq_length() == 5
+        )
+    except Exception:  # any change in the layer's shape or API means: do not rewrite it
+        return False
 
 
 def can_join(cache: KVCache) -> bool:
@@ -418,7 +447,7 @@ def can_join(cache: KVCache) -> bool:
     from transformers.cache_utils import DynamicLayer
 
     layers: Sequence[object] = cache.layers  # checked by exact class, not by the protocol
-    return all(type(layer) is DynamicLayer for layer in layers)
+    return all(type(layer) is DynamicLayer for layer in layers) and cache_rewrite_holds()
 
 
 def _left_pad(t: torch.Tensor, width: int, dim: int) -> torch.Tensor:
