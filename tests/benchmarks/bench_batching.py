@@ -3,12 +3,13 @@
 Run: ``python -m tests.benchmarks batching``. The embedded SmolLM2-135M-Instruct serves the same
 chat prompts at 1, 8 and 32 requests in flight (closed loop: a finished request is replaced
 by the next), through ``HFEngine`` (``engines/_hf_batch.py``) and through transformers'
-``ContinuousBatchingManager`` (what ``model.generate_batch`` runs), one level after the other
-in the same process. With ``OSMOSIS_VLLM_PYTHON`` naming an interpreter that has vLLM (e.g.
+``ContinuousBatchingManager`` (what ``model.generate_batch`` runs), and through
+``model.generate`` on left-padded batches of as many prompts as are in flight (the path TRL's
+``GRPOTrainer`` generates on without vLLM), one level after the other in the same process. With ``OSMOSIS_VLLM_PYTHON`` naming an interpreter that has vLLM (e.g.
 ``.nox/vllm/bin/python`` after ``nox -s vllm``), vLLM serves the same model as a reference.
 Decision rule (issue 13): adopt transformers' where its tokens/s are within 20 % of ours.
 ``OSMOSIS_BENCH_RUNS`` rounds (default 3), interleaved: each round runs every level through
-both engines, side by side; the table shows median [min-max] over rounds and the ratio paired
+every engine, side by side; the table shows median [min-max] over rounds and the ratio paired
 by round. Each level's result goes to ``docs/benchmarks/batching.json`` as it ends and the
 section is rendered from that file (``python -m tests.benchmarks.bench_batching render``).
 """
@@ -16,6 +17,7 @@ section is rendered from that file (``python -m tests.benchmarks.bench_batching 
 from __future__ import annotations
 
 import asyncio
+import copy
 import importlib.metadata
 import os
 import statistics
@@ -100,6 +102,38 @@ def _transformers(manager: Any, prompts: list[list[int]], concurrency: int) -> t
     return tokens / (time.perf_counter() - t0), tokens
 
 
+def _reply_length(ids: list[int], eos: int) -> int:
+    """Tokens sampled for one row of a padded batch: up to its first EOS, which counts (as in
+    the engines' completion tokens); what follows is padding."""
+    return ids.index(eos) + 1 if eos in ids else len(ids)
+
+
+def _generate(
+    model: Any, tok: Any, prompts: list[list[int]], concurrency: int, seed: int
+) -> tuple[float, int]:
+    """transformers' ``model.generate`` on left-padded batches of ``concurrency`` prompts: no
+    request joins a running batch, which lasts as long as its longest reply."""
+    import torch
+
+    eos = tok.eos_token_id
+    pad = tok.pad_token_id if tok.pad_token_id is not None else eos
+    tokens = 0
+    torch.manual_seed(seed)
+    t0 = time.perf_counter()
+    for start in range(0, len(prompts), concurrency):
+        chunk = prompts[start : start + concurrency]
+        width = max(len(p) for p in chunk)
+        ids = torch.tensor([[pad] * (width - len(p)) + p for p in chunk])  # [b, T]
+        mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in chunk])  # [b, T]
+        with torch.no_grad():
+            out = model.generate(
+                input_ids=ids, attention_mask=mask, do_sample=True, temperature=1.0, top_p=1.0,
+                top_k=0, max_new_tokens=NEW_TOKENS, eos_token_id=eos, pad_token_id=pad,
+            )  # [b, T + new]
+        tokens += sum(_reply_length(row, eos) for row in out[:, width:].tolist())
+    return tokens / (time.perf_counter() - t0), tokens
+
+
 def _manager(loaded: LoadedModel) -> Any:
     from transformers import GenerationConfig
     from transformers.generation.configuration_utils import ContinuousBatchingConfig
@@ -170,20 +204,27 @@ async def _run(sitting: Sitting) -> None:
         for i in range(n_max)
     ]
     engine = HFEngine(loaded, device="cpu", max_batch_size=32, seed=0, copy_model=True)
+    # Its own copy: continuous batching switches the model it serves to paged attention.
+    reference = copy.deepcopy(loaded.model)
     manager = _manager(loaded)
     try:
         await _ours(engine, 4, 4)  # warm-up both
         await asyncio.to_thread(_transformers, manager, prompts[:4], 4)
+        await asyncio.to_thread(_generate, reference, tok, prompts[:4], 4, 0)
         for r in range(ROUNDS):
             for concurrency, n in LEVELS.items():
                 ours, ours_tokens = await _ours(engine, concurrency, n)
                 theirs, their_tokens = await asyncio.to_thread(
                     _transformers, manager, prompts[:n], concurrency
                 )
+                padded, padded_tokens = await asyncio.to_thread(
+                    _generate, reference, tok, prompts[:n], concurrency, r
+                )
                 sitting.record({"engine": "hf_vs_cb", "round": r, "in_flight": concurrency,
                                 "requests": n, "ours": ours, "theirs": theirs,
-                                "ours_tokens": ours_tokens, "their_tokens": their_tokens})
-                print(concurrency, ours, theirs, flush=True)
+                                "ours_tokens": ours_tokens, "their_tokens": their_tokens,
+                                "generate": padded, "generate_tokens": padded_tokens})
+                print(concurrency, ours, theirs, padded, flush=True)
     finally:
         manager.stop(block=True, timeout=30)
         await engine.close()
@@ -217,9 +258,24 @@ def main() -> None:
 # --- rendering: stored results -> section ------------------------------------------------
 
 
-def _paired(runs: list[dict[str, Any]]) -> list[float]:
-    """transformers' tokens/s over ours, round by round."""
-    return [r["theirs"] / r["ours"] for r in runs]
+def _paired(runs: list[dict[str, Any]], theirs: str = "theirs") -> list[float]:
+    """A reference's tokens/s (``theirs``: continuous batching; ``generate``: padded
+    batches) over ours, round by round."""
+    return [r[theirs] / r["ours"] for r in runs]
+
+
+def _generate_line(paired: dict[int, list[dict[str, Any]]], batch: int) -> str:
+    """How ours compares with TRL's generation path, level by level (paired by round)."""
+    ratios = ", ".join(
+        f"{statistics.median(1 / x for x in _paired(v, 'generate')):.2f}x at {c}"
+        for c, v in paired.items()
+        if v
+    )
+    return (
+        "Against TRL's generation path (`model.generate` on padded batches, as `GRPOTrainer` "
+        f"generates without vLLM; at most {batch} prompts a batch), ours / its tokens/s: "
+        f"{ratios} in flight (median, paired by round)."
+    )
 
 
 def _margin() -> str:
@@ -252,6 +308,9 @@ def render() -> None:
     vllm = {c: [r for r in sitting.runs if r["engine"] == "vllm" and r["in_flight"] == c]
             for c, _ in levels}
     has_vllm = all(vllm.values())
+    has_generate = any(paired.values()) and all(
+        "generate" in r for v in paired.values() for r in v
+    )
     complete = min(len(v) for v in paired.values())
     rows = []
     for c, _ in levels:
@@ -261,11 +320,24 @@ def render() -> None:
         rows.append(
             f"| {c} | {spread([r['ours'] for r in v], '{:.1f}')} "
             f"| {spread([r['theirs'] for r in v], '{:.1f}')} | {spread(_paired(v))}x | "
+            + (
+                f"{spread([r['generate'] for r in v], '{:.1f}')} "
+                f"| {spread(_paired(v, 'generate'))}x | "
+                if has_generate
+                else ""
+            )
             + (f"{spread([r['tokens_per_s'] for r in vllm[c]], '{:.1f}')} | " if has_vllm else "")
             + f"{statistics.median(r['ours_tokens'] for r in v):.0f} / "
-            f"{statistics.median(r['their_tokens'] for r in v):.0f} |"
+            f"{statistics.median(r['their_tokens'] for r in v):.0f}"
+            + (f" / {statistics.median(r['generate_tokens'] for r in v):.0f}" if has_generate else "")
+            + " |"
         )
     vllm_head = ("vLLM-CPU tokens/s | ", "---|") if has_vllm else ("", "")
+    generate_head = (
+        ("generate tokens/s | generate / ours | ", "---|---|", " / generate")
+        if has_generate
+        else ("", "", "")
+    )
     if has_vllm:
         vllm_note = (
             f"vLLM ({data['vllm']}, {data['vllm_dtype']}, same weights saved as a plain HF "
@@ -286,6 +358,14 @@ def render() -> None:
         decision = _decision(ratio)
     else:
         decision = "none: not every level has a finished round yet."
+    generate_note, generate_line = "", ""
+    if has_generate:
+        generate_note = (
+            ", and through `model.generate` on left-padded batches of as many prompts as are in "
+            "flight (no request joins a running batch, which lasts as long as its longest reply; "
+            "its own copy of the model, transformers' default attention)"
+        )
+        generate_line = "\n" + _generate_line(paired, levels[-1][0]) + "\n"
     per_level = ", ".join(f"{n} at {c}" for c, n in levels)
     in_flight = ", ".join(str(c) for c, _ in levels[:-1]) + f" and {levels[-1][0]}"
     body = f"""
@@ -295,16 +375,16 @@ flight (closed loop; requests per level: {per_level}): through osmosis's `HFEngi
 (`engines/_hf_batch.py`, its defaults: shared-prompt prefill) and through transformers'
 `ContinuousBatchingManager` (transformers {data["transformers"]}; the engine behind
 `model.generate_batch`; paged KV cache of {data["num_blocks"]} x {data["page_size"]}-token
-pages, no CUDA graphs), level by level in one process; {complete} of {data["rounds"]}
+pages, no CUDA graphs){generate_note}, level by level in one process; {complete} of {data["rounds"]}
 interleaved round(s) complete: median [min-max] over rounds, the ratio paired by round.
 Compare columns of the same row (see the load average). {vllm_note}
 
-| in flight | HFEngine tokens/s | transformers CB tokens/s | CB / ours | {vllm_head[0]}tokens (ours / CB) |
-|---|---|---|---|{vllm_head[1]}---|
+| in flight | HFEngine tokens/s | transformers CB tokens/s | CB / ours | {generate_head[0]}{vllm_head[0]}tokens (ours / CB{generate_head[2]}) |
+|---|---|---|---|{generate_head[1]}{vllm_head[1]}---|
 {chr(10).join(rows)}
 
 Decision: {decision}
-"""
+{generate_line}"""
     print(body, flush=True)
     sitting.write(TITLE, body.strip())
 

@@ -90,3 +90,21 @@ def test_batching_with_a_level_not_yet_run_decides_nothing(
     text = _render(tmp_path, monkeypatch, data)
     assert "0 of 3\ninterleaved round(s) complete" in text
     assert "Decision: none: not every level has a finished round yet." in text
+
+
+def test_batching_shows_trls_generation_path_when_the_sitting_measured_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    data = _sitting({1: 0.93, 8: 0.80, 32: 0.67})
+    for run in data["runs"]:  # padded batches: 0.9x ours at 1 in flight, 0.5x at 8 and 32
+        run["generate"] = run["ours"] * (0.9 if run["in_flight"] == 1 else 0.5)
+        run["generate_tokens"] = 30 * run["requests"]
+    text = _render(tmp_path, monkeypatch, data)
+    assert "| CB / ours | generate tokens/s | generate / ours | tokens (ours / CB / generate) |" in text
+    assert "| 32 | 320.0 [288.0-320.0] | 214.4 [193.0-214.4] | 0.67 [0.67-0.67]x | 160.0 " in text
+    assert "| 0.50 [0.50-0.50]x | 1024 / 992 / 960 |" in text
+    assert "ours / its tokens/s: 1.11x at 1, 2.00x at 8, 2.00x at 32 in flight" in text
+    assert "through `model.generate` on left-padded batches" in text
+    # A sitting before the column existed renders as it did.
+    old = _render(tmp_path, monkeypatch, _sitting({1: 0.9, 8: 0.9, 32: 0.9}))
+    assert "generate tokens/s" not in old and "padded batches" not in old
