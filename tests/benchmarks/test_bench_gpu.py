@@ -49,3 +49,13 @@ def test_section_table_agrees_with_the_readme_ratios() -> None:
     text = bench_gpu.render(_data())
     assert "| osmosis (defaults) | 1 | 4.00 s | 1024 | 6.0 GB | 0.50x | 1.50x |" in text
     assert "| osmosis (defaults) | 0 | failed: CUDA out of memory |" in text
+
+
+def test_a_shape_kept_from_an_earlier_session_says_when_and_where_it_was_timed() -> None:
+    data = _data()
+    data["models"]["qwen3-0.6b"]["timed"] = "2026-11-20 10:00 UTC on an older GPU"
+    section, quote = bench_gpu.render(data), bench_gpu.readme_block(data)
+    assert "**qwen3-0.6b** (random init, 0.60 B parameters; 8 prompts): timed in an earlier " \
+        "session, 2026-11-20 10:00 UTC on an older GPU" in section
+    assert "**qwen3-1.7b** (random init, 1.70 B parameters; 8 prompts)\n" in section
+    assert "memory 1.50x TRL's defaults (timed 2026-11-20 10:00 UTC on an older GPU)" in quote

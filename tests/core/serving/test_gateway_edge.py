@@ -106,3 +106,33 @@ def test_new_api_keys_are_random_and_header_safe() -> None:
     assert len(keys) == 50
     for key in keys:
         assert len(key) >= 40 and key.isascii() and " " not in key
+
+
+async def test_a_client_leaving_mid_body_is_not_a_gateway_failure(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # An agent process stopped by Ctrl-C can drop its connection half-way through a request
+    # body; the gateway must note it quietly, not log a traceback, and keep serving.
+    import asyncio
+    from urllib.parse import urlsplit
+
+    caplog.set_level(logging.DEBUG, logger="osmosis")
+    async with PolicyGateway(ScriptedEngine(["ok"])) as gw, httpx.AsyncClient() as c:
+        where = urlsplit(gw.url)
+        reader, writer = await asyncio.open_connection(where.hostname, where.port)
+        writer.write(
+            b"POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\n"
+            b"Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n" + BODY[:20]
+        )
+        await writer.drain()
+        writer.close()
+        await writer.wait_closed()
+        for _ in range(200):  # the gateway notices the drop on its own loop
+            if any("disconnected" in r.getMessage() for r in caplog.records):
+                break
+            await asyncio.sleep(0.05)
+        resp = await c.post(gw.url + "/v1/chat/completions", content=BODY,
+                            headers={"content-type": "application/json"})
+    assert any("disconnected" in r.getMessage() for r in caplog.records)
+    assert resp.status_code == 200, resp.text
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == []

@@ -17,6 +17,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from pydantic import ValidationError
+from starlette.requests import ClientDisconnect
 
 from osmosis_ai.remote import RolloutResponse
 
@@ -96,6 +97,9 @@ class RemoteCallbacks:
                 return JSONResponse({"error": "missing or wrong API key"}, status_code=401)
             try:
                 response = RolloutResponse.model_validate_json(await request.body())
+            except ClientDisconnect:  # the sender left mid-body: nothing to deliver or answer
+                logger.debug("a rollout callback's sender disconnected before its body arrived")
+                return JSONResponse({"error": "client disconnected"}, status_code=499)
             except ValidationError as exc:
                 self.stats["rejected"] += 1
                 return JSONResponse({"error": "invalid RolloutResponse", "detail": str(exc)[:2000]},

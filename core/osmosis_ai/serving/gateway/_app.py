@@ -17,6 +17,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from osmosis_ai.chat import as_message
@@ -218,11 +219,17 @@ async def _read_body(request: Request, limit: int) -> bytes | Response:
         return _too_large(limit)
     chunks: list[bytes] = []
     size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            return _too_large(limit)
-        chunks.append(chunk)
+    try:
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                return _too_large(limit)
+            chunks.append(chunk)
+    except ClientDisconnect:
+        # The caller left mid-body (its process stopped, say): a normal event, not a gateway
+        # failure; nobody reads this reply.
+        logger.debug("client disconnected before its request body arrived")
+        return Response(status_code=499)
     return b"".join(chunks)
 
 
