@@ -200,15 +200,21 @@ def measure(device: str = "cuda") -> dict[str, Any]:
         "host": cpu_info(),
         "software": _software(),
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-        "tests": _gpu_tests(),
         "models": {},
     }
     # OSMOSIS_GPU_ONLY=ours with OSMOSIS_GPU_PREVIOUS=FILE: time only our rows, keeping the
     # other rows' runs from FILE (an earlier session on the same kind of GPU, named below).
+    # OSMOSIS_GPU_APPEND=1 with it: a further round on the same machine kind, added to FILE's
+    # rows (a device call cut short by the session's GPU time resumes this way).
     only = os.environ.get("OSMOSIS_GPU_ONLY")
     setups = [s for s in SETUPS if only is None or s.who == only]
     previous_file = os.environ.get("OSMOSIS_GPU_PREVIOUS")
     previous: dict[str, Any] = json.loads(Path(previous_file).read_text()) if previous_file else {}
+    append = bool(previous) and os.environ.get("OSMOSIS_GPU_APPEND") == "1"
+    if append and previous["device"] != out["device"]:
+        raise SystemExit(f"OSMOSIS_GPU_APPEND: {previous_file} was timed on {previous['device']}, "
+                         f"this is {out['device']}; rows from two kinds of GPU do not pool")
+    out["tests"] = previous["tests"] if append else _gpu_tests()
     kept_rows = [s.label for s in SETUPS if s not in setups]
     if previous and kept_rows:
         out["earlier"] = {"date": previous["date"], "device": previous["device"],
@@ -223,7 +229,8 @@ def measure(device: str = "cuda") -> dict[str, Any]:
         )
         kept = previous.get("models", {}).get(shape, {}).get("rows", {})
         rows: dict[str, list[dict[str, Any]]] = {
-            s.label: [] if s in setups else list(kept.get(s.label, [])) for s in SETUPS
+            s.label: list(kept.get(s.label, [])) if append or s not in setups else []
+            for s in SETUPS
         }
         out["models"][shape] = {"params": meta["params"], "case": _describe(case), "rows": rows}
         # Rounds of every row (interleaved): the first round always, more while the budget
@@ -298,7 +305,7 @@ def _ratios(
 
 def readme_block(data: dict[str, Any]) -> str:
     """What README.md quotes of the last GPU run: where, the tests, and per model our step
-    against TRL's fastest and our memory against TRL's defaults."""
+    against TRL's fastest and our memory against TRL's defaults, with its runs per row."""
     parts = []
     for shape, model in data["models"].items():
         fastest, ratios = _ratios(model["rows"])
@@ -307,16 +314,17 @@ def readme_block(data: dict[str, Any]) -> str:
         if fastest is None or to_fast is None or to_mem is None:
             parts.append(f"{shape}: no comparison (a row has no finished run)")
             continue
+        fewest = min((len(r) for r in model["rows"].values()), default=0)
+        where = f", timed {model['timed']}" if "timed" in model else ""
         parts.append(
             f"{shape}: our step {to_fast:.2f}x TRL's fastest ({fastest}), "
-            f"our peak GPU memory {to_mem:.2f}x TRL's defaults"
-            + (f" (timed {model['timed']})" if "timed" in model else "")
+            f"our peak GPU memory {to_mem:.2f}x TRL's defaults "
+            f"({fewest} run(s) per row{'' if fewest >= 3 else ': indicative'}{where})"
         )
-    fewest = min((len(r) for m in data["models"].values() for r in m["rows"].values()), default=0)
     return (
         f"{data['device']}, {data['date']}: `gpu` tests {data['tests']['tally']}; "
         + "; ".join(parts)
-        + f" ({fewest} run(s) per row: indicative, no verdict; `BENCHMARKS.md`, `gpu`)."
+        + " (`BENCHMARKS.md`, `gpu`)."
     )
 
 

@@ -58,4 +58,5 @@ def test_a_shape_kept_from_an_earlier_session_says_when_and_where_it_was_timed()
     assert "**qwen3-0.6b** (random init, 0.60 B parameters; 8 prompts): timed in an earlier " \
         "session, 2026-11-20 10:00 UTC on an older GPU" in section
     assert "**qwen3-1.7b** (random init, 1.70 B parameters; 8 prompts)\n" in section
-    assert "memory 1.50x TRL's defaults (timed 2026-11-20 10:00 UTC on an older GPU)" in quote
+    assert "memory 1.50x TRL's defaults (1 run(s) per row: indicative, timed 2026-11-20 10:00 UTC " \
+        "on an older GPU)" in quote
