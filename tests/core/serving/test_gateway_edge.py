@@ -113,24 +113,11 @@ async def test_a_client_leaving_mid_body_is_not_a_gateway_failure(
 ) -> None:
     # An agent process stopped by Ctrl-C can drop its connection half-way through a request
     # body; the gateway must note it quietly, not log a traceback, and keep serving.
-    import asyncio
-    from urllib.parse import urlsplit
+    from tests.core.serving._disconnect import leave_mid_body
 
     caplog.set_level(logging.DEBUG, logger="osmosis")
     async with PolicyGateway(ScriptedEngine(["ok"])) as gw, httpx.AsyncClient() as c:
-        where = urlsplit(gw.url)
-        reader, writer = await asyncio.open_connection(where.hostname, where.port)
-        writer.write(
-            b"POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\n"
-            b"Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n" + BODY[:20]
-        )
-        await writer.drain()
-        writer.close()
-        await writer.wait_closed()
-        for _ in range(200):  # the gateway notices the drop on its own loop
-            if any("disconnected" in r.getMessage() for r in caplog.records):
-                break
-            await asyncio.sleep(0.05)
+        await leave_mid_body(gw.url, "/v1/chat/completions", b"", BODY[:20], caplog)
         resp = await c.post(gw.url + "/v1/chat/completions", content=BODY,
                             headers={"content-type": "application/json"})
     assert any("disconnected" in r.getMessage() for r in caplog.records)

@@ -277,23 +277,13 @@ async def test_a_callback_sender_leaving_mid_body_is_not_a_failure(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     import logging
-    from urllib.parse import urlsplit
+
+    from tests.core.serving._disconnect import leave_mid_body
 
     caplog.set_level(logging.DEBUG, logger="osmosis")
     async with PolicyGateway(ScriptedEngine(["ok"]), api_key="gw-key") as gw:
         RemoteCallbacks.attach(gw)
-        where = urlsplit(gw.url)
-        _reader, writer = await asyncio.open_connection(where.hostname, where.port)
-        writer.write(
-            b"POST /v1/rollout/completed HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer gw-key\r\n"
-            b"Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"rollout_id\""
-        )
-        await writer.drain()
-        writer.close()
-        await writer.wait_closed()
-        for _ in range(200):  # the gateway notices the drop on its own loop
-            if any("disconnected" in r.getMessage() for r in caplog.records):
-                break
-            await asyncio.sleep(0.05)
+        await leave_mid_body(gw.url, "/v1/rollout/completed", b"Authorization: Bearer gw-key\r\n",
+                             b'{"rollout_id"', caplog)
     assert any("disconnected" in r.getMessage() for r in caplog.records)
     assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == []
