@@ -127,11 +127,19 @@ def behaviour(name: str, data: bytes) -> bytes:
     return data
 
 
+NOT_IN_LEARNING_RUNS = ("distributed",)
+"""Trainer packages a learning run never imports (they load only with ``[cluster]``): a change
+there leaves what the runs measured as it was."""
+
+
 def template_digest(template: str) -> hashlib._Hash:
-    """sha256 over a template's files and the trainer's and eval package's Python source (each
-    file's name and :func:`behaviour_bytes`): what a learning run of that template ran."""
+    """sha256 over a template's files and the trainer's (but :data:`NOT_IN_LEARNING_RUNS`) and
+    eval package's Python source (each file's name and :func:`behaviour_bytes`): what a
+    learning run of that template ran."""
     files = sorted((ROOT / "templates" / template).iterdir())
-    files += sorted((ROOT / "trainer" / "osmosis_trainer").rglob("*.py"))
+    trainer = ROOT / "trainer" / "osmosis_trainer"
+    files += sorted(p for p in trainer.rglob("*.py")
+                    if p.relative_to(trainer).parts[0] not in NOT_IN_LEARNING_RUNS)
     files += sorted((ROOT / "core" / "osmosis_ai" / "eval").rglob("*.py"))
     digest = hashlib.sha256()
     for path in files:

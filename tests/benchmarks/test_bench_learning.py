@@ -195,6 +195,24 @@ def test_a_stale_render_keeps_every_precision_of_the_last_code(
     assert "Trained longer" not in readme_block([run], ["seed 0, run 1"])  # none at HEAD
 
 
+def test_the_stamp_leaves_out_only_packages_no_learning_run_imports() -> None:
+    """A package left out of the code stamp must be one the rest of the trainer imports only
+    lazily (inside a function or under TYPE_CHECKING), or a run could depend on it unseen."""
+    import ast
+
+    trainer = _report.ROOT / "trainer" / "osmosis_trainer"
+    left_out = {f"osmosis_trainer.{name}" for name in _report.NOT_IN_LEARNING_RUNS}
+    for path in trainer.rglob("*.py"):
+        if path.relative_to(trainer).parts[0] in _report.NOT_IN_LEARNING_RUNS:
+            continue
+        for node in ast.parse(path.read_text()).body:  # the module's own top level only
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            for name in names:
+                assert not any(name == m or name.startswith(m + ".") for m in left_out), (
+                    f"{path.relative_to(_report.ROOT)} imports {name} at its top level")
+
+
 def test_records_of_todays_code_get_its_code_stamp_once() -> None:
     fp32, bf16 = (_report.run_fingerprint("strands", d) for d in ("float32", "bfloat16"))
     records: list[dict[str, Any]] = [

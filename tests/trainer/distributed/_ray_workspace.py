@@ -2,7 +2,8 @@
 
 The first workflow that takes ``rollouts/even/KILL`` (an atomic rename, so exactly one does)
 kills something: an empty file ends its own rollout worker process (``os._exit``), a file
-holding an actor name kills that named Ray actor (an inference engine) before its own call.
+holding an actor name kills that named Ray actor (an inference engine), from a workflow on
+the engine's node, and waits for it to die before its own call.
 Tests drop the file from a step report hook, so the kill happens exactly once, mid-step.
 """
 
@@ -21,22 +22,48 @@ import os
 from pathlib import Path
 
 HERE = Path(os.environ.get("OSMOSIS_TEST_ROLLOUT_DIR", Path(__file__).parent))
+
+
+async def take_kill():
+    """What the KILL file asks of this workflow ("" = end your own process, a name = kill that
+    engine), or None when it is not this workflow's to take. Only a workflow on the engine's
+    own node takes an engine's name: its worker's calls go to that engine, so its own call
+    meets the dead engine and the loss shows in this very step."""
+    kill = HERE / "KILL"
+    try:
+        target = kill.read_text().strip()
+    except FileNotFoundError:
+        return None
+    if target:
+        import ray
+
+        where = await ray.get_actor(target).where.remote()
+        if where["node_id"] != ray.get_runtime_context().get_node_id():
+            return None
+    try:
+        os.rename(kill, HERE / "KILL.taken")  # atomic: exactly one workflow takes it
+    except FileNotFoundError:
+        return None
+    return target
 '''
 
 BEFORE_CHAT = '''
-kill = HERE / "KILL"
-taken = HERE / "KILL.taken"
-try:
-    os.rename(kill, taken)  # atomic: exactly one workflow takes it
-except FileNotFoundError:
-    pass
-else:
+target = await take_kill()
+if target == "":
+    os._exit(1)  # this rollout worker's process dies mid-step
+if target:
+    import asyncio
+
     import ray
 
-    target = taken.read_text().strip()
-    if not target:
-        os._exit(1)  # this rollout worker's process dies mid-step
-    ray.kill(ray.get_actor(target))  # an inference engine dies mid-step
+    engine = ray.get_actor(target)
+    ray.kill(engine)  # an inference engine dies mid-step
+    while True:  # until the kill has landed: this workflow's own call must find it dead
+        try:
+            await engine.where.remote()
+        except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError):
+            break
+        await asyncio.sleep(0.05)
 import ray
 
 if ray.is_initialized():

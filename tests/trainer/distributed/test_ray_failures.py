@@ -33,6 +33,30 @@ class Never(Grader):
         raise AssertionError("no sample to grade")
 '''
 
+# Loaded by the driver (no marker in its environment) and by each worker: the first worker to
+# create the marker file dies on the spot, like a process killed while it imports.
+DIES_ONCE_ON_LOAD = '''
+import os
+
+from osmosis_ai.rollout import AgentWorkflow
+
+_marker = os.environ.get("DIE_ONCE_MARKER")
+if _marker:
+    try:
+        os.close(os.open(_marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+    except FileExistsError:
+        pass
+    else:
+        os._exit(1)
+if os.environ.get("FAIL_TO_LOAD"):
+    raise ImportError("this entrypoint needs a package the node lacks")
+
+
+class Echo(AgentWorkflow):
+    async def run(self, ctx):
+        return [*ctx.prompt, {"role": "assistant", "content": "ok"}]
+'''
+
 
 @pytest.fixture
 def ray_driver(cluster_address: str) -> Iterator[None]:
@@ -65,6 +89,56 @@ async def test_a_rollout_whose_workers_keep_dying_fails_after_bounded_retries(
     # Tried once, retried once (max_retries=1) on the other worker; both died; no third try.
     assert backend.stats.workers_lost == 2 and backend.stats.retries == 1
     assert "every rollout worker died" in outcomes[0].error.message
+
+
+async def test_a_worker_dying_while_it_starts_is_replaced(
+    tmp_path: Path, ray_driver: None
+) -> None:
+    path = tmp_path / "dies_once.py"
+    path.write_text(DIES_ONCE_ON_LOAD)
+    marker = tmp_path / "died"
+    entry = load_entrypoint(str(path))
+    endpoint = RecordingEndpoint()
+    backend = RayBackend(entry, endpoint, workers=2, worker_cpus=0.25,
+                         env={"DIE_ONCE_MARKER": str(marker)})
+    runner = RolloutRunner(entry, endpoint, concurrency=2, backend=backend)
+    rows = [DatasetRow(i, i, [{"role": "user", "content": "hi"}], None, {}, None, "hi")
+            for i in range(3)]
+    try:
+        async with runner:
+            outcomes = [o async for o in runner.run(rows)]
+        assert backend.workers_alive == 2
+    finally:
+        backend.shutdown()
+    assert marker.exists()
+    assert [o.ok for o in outcomes] == [True] * 3, [o.error for o in outcomes]
+    assert backend.stats.start_failures == 1 and backend.stats.workers_lost == 0
+    assert "died while starting" in backend.stats.lost_messages[0]
+
+
+async def test_an_entrypoint_that_fails_to_load_is_not_retried(
+    tmp_path: Path, ray_driver: None
+) -> None:
+    path = tmp_path / "fails.py"
+    path.write_text(DIES_ONCE_ON_LOAD)
+    entry = load_entrypoint(str(path))
+    endpoint = RecordingEndpoint()
+    backend = RayBackend(entry, endpoint, workers=2, worker_cpus=0.25, env={"FAIL_TO_LOAD": "1"})
+    runner = RolloutRunner(entry, endpoint, concurrency=1, backend=backend)
+    row = DatasetRow(0, 0, [{"role": "user", "content": "hi"}], None, {}, None, "hi")
+    try:
+        async with runner:
+            outcomes = [o async for o in runner.run([row])]
+    finally:
+        backend.shutdown()
+    assert len(outcomes) == 1 and outcomes[0].error is not None
+    assert "could not start Ray workers" in outcomes[0].error.message
+    assert "needs a package the node lacks" in outcomes[0].error.message
+    assert backend.stats.start_failures == 0  # a constructor that raised is not started again
+    # Nothing half-started is left holding the cluster's CPUs.
+    from ray.util import placement_group_table
+
+    assert all(pg["state"] == "REMOVED" for pg in placement_group_table().values())
 
 
 async def test_the_last_engine_lost_is_one_clear_error(

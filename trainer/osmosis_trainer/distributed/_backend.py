@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import pickle
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,8 @@ class ClusterStats:
     workers_lost: int = 0
     retries: int = 0
     """Rollouts started again because their worker died."""
+    start_failures: int = 0
+    """Worker processes that died before they answered, each replaced by a new one."""
     lost_messages: list[str] = field(default_factory=list)
 
     def metrics(self, alive: int) -> dict[str, float]:
@@ -62,6 +65,12 @@ def _actor_died(exc: BaseException) -> bool:
     import ray.exceptions as rex
 
     return isinstance(exc, rex.RayActorError | rex.ActorUnavailableError | rex.WorkerCrashedError)
+
+
+def _init_failed(exc: BaseException) -> bool:
+    """The actor's constructor raised (the entrypoint did not load), as opposed to its process
+    dying."""
+    return bool(getattr(exc, "actor_init_failed", False))
 
 
 class RayBackend:
@@ -170,20 +179,48 @@ class RayBackend:
                 # worker's cwd is its node's copy.
                 load["path"] = path.name
             actor_cls: Any = ray.remote(RolloutWorker)
-            handles = [
-                actor_cls.options(
+
+            def make(i: int) -> Any:
+                return actor_cls.options(
                     num_cpus=self.worker_cpus, max_restarts=0, max_concurrency=1000,
                     scheduling_strategy=strategies[i], runtime_env=runtime_env or None,
                 ).remote(**load)
-                for i in range(self.n_workers)
-            ]
-            places = await asyncio.gather(*(h.where.remote() for h in handles))
-            self._workers = [
-                _Worker(i, h, node_id=p["node_id"], pid=p["pid"], module_file=p["module_file"],
-                        engine=self.placement.engine_of(i) if self.placement else None)
-                for i, (h, p) in enumerate(zip(handles, places, strict=True))
-            ]
+
+            started = await asyncio.gather(
+                *(self._start_worker(i, make) for i in range(self.n_workers)),
+                return_exceptions=True,
+            )
+            workers = [w for w in started if isinstance(w, _Worker)]
+            failed = [e for e in started if isinstance(e, BaseException)]
+            if failed:
+                # Nothing half-started stays behind: the next rollout starts a clean pool.
+                for w in workers:
+                    ray.kill(w.handle)
+                self._remove_placement_group()
+                raise failed[0]
+            self._workers = workers
             self.stats.workers_started = len(self._workers)
+
+    async def _start_worker(self, index: int, make: Callable[[int], Any]) -> _Worker:
+        """Worker ``index``, started again (at most ``max_retries`` times) when its process
+        dies before it answers: a node short of memory can kill a worker while it loads. An
+        entrypoint that fails to load is not retried (it would fail the same way)."""
+        for attempt in range(self.max_retries + 1):
+            handle = make(index)
+            try:
+                place = await handle.where.remote()
+            except Exception as exc:
+                if not _actor_died(exc) or _init_failed(exc) or attempt == self.max_retries:
+                    raise
+                self.stats.start_failures += 1
+                self.stats.lost_messages.append(
+                    f"rollout worker {index} died while starting: {type(exc).__name__}"
+                )
+                continue
+            return _Worker(index, handle, node_id=place["node_id"], pid=place["pid"],
+                           module_file=place["module_file"],
+                           engine=self.placement.engine_of(index) if self.placement else None)
+        raise AssertionError("unreachable: the last attempt returns or raises")
 
     def _pick(self) -> _Worker | None:
         live = [w for w in self._workers if w.alive]
@@ -250,6 +287,9 @@ class RayBackend:
             if w.alive:
                 ray.kill(w.handle)
         self._workers = []
+        self._remove_placement_group()
+
+    def _remove_placement_group(self) -> None:
         if self._pg is not None:
             from ray.util.placement_group import remove_placement_group
 
