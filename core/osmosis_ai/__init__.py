@@ -6,9 +6,9 @@ framework. Users import the rollout API from :mod:`osmosis_ai.rollout`.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from osmosis_ai._lazy import lazy_attributes
 from osmosis_ai.errors import OsmosisError
 
 if TYPE_CHECKING:
@@ -47,9 +47,4 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        value = getattr(importlib.import_module(_LAZY[name]), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'osmosis_ai' has no attribute {name!r}")
+__getattr__ = lazy_attributes(__name__, _LAZY)

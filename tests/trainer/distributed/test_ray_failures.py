@@ -5,12 +5,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from osmosis_ai.data import DatasetRow
 from osmosis_ai.rollout import ErrorCategory
-from osmosis_ai.rollout.running import RolloutRunner, load_entrypoint
+from osmosis_ai.rollout.running import RolloutOutcome, RolloutRunner, load_entrypoint
 from osmosis_ai.serving import EngineError, GenerationRequest
 from osmosis_ai.testing import RecordingEndpoint
 from osmosis_trainer.distributed import RayBackend, RayEnginePool
@@ -69,21 +70,33 @@ def ray_driver(cluster_address: str) -> Iterator[None]:
         ray.shutdown()
 
 
+async def _run_on_ray(
+    tmp_path: Path, source: str, rows: int, concurrency: int = 1, **backend_args: Any
+) -> tuple[RayBackend, list[RolloutOutcome], int]:
+    """``source`` written as an entrypoint and ``rows`` run on a two-worker RayBackend
+    (``backend_args``), shut down after: the backend, the outcomes, the workers alive at the end.
+    """
+    path = tmp_path / "entry.py"
+    path.write_text(source)
+    entry = load_entrypoint(str(path))
+    endpoint = RecordingEndpoint()
+    backend = RayBackend(entry, endpoint, workers=2, worker_cpus=0.25, **backend_args)
+    runner = RolloutRunner(entry, endpoint, concurrency=concurrency, backend=backend)
+    batch = [DatasetRow(i, i, [{"role": "user", "content": "hi"}], None, {}, None, "hi")
+             for i in range(rows)]
+    try:
+        async with runner:
+            outcomes = [o async for o in runner.run(batch)]
+        alive = backend.workers_alive
+    finally:
+        backend.shutdown()
+    return backend, outcomes, alive
+
+
 async def test_a_rollout_whose_workers_keep_dying_fails_after_bounded_retries(
     tmp_path: Path, ray_driver: None
 ) -> None:
-    path = tmp_path / "dies.py"
-    path.write_text(DYING)
-    entry = load_entrypoint(str(path))
-    endpoint = RecordingEndpoint()
-    backend = RayBackend(entry, endpoint, workers=2, worker_cpus=0.25, max_retries=1)
-    runner = RolloutRunner(entry, endpoint, concurrency=1, backend=backend)
-    row = DatasetRow(0, 0, [{"role": "user", "content": "hi"}], None, {}, None, "hi")
-    try:
-        async with runner:
-            outcomes = [o async for o in runner.run([row])]
-    finally:
-        backend.shutdown()
+    backend, outcomes, _ = await _run_on_ray(tmp_path, DYING, rows=1, max_retries=1)
     assert len(outcomes) == 1 and not outcomes[0].ok
     assert outcomes[0].error is not None and outcomes[0].error.category is ErrorCategory.CRASHED
     # Tried once, retried once (max_retries=1) on the other worker; both died; no third try.
@@ -94,23 +107,10 @@ async def test_a_rollout_whose_workers_keep_dying_fails_after_bounded_retries(
 async def test_a_worker_dying_while_it_starts_is_replaced(
     tmp_path: Path, ray_driver: None
 ) -> None:
-    path = tmp_path / "dies_once.py"
-    path.write_text(DIES_ONCE_ON_LOAD)
     marker = tmp_path / "died"
-    entry = load_entrypoint(str(path))
-    endpoint = RecordingEndpoint()
-    backend = RayBackend(entry, endpoint, workers=2, worker_cpus=0.25,
-                         env={"DIE_ONCE_MARKER": str(marker)})
-    runner = RolloutRunner(entry, endpoint, concurrency=2, backend=backend)
-    rows = [DatasetRow(i, i, [{"role": "user", "content": "hi"}], None, {}, None, "hi")
-            for i in range(3)]
-    try:
-        async with runner:
-            outcomes = [o async for o in runner.run(rows)]
-        assert backend.workers_alive == 2
-    finally:
-        backend.shutdown()
-    assert marker.exists()
+    backend, outcomes, alive = await _run_on_ray(
+        tmp_path, DIES_ONCE_ON_LOAD, rows=3, concurrency=2, env={"DIE_ONCE_MARKER": str(marker)})
+    assert marker.exists() and alive == 2
     assert [o.ok for o in outcomes] == [True] * 3, [o.error for o in outcomes]
     assert backend.stats.start_failures == 1 and backend.stats.workers_lost == 0
     assert "died while starting" in backend.stats.lost_messages[0]
@@ -119,18 +119,8 @@ async def test_a_worker_dying_while_it_starts_is_replaced(
 async def test_an_entrypoint_that_fails_to_load_is_not_retried(
     tmp_path: Path, ray_driver: None
 ) -> None:
-    path = tmp_path / "fails.py"
-    path.write_text(DIES_ONCE_ON_LOAD)
-    entry = load_entrypoint(str(path))
-    endpoint = RecordingEndpoint()
-    backend = RayBackend(entry, endpoint, workers=2, worker_cpus=0.25, env={"FAIL_TO_LOAD": "1"})
-    runner = RolloutRunner(entry, endpoint, concurrency=1, backend=backend)
-    row = DatasetRow(0, 0, [{"role": "user", "content": "hi"}], None, {}, None, "hi")
-    try:
-        async with runner:
-            outcomes = [o async for o in runner.run([row])]
-    finally:
-        backend.shutdown()
+    backend, outcomes, _ = await _run_on_ray(tmp_path, DIES_ONCE_ON_LOAD, rows=1,
+                                             env={"FAIL_TO_LOAD": "1"})
     assert len(outcomes) == 1 and outcomes[0].error is not None
     assert "could not start Ray workers" in outcomes[0].error.message
     assert "needs a package the node lacks" in outcomes[0].error.message

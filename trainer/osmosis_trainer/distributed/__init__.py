@@ -10,8 +10,9 @@ calls come back to the driver's gateway, which records them for training. With
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from osmosis_ai._lazy import lazy_attributes
 
 if TYPE_CHECKING:
     from osmosis_trainer.distributed._backend import ClusterStats, RayBackend
@@ -38,9 +39,4 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        value = getattr(importlib.import_module(_LAZY[name]), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'osmosis_trainer.distributed' has no attribute {name!r}")
+__getattr__ = lazy_attributes(__name__, _LAZY)

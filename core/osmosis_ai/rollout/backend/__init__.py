@@ -15,11 +15,11 @@ by harnesses that drive a backend directly.
 
 from __future__ import annotations
 
-import importlib
 from abc import abstractmethod
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from osmosis_ai._lazy import lazy_attributes
 from osmosis_ai.rollout._backends import Backend
 from osmosis_ai.rollout._backends import LocalBackend as _InProcess
 from osmosis_ai.rollout._discovery import Entrypoint, ServedBackend
@@ -101,9 +101,4 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        value = getattr(importlib.import_module(_LAZY[name]), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_attributes(__name__, _LAZY)
