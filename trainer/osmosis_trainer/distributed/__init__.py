@@ -10,9 +10,8 @@ calls come back to the driver's gateway, which records them for training. With
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from osmosis_ai._lazy import lazy_attributes
+import importlib
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from osmosis_trainer.distributed._backend import ClusterStats, RayBackend
@@ -39,4 +38,11 @@ _LAZY = {
 }
 
 
-__getattr__ = lazy_attributes(__name__, _LAZY)
+def __getattr__(name: str) -> Any:
+    # Its own hook, not core's private ``osmosis_ai._lazy``: the trainer uses core's public
+    # modules only.
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
