@@ -37,7 +37,10 @@ async def take_kill():
     if target:
         import ray
 
-        where = await ray.get_actor(target).where.remote()
+        try:
+            where = await ray.get_actor(target).where.remote()
+        except Exception:  # read before another workflow took the file and killed the engine
+            return None
         if where["node_id"] != ray.get_runtime_context().get_node_id():
             return None
     try:
