@@ -50,6 +50,8 @@ if _marker:
     else:
         os._exit(1)
 if os.environ.get("FAIL_TO_LOAD"):
+    with open(os.environ["FAIL_TO_LOAD"], "a") as log:
+        log.write("load\\n")
     raise ImportError("this entrypoint needs a package the node lacks")
 
 
@@ -119,12 +121,17 @@ async def test_a_worker_dying_while_it_starts_is_replaced(
 async def test_an_entrypoint_that_fails_to_load_is_not_retried(
     tmp_path: Path, ray_driver: None
 ) -> None:
-    backend, outcomes, _ = await _run_on_ray(tmp_path, DIES_ONCE_ON_LOAD, rows=1,
-                                             env={"FAIL_TO_LOAD": "1"})
-    assert len(outcomes) == 1 and outcomes[0].error is not None
-    assert "could not start Ray workers" in outcomes[0].error.message
-    assert "needs a package the node lacks" in outcomes[0].error.message
+    loads = tmp_path / "loads.log"
+    backend, outcomes, _ = await _run_on_ray(tmp_path, DIES_ONCE_ON_LOAD, rows=3,
+                                             env={"FAIL_TO_LOAD": str(loads)})
+    assert len(outcomes) == 3
+    for outcome in outcomes:
+        assert outcome.error is not None
+        assert "could not start Ray workers" in outcome.error.message
+        assert "needs a package the node lacks" in outcome.error.message
     assert backend.stats.start_failures == 0  # a constructor that raised is not started again
+    # The first start's two workers loaded the file; the other rollouts did not start a pool.
+    assert loads.read_text().count("load") == 2
     # Nothing half-started is left holding the cluster's CPUs.
     from ray.util import placement_group_table
 

@@ -124,6 +124,9 @@ class RayBackend:
         self._workers: list[_Worker] = []
         self._pg: Any = None
         self._start_lock: asyncio.Lock | None = None
+        self._load_error: str | None = None
+        """Why the entrypoint did not load in a worker: every later start fails with it at once
+        (starting the pool again would load the same file the same way)."""
 
     @property
     def workers_alive(self) -> int:
@@ -143,12 +146,18 @@ class RayBackend:
         return self._workers[index].handle
 
     async def start(self) -> None:
-        """Place and start the workers (done by the first rollout when not called)."""
+        """Place and start the workers (done by the first rollout when not called).
+
+        A start that fails leaves nothing running; the next call tries again, unless the
+        entrypoint failed to load in a worker: then every later call fails with that error.
+        """
         if self._start_lock is None:
             self._start_lock = asyncio.Lock()
         async with self._start_lock:
             if self._workers:
                 return
+            if self._load_error is not None:
+                raise RuntimeError(self._load_error)
             import ray
             from ray.util.placement_group import placement_group
             from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
@@ -197,6 +206,8 @@ class RayBackend:
                 for w in workers:
                     ray.kill(w.handle)
                 self._remove_placement_group()
+                if _init_failed(failed[0]):
+                    self._load_error = str(failed[0])
                 raise failed[0]
             self._workers = workers
             self.stats.workers_started = len(self._workers)
