@@ -36,11 +36,16 @@ STORE = ROOT / "docs" / "benchmarks"
 
 
 def _files(paths: Sequence[str]) -> list[str]:
-    """The tracked files under ``paths`` (git's list; every file when git is not there)."""
+    """The tracked Python files under ``paths`` (git's list; every file when git is not
+    there). An entry ``":!FOLDER"`` (git's exclude pathspec) leaves that folder out."""
     out = git("ls-files", "--", *paths)
     if out is None:
-        found = [p for path in paths for p in (ROOT / path).rglob("*.py")]
-        return sorted(str(p.relative_to(ROOT)) for p in found)
+        skip = tuple(p.removeprefix(":!").rstrip("/") + "/" for p in paths if p.startswith(":!"))
+        found = [p for path in paths if not path.startswith(":!")
+                 for p in ([ROOT / path] if (ROOT / path).is_file() else
+                           (ROOT / path).rglob("*.py"))]
+        names = (str(p.relative_to(ROOT)) for p in found)
+        return sorted(n for n in names if not n.startswith(skip))
     return sorted(line for line in out.splitlines() if line.endswith(".py"))
 
 

@@ -44,6 +44,7 @@ TITLE = "GRPO step: osmosis vs TRL GRPOTrainer (random models)"
 COMMAND = "python -m tests.benchmarks trainer"
 CODE = (
     "trainer/osmosis_trainer",
+    ":!trainer/osmosis_trainer/distributed",  # Ray only: a single-process run never loads it
     "core/osmosis_ai/serving",
     "core/osmosis_ai/rollout",
     "tests/benchmarks/bench_trainer.py",

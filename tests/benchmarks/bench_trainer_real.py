@@ -44,6 +44,7 @@ MIN_ROUNDS = 3
 """Verdicts are written for at least this many interleaved rounds."""
 CODE = (
     "trainer/osmosis_trainer",
+    ":!trainer/osmosis_trainer/distributed",  # Ray only: a single-process run never loads it
     "core/osmosis_ai/serving",
     "core/osmosis_ai/rollout",
     "tests/benchmarks/bench_trainer.py",

@@ -252,6 +252,23 @@ def test_a_run_that_ended_on_other_code_makes_the_section_stale(
     assert "**stale**" in text and f"runs ended on other code too ({'f' * 16})" in text
 
 
+@pytest.mark.parametrize("with_git", [True, False])
+def test_a_fingerprint_leaves_out_an_excluded_folder(
+    with_git: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The training sections leave out the Ray package (a single-process run never loads it),
+    with git's list of files and without git alike."""
+    if not with_git:
+        monkeypatch.setattr(_stored_mod, "git", lambda *args: None)
+    code = ["trainer/osmosis_trainer", ":!trainer/osmosis_trainer/distributed",
+            "tests/benchmarks/bench_trainer.py"]
+    files = _stored_mod._files(code)
+    assert "trainer/osmosis_trainer/loop/_update.py" in files
+    assert "tests/benchmarks/bench_trainer.py" in files
+    assert not [f for f in files if f.startswith("trainer/osmosis_trainer/distributed/")]
+    assert [f for f in _stored_mod._files(code[:1]) if "/distributed/" in f]
+
+
 def test_behaviour_bytes_ignore_comments_and_docstrings_not_code(tmp_path: Path) -> None:
     def of(name: str, text: str) -> bytes:
         path = tmp_path / name
