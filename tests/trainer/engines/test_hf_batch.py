@@ -367,3 +367,48 @@ def test_a_cache_padded_through_set_kv_gives_the_unpadded_logits(tiny_loaded: An
         got = forward(step, mask, torch.tensor([[4]]), padded)
     assert padded.get_seq_length() == 7
     torch.testing.assert_close(got, want, rtol=0, atol=1e-5)
+
+
+async def test_the_executor_runs_work_on_the_worker_between_two_batches(
+    tiny_loaded: Any,
+) -> None:
+    """``HFEngine.executor``: a call queued while a batch decodes waits for that batch to
+    drain (no request queued after it joins), runs on the worker thread, and its result or
+    error reaches the caller while the engine keeps serving."""
+    import threading
+
+    engine = HFEngine(tiny_loaded, device="cpu", max_batch_size=8, seed=0, batch_wait_ms=0)
+    engine._eos_ids = NO_EOS
+    gate = EngineGate(engine)
+    gate.pause_at_admission()
+    seen: list[tuple[str, float]] = []
+
+    def work(x: int) -> int:
+        seen.append((threading.current_thread().name, engine.stats["requests"]))
+        return x + 1
+
+    def fail() -> None:
+        raise ValueError("no")
+
+    try:
+        req = GenerationRequest(messages=[{"role": "user", "content": "hi"}], max_tokens=40)
+        long = asyncio.ensure_future(engine.generate(req))
+        await gate.reached()  # the long batch runs (paused between two steps)
+        call = asyncio.wrap_future(engine.executor.submit(work, 1))
+        await gate.submitted(2)
+        after = asyncio.ensure_future(engine.generate(req))
+        await gate.submitted(3)
+        gate.release()
+        assert await call == 2
+        # On the worker, after the long row was answered, before the later request started.
+        assert seen == [("osmosis-hf-engine", 1)]
+        await long
+        await after
+        assert engine.stats["batches"] == 2  # the request queued after the call did not join
+        with pytest.raises(ValueError, match="no"):
+            await asyncio.wrap_future(engine.executor.submit(fail))
+        served = (await engine.generate(req)).completion_token_ids  # still serving
+        assert served is not None and len(served) == 40
+    finally:
+        gate.release()
+        await engine.close()
