@@ -156,11 +156,6 @@ def _switch_off(path: str) -> None:
         HFEngine._serve = _peft_merge_serve  # type: ignore[method-assign]
     elif path == "openmp":  # libgomp's own waits: :func:`_worker` skips the worker's setting
         return
-    elif path == "one_team":  # the update on a thread of its own, with an OpenMP team of its own
-        import osmosis_trainer.job._run as job
-
-        setattr(job, "torch_executor", lambda engine: None)  # noqa: B010
-        setattr(job, "release_thread_team", lambda: False)  # noqa: B010
     elif path:
         raise ValueError(f"unknown speed path {path!r}")
 

@@ -85,10 +85,6 @@ ROWS: dict[str, Setup] = {
         "osmosis, libgomp's default OpenMP waits (the worker's bounded spin not set)",
         without="openmp",
     ),
-    "one_team": Setup(
-        "osmosis, the update on a thread of its own (an OpenMP team per torch thread)",
-        without="one_team",
-    ),
     "noshare": Setup(
         "osmosis, every sequence whole and padded (transformers' forward; "
         "share_prompt_prefix = false)",
@@ -106,8 +102,6 @@ PATHS: dict[str, tuple[str, bool]] = {
     "merge": ("merged adapters (against peft's unmerged layers)", False),
     # Spinning trades CPU time for wall time by design: judged on wall, its CPU shows in the row.
     "openmp": ("the worker's OpenMP waits (against libgomp's defaults)", True),
-    # Like the spin itself: one team lets the workers spin instead of sleeping; judged on wall.
-    "one_team": ("one OpenMP team (updates on the CPU engine's decoding thread)", True),
     "noshare": (
         "a group's prompt once (packed rows, or its cached keys and values), against "
         "transformers' padded forward of every sequence",
@@ -116,7 +110,7 @@ PATHS: dict[str, tuple[str, bool]] = {
 }
 """Rows that switch one path off: the section writes whether the path pays (>= 10 % of the
 step's wall time, and of its CPU time unless it only overlaps work, paired by round)."""
-DEFAULT_ROWS = ("ours", "one_team", "noshare", "trl_defaults", "trl_bf16", "trl_fp32")
+DEFAULT_ROWS = ("ours", "noshare", "trl_defaults", "trl_bf16", "trl_fp32")
 """The rows run when ``OSMOSIS_BENCH_ROWS`` is unset."""
 _DEFAULTS_KEY = "trl_defaults"
 

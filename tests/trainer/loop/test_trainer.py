@@ -25,7 +25,6 @@ def _setup(
     steps: int = 4,
     every: int = 2,
     eval_interval: int | None = None,
-    executor: Any = None,
     **algorithm: Any,
 ) -> tuple[Trainer, ToySource]:
     lm = load_model(str(model_dir))
@@ -45,9 +44,7 @@ def _setup(
     )
     assert settings.total_steps == steps
     run = create_run_dir(runs, "toy")
-    trainer = Trainer(
-        model, source, rows, settings, run, tensorboard=False, torch_executor=executor
-    )
+    trainer = Trainer(model, source, rows, settings, run, tensorboard=False)
     return trainer, source
 
 
@@ -204,30 +201,3 @@ async def test_the_policy_frees_idle_memory_only_when_no_rollout_overlaps_the_up
         source.pushed
     )
     assert source.events == expected
-
-
-
-async def test_torch_work_runs_on_the_given_executor(tiny_model_dir: Path, tmp_path: Path) -> None:
-    """``torch_executor`` (the job gives a CPU engine's thread) runs the updates; without
-    one, a thread of the trainer's own does."""
-    import threading
-    from concurrent.futures import ThreadPoolExecutor
-
-    class Counting(ThreadPoolExecutor):
-        calls = 0
-
-        def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
-            Counting.calls += 1
-            return super().submit(fn, *args, **kwargs)
-
-    with Counting(1, thread_name_prefix="given") as given:
-        trainer, source = _setup(tiny_model_dir, tmp_path, steps=2, every=2, executor=given)
-        await trainer.train()
-        assert source.pushed
-        # Per update: the heap handed back before and after, and the update itself.
-        assert Counting.calls >= 3 * len(source.pushed)
-        name = await trainer.run_torch(lambda: threading.current_thread().name)
-        assert name.startswith("given")
-    own, _ = _setup(tiny_model_dir, tmp_path / "own", steps=1, every=1)
-    name = await own.run_torch(lambda: threading.current_thread().name)
-    assert name.startswith("osmosis-update")

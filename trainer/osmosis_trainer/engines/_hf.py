@@ -15,15 +15,13 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import copy
-import functools
 import logging
 import queue
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, ParamSpec, TypeVar, cast
+from typing import TYPE_CHECKING, TypeVar
 
 from osmosis_ai.serving import (
     ContextLengthError,
@@ -55,8 +53,6 @@ __all__ = ["HFEngine"]
 logger = logging.getLogger("osmosis")
 
 M = TypeVar("M", bound="torch.nn.Module")
-T = TypeVar("T")
-P = ParamSpec("P")
 
 
 @dataclass
@@ -80,45 +76,11 @@ class _Release:
     future: concurrent.futures.Future[None]
 
 
-@dataclass
-class _Call:
-    """Queued by the :attr:`HFEngine.executor`: other torch work, run between two batches."""
-
-    work: Callable[[], object]
-    future: concurrent.futures.Future[object]
-
-
 class _Stop:
     """Queued by ``close``: the worker exits after the running batch."""
 
 
 _STOP = _Stop()
-
-
-def _run_call(item: _Call) -> None:
-    if not item.future.set_running_or_notify_cancel():
-        return
-    try:
-        result = item.work()
-    except BaseException as exc:  # the caller's to handle; the worker keeps serving
-        item.future.set_exception(exc)
-    else:
-        item.future.set_result(result)
-
-
-class _BetweenBatches(concurrent.futures.Executor):
-    """:attr:`HFEngine.executor`."""
-
-    def __init__(self, engine: HFEngine) -> None:
-        self._engine = engine
-
-    def submit(
-        self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs
-    ) -> concurrent.futures.Future[T]:
-        future: concurrent.futures.Future[T] = concurrent.futures.Future()
-        call = functools.partial(fn, *args, **kwargs)
-        self._engine._submit(_Call(call, cast("concurrent.futures.Future[object]", future)))
-        return future
 
 
 def _resolve_device(device: str) -> str:
@@ -226,8 +188,8 @@ class HFEngine:
         self._generator.manual_seed(seed if seed is not None else torch.seed() % (2**63))
         self._eos_ids = _eos_ids(model, self.tokenizer)
         self._context = int(getattr(model.config, "max_position_embeddings", 0) or 0) or None
-        self._queue: queue.Queue[_Job | _Load | _Release | _Call | _Stop] = queue.Queue()
-        self._pending: _Load | _Release | _Call | _Stop | None = None
+        self._queue: queue.Queue[_Job | _Load | _Release | _Stop] = queue.Queue()
+        self._pending: _Load | _Release | _Stop | None = None
         """An item taken from the queue that must wait for the running batch."""
         self._worker: threading.Thread | None = None
         self._lock = threading.Lock()
@@ -286,19 +248,7 @@ class HFEngine:
 
     # -- worker ----------------------------------------------------------------------------
 
-    @property
-    def executor(self) -> concurrent.futures.Executor:
-        """The engine's worker thread as an ``Executor``: each submitted call runs there
-        between two batches (a running batch takes no new request until it has run).
-
-        For a trainer on the same CPU: its updates then run on the thread that decodes, and
-        the process keeps one OpenMP team. libgomp, holding more threads than CPUs (a team
-        per thread that runs torch), stops its workers from spinning between kernels, and
-        waking them costs decoding ~15 % (BENCHMARKS.md, ``trainer_real``).
-        """
-        return _BetweenBatches(self)
-
-    def _submit(self, item: _Job | _Load | _Release | _Call) -> None:
+    def _submit(self, item: _Job | _Load | _Release) -> None:
         with self._lock:
             if self._closed:
                 raise EngineError("the HF engine is closed", status_code=503, code="engine_closed")
@@ -322,9 +272,6 @@ class HFEngine:
                 continue
             if isinstance(item, _Release):
                 self._do_release(item)
-                continue
-            if isinstance(item, _Call):
-                _run_call(item)
                 continue
             batch = [item]
             deadline = time.monotonic() + self.batch_wait_s

@@ -6,15 +6,13 @@ import os
 from typing import TYPE_CHECKING, TypedDict
 
 if TYPE_CHECKING:
-    from concurrent.futures import Executor
-
     from osmosis_ai.config import TrainingConfig
     from osmosis_ai.runs import RunDir
     from osmosis_ai.serving import InferenceEngine
     from osmosis_trainer.engines import VLLMEngine
     from osmosis_trainer.models import LoadedModel
 
-__all__ = ["VLLMOptions", "local_engine", "torch_executor", "vllm_options"]
+__all__ = ["VLLMOptions", "local_engine", "vllm_options"]
 
 
 class VLLMOptions(TypedDict):
@@ -43,18 +41,6 @@ def local_engine(
         max_batch_size=concurrency, max_new_tokens=max_new_tokens, seed=t.seed,
     )
 
-
-
-def torch_executor(engine: InferenceEngine) -> Executor | None:
-    """Where the trainer runs its updates: a CPU HF engine's decoding thread, so the process
-    keeps one OpenMP team (see ``osmosis_trainer._openmp``); ``None`` (a thread of the
-    trainer's own) for other engines. On a GPU the two threads keep overlapping their host-side
-    work, which a run with ``rollouts_ahead`` gains from."""
-    from osmosis_trainer.engines import HFEngine
-
-    if isinstance(engine, HFEngine) and engine.device == "cpu":
-        return engine.executor
-    return None
 
 
 _VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)

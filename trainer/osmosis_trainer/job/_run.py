@@ -21,9 +21,8 @@ from typing import TYPE_CHECKING, Any
 
 from osmosis_ai.errors import TrainingError
 from osmosis_ai.runs import RunDir, read_status
-from osmosis_trainer._openmp import release_thread_team
 from osmosis_trainer.job._cluster import ClusterJob
-from osmosis_trainer.job._engines import local_engine, torch_executor
+from osmosis_trainer.job._engines import local_engine
 from osmosis_trainer.job._plan import JobPlan, needs_entrypoint, plan_job
 from osmosis_trainer.loop import (
     GatewayRolloutSource,
@@ -39,8 +38,6 @@ from osmosis_trainer.loop import (
 from osmosis_trainer.trackers import open_trackers
 
 if TYPE_CHECKING:
-    from concurrent.futures import Executor
-
     from peft import PeftModel
 
     from osmosis_ai.config import SamplingConfig, TrainingConfig
@@ -233,8 +230,7 @@ async def _serve_and_train(
             make_runner=make_runner, max_prompt_length=config.training.max_prompt_length,
         )
         trainer = _make_trainer(
-            config, run, parts.plan, model, source, parts.settings, parts.loaded, on_report,
-            torch_executor(engine),
+            config, run, parts.plan, model, source, parts.settings, parts.loaded, on_report
         )
         try:
             return await _train(
@@ -277,7 +273,6 @@ def _make_trainer(
     settings: LoopSettings,
     loaded: LoadedModel,
     on_report: Callable[[StepReport], None] | None,
-    executor: Executor | None,
 ) -> Trainer:
     n_val = config.evaluation.limit or min(len(plan.rows), _MAX_VALIDATION_ROWS)
     return Trainer(
@@ -295,7 +290,6 @@ def _make_trainer(
             project=config.logging.project or run.name,
             config=config.model_dump(mode="json", exclude={"env"}),
         ),
-        torch_executor=executor,
     )
 
 
@@ -310,10 +304,6 @@ async def _train(
     phase: Callable[[str], None],
 ) -> TrainResult:
     """Resume (when asked), run the warm start (unless a resumed checkpoint is past it), train."""
-    # Loading the model opened an OpenMP team on this thread; the heavy torch work runs on
-    # the trainer's thread from now on, and one team less lets libgomp's workers spin
-    # between kernels (``osmosis_trainer._openmp``).
-    release_thread_team()
     resumed = False
     if resume:
         phase("resuming")

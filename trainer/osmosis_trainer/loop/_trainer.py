@@ -16,7 +16,7 @@ import statistics
 import time
 import warnings
 from collections.abc import Callable, Sequence
-from concurrent.futures import Executor, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
@@ -113,7 +113,6 @@ class Trainer:
         tensorboard: bool = True,
         traces: TraceSampler | None = None,
         trackers: Sequence[Tracker] = (),
-        torch_executor: Executor | None = None,
     ) -> None:
         self.model = model
         self.source = source
@@ -138,8 +137,6 @@ class Trainer:
         self._position = self.cursor.position
         self._last_step_end: float | None = None
         self.history: list[dict[str, float]] = []
-        self._torch_executor = torch_executor
-        """Where :meth:`run_torch` runs work when given (the CPU engine's worker thread)."""
         self._update_thread: ThreadPoolExecutor | None = None
         self.last_checkpoint: Path | None = None
 
@@ -338,16 +335,11 @@ class Trainer:
         event loop, which keeps serving the gateway and the rollouts run ahead.
 
         Every update on that one thread lets glibc serve its activations from one arena, reused
-        step after step: resident memory stays at one update's peak. That thread is the
-        ``torch_executor`` given at construction (the job gives a CPU engine's, see
-        :attr:`~osmosis_trainer.engines.HFEngine.executor`), else a thread of the trainer's own.
+        step after step: resident memory stays at one update's peak.
         """
-        executor = self._torch_executor
-        if executor is None:
-            if self._update_thread is None:
-                self._update_thread = ThreadPoolExecutor(1, thread_name_prefix="osmosis-update")
-            executor = self._update_thread
-        return await asyncio.get_running_loop().run_in_executor(executor, work)
+        if self._update_thread is None:
+            self._update_thread = ThreadPoolExecutor(1, thread_name_prefix="osmosis-update")
+        return await asyncio.get_running_loop().run_in_executor(self._update_thread, work)
 
     def _record(self, step: int, metrics: dict[str, float], kind: str) -> None:
         self.metrics.write(step, metrics, kind=kind)
