@@ -68,7 +68,9 @@ def _runtime_requirements(session: nox.Session, *dists: str) -> list[str]:
     """The installed dists' own requirements for this platform, minus ``_VLLM_SKIP``."""
     from packaging.requirements import Requirement
 
-    listing = session.run(
+    # run_install, not run: ``nox --install-only`` skips session.run, and the venv would then
+    # lack every runtime requirement (vLLM's server fails on its first import).
+    listing = session.run_install(
         "python",
         "-c",
         "import importlib.metadata as m, sys\n"
