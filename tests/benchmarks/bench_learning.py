@@ -872,6 +872,33 @@ def _span(values: list[float], fmt: str) -> str:
     return low if low == high else f"{low}–{high}"
 
 
+def run_time_line(runs: list[TrainRun], stale: str = "") -> str:
+    """What the README's first command says the quick start takes (its ``bench:quickstart-time``
+    block): the wall time and worker peak of the quoted runs, one clause per CPU and precision,
+    with how many ran on a loaded machine (their wall time is an upper bound)."""
+    if not runs:
+        return "(no run of the shipped code is stored yet: `python -m tests.benchmarks learning`)"
+    groups: dict[str, list[TrainRun]] = {}
+    for run in runs:
+        groups.setdefault(run.machine, []).append(run)
+    clauses = []
+    for machine, group in groups.items():
+        walls = [r.wall_s / 60 for r in group]
+        peaks = [r.peak_rss_gb for r in group if r.peak_rss_gb]
+        loaded = sum(bool(r.load and max(r.load) >= 2) for r in group)
+        notes = [f"{len(group)} run{'s' if len(group) > 1 else ''}"]
+        if loaded:
+            notes.append(f"{loaded} of them on a loaded machine")
+        if peaks:
+            notes.append(f"worker peak {_span(peaks, '.1f')} GB")
+        clauses.append(f"{_span(walls, '.0f')} min on {machine} ({', '.join(notes)})")
+    return (
+        ("runs of an earlier code (stale): " if stale else "")
+        + "; ".join(clauses)
+        + "."
+    )
+
+
 def stale_note(fingerprint: str, head: str, command: str) -> str:
     """The line above a README table quoting runs of an earlier fingerprint than ``head``."""
     return (
@@ -1444,6 +1471,7 @@ def render() -> None:
     write_readme_block(
         "learning-readme", readme_block(quoted, [label_of[id(r)] for r in quoted], note, last)
     )
+    write_readme_block("quickstart-time", run_time_line(quoted, note))
     write_readme_block("learning-search-readme", search_readme())
     entry_of = {id(r): m for r, m in zip(runs, measured, strict=True)}
     searched = json.loads(search.RUNS.read_text()) if search.RUNS.exists() else []

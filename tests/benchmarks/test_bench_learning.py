@@ -18,6 +18,7 @@ from tests.benchmarks.bench_learning import (
     quiet_wall_note,
     read_run,
     readme_block,
+    run_time_line,
     runs_to_show,
     stale_note,
     transfer_tables,
@@ -304,3 +305,21 @@ def test_measured_on_names_the_runs_machines_and_latest_start_not_the_renderer()
     assert machines == "AMD EPYC (25/17) (2 runs); Intel Xeon (6/207) (1 run)"
     assert latest == "2026-12-02 17:08 UTC"
     assert measured_on([{"run": "elsewhere"}]) == ("CPU not recorded (1 run)", None)
+
+
+def test_the_run_time_line_gives_each_machine_its_span_and_counts_loaded_runs() -> None:
+    runs = [_run(0, (0.2, 0.6, 0.1), 0.5), _run(1, (0.3, 0.4, -0.1), 0.75),
+            _run(2, (0.3, 0.4, -0.1), 0.75)]
+    for run, wall in zip(runs, (900.0, 1140.0, 2000.0), strict=True):
+        run.wall_s, run.cpu = wall, "AMD EPYC (25/17)"
+    runs[0].dtype = runs[1].dtype = "bfloat16"
+    runs[2].dtype, runs[2].load, runs[2].peak_rss_gb = "float32", (1.0, 2.4), 8.04
+    runs[1].peak_rss_gb = 5.9
+    line = run_time_line(runs)
+    assert line == (
+        "15–19 min on AMD EPYC (25/17), bfloat16 (2 runs, worker peak 5.9 GB); "
+        "33 min on AMD EPYC (25/17), float32 (1 run, 1 of them on a loaded machine, "
+        "worker peak 8.0 GB)."
+    )
+    assert run_time_line(runs, "stale").startswith("runs of an earlier code (stale): ")
+    assert "no run of the shipped code" in run_time_line([])
