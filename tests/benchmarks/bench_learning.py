@@ -147,6 +147,12 @@ class TrainRun:
         return f"{self.cpu or 'not recorded'}{', ' + self.dtype if self.dtype else ''}"
 
     @property
+    def loaded(self) -> bool:
+        """Whether other work shared the 2 cores (load >= 2 at its start or end): its wall time
+        is an upper bound."""
+        return bool(self.load and max(self.load) >= 2)
+
+    @property
     def rewards(self) -> list[float]:
         return [float(r["reward_mean"]) for r in self.records]
 
@@ -885,7 +891,7 @@ def run_time_line(runs: list[TrainRun], stale: str = "") -> str:
     for machine, group in groups.items():
         walls = [r.wall_s / 60 for r in group]
         peaks = [r.peak_rss_gb for r in group if r.peak_rss_gb]
-        loaded = sum(bool(r.load and max(r.load) >= 2) for r in group)
+        loaded = sum(r.loaded for r in group)
         notes = [f"{len(group)} run{'s' if len(group) > 1 else ''}"]
         if loaded:
             notes.append(f"{loaded} of them on a loaded machine")
@@ -959,7 +965,7 @@ def readme_block(
             else f"{_rate(_pass(sets[name], 'warm'))} → {_rate(_pass(sets[name], 'trained'))}"
             for name in names
         ]
-        loaded = bool(run.load and max(run.load) >= 2)
+        loaded = run.loaded
         wall = f"{run.wall_s / 60:.1f} / {_cpu_minutes(run)} ({'loaded' if loaded else 'quiet'})"
         peak = f"{run.peak_rss_gb:.1f} GB" if run.peak_rss_gb else "–"
         lines.append(f"| {label} | " + " | ".join(cells) + f" | {wall} | {peak} | {run.machine} |")
@@ -1269,7 +1275,7 @@ def quiet_wall_note(shown: list[tuple[str, TrainRun]], stored: list[dict[str, An
     was loaded or no quiet run exists)."""
     quiet = [m for m in stored if m.get("load") and max(m["load"]) < 2 and m.get("cpu_s")]
     loaded = [
-        (label, r) for label, r in shown if r.load and max(r.load) >= 2 and math.isfinite(r.cpu_s)
+        (label, r) for label, r in shown if r.loaded and math.isfinite(r.cpu_s)
     ]
     if not quiet or not loaded:
         return ""
