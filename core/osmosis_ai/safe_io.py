@@ -48,6 +48,7 @@ __all__ = [
     "JsonLines",
     "UnreadableFileError",
     "loads_json",
+    "open_append",
     "open_file",
     "open_regular",
     "read_bytes",
@@ -156,12 +157,7 @@ def open_regular(
         reason = _os_reason(exc, link_refused=under is not None or not follow)
         raise UnreadableFileError(path, reason, missing=missing) from None
     try:
-        st = os.fstat(fd)
-        for test, what in _KINDS:
-            if test(st.st_mode):
-                raise UnreadableFileError(path, f"{what}, not a regular file")
-        if not stat.S_ISREG(st.st_mode):
-            raise UnreadableFileError(path, "not a regular file")
+        st = _regular(path, fd)
         if st.st_size > max_bytes:
             raise UnreadableFileError(
                 path, f"{_mb(st.st_size)}, more than the {_mb(max_bytes)} read from such a file"
@@ -170,6 +166,41 @@ def open_regular(
         os.close(fd)
         raise
     return fd, st.st_size
+
+
+def _regular(path: Path, fd: int) -> os.stat_result:
+    """``fstat`` of the open ``fd``, refused unless it is a regular file."""
+    st = os.fstat(fd)
+    for test, what in _KINDS:
+        if test(st.st_mode):
+            raise UnreadableFileError(path, f"{what}, not a regular file")
+    if not stat.S_ISREG(st.st_mode):
+        raise UnreadableFileError(path, "not a regular file")
+    return st
+
+
+def open_append(path: Path) -> int:
+    """A descriptor to append to (or lock) the file ``path`` of a run or eval folder, created
+    when missing. The folder may be crafted: a link there is refused, not written through (a
+    ``train.log`` linked to ``~/.bashrc`` would receive a worker's output), and a FIFO or a
+    device is refused without blocking (opening a FIFO to write waits for a reader forever).
+
+    The caller owns the descriptor (close it). Raises :class:`UnreadableFileError`.
+    """
+    path = Path(path)
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | _NOFOLLOW | _NONBLOCK | _CLOEXEC
+    try:
+        fd = os.open(path, flags, 0o644)
+    except OSError as exc:  # ENXIO: a FIFO nobody reads
+        reason = "a FIFO (named pipe), not a regular file" if exc.errno == errno.ENXIO else (
+            _os_reason(exc, link_refused=True))
+        raise UnreadableFileError(path, reason) from None
+    try:
+        _regular(path, fd)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd  # O_NONBLOCK stays: it changes nothing for a regular file
 
 
 STREAM_MAX_BYTES = 1 << 50

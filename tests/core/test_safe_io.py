@@ -13,6 +13,7 @@ from osmosis_ai.safe_io import (
     MAX_INT_DIGITS,
     MAX_JSON_DEPTH,
     loads_json,
+    open_append,
     read_json,
     read_jsonl,
     read_text,
@@ -135,3 +136,26 @@ def test_toml_nesting_after_a_hash_inside_a_string_is_still_counted(tmp_path: Pa
     path.write_text('x = "#"\ny = ' + "[" * 500 + "]" * 500 + "\n")
     with pytest.raises(UnreadableFileError, match="nested too deeply"):
         read_toml(path)
+
+
+def test_open_append_creates_and_appends_but_never_writes_through_or_blocks(
+    tmp_path: Path,
+) -> None:
+    log = tmp_path / "train.log"
+    for line in (b"one\n", b"two\n"):
+        fd = open_append(log)
+        os.write(fd, line)
+        os.close(fd)
+    assert log.read_bytes() == b"one\ntwo\n"
+    outside = tmp_path / "outside"
+    outside.write_text("kept")
+    (tmp_path / "linked").symlink_to(outside)
+    (tmp_path / "dangling").symlink_to(tmp_path / "would-be-created")
+    os.mkfifo(tmp_path / "fifo")  # nobody reads it: a plain open would wait forever
+    (tmp_path / "folder").mkdir()
+    reasons = {"linked": "symbolic link", "dangling": "symbolic link", "fifo": "a FIFO",
+               "folder": "directory"}
+    for name, reason in reasons.items():
+        with pytest.raises(UnreadableFileError, match=reason):
+            open_append(tmp_path / name)
+    assert outside.read_text() == "kept" and not (tmp_path / "would-be-created").exists()

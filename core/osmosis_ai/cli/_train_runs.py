@@ -5,6 +5,7 @@ Fast: nothing here imports torch or the trainer.
 
 from __future__ import annotations
 
+import codecs
 import json
 import sys
 import time
@@ -14,7 +15,8 @@ from typing import Annotated, Any
 import typer
 
 from osmosis_ai.console import state
-from osmosis_ai.errors import ConfigError
+from osmosis_ai.errors import ConfigError, UnreadableFileError
+from osmosis_ai.safe_io import open_file
 
 __all__ = ["register"]
 
@@ -26,6 +28,7 @@ _RunsDir = Annotated[
     ),
 ]
 _LOG_POLL_S = 0.3
+_LOG_CHUNK_BYTES = 1 << 20
 
 
 def _root(runs_dir: Path | None) -> Path:
@@ -261,26 +264,41 @@ def logs(
     if not path.exists() and not (follow and record.live):
         raise ConfigError(f"run {record.run_id} has no log yet ({path} does not exist)")
     offset = 0
-    out = sys.stdout
+    text = codecs.getincrementaldecoder("utf-8")(errors="replace")  # a cut keeps its character
     while True:
-        if path.exists():
-            with open(path, "rb") as fh:
-                fh.seek(offset)
-                chunk = fh.read()
-            offset += len(chunk)
-            if chunk:
-                out.write(chunk.decode(errors="replace"))
-                out.flush()
+        offset = _print_log_from(path, record.path, offset, text)
         if not follow:
-            return
+            break
         current = load_run(record.path)
         ended = current is None or current.status in TERMINAL_STATUSES or current.status == "unknown"
         # The worker prints its last lines after recording its outcome: wait for its exit.
         if ended and (current is None or not process_alive(current.raw.get("worker") or {})):
             if path.exists() and path.stat().st_size > offset:
                 continue  # one last read
-            return
+            break
         time.sleep(_LOG_POLL_S)
+    sys.stdout.write(text.decode(b"", final=True))
+
+
+def _print_log_from(
+    path: Path, run_path: Path, offset: int, text: codecs.IncrementalDecoder
+) -> int:
+    """Print the log from byte ``offset`` on, in bounded chunks; the offset reached. The log is
+    run-folder data: a FIFO, a device or a link there is refused (UnreadableFileError), never
+    read (a link to /dev/zero would fill memory; a FIFO would block)."""
+    try:
+        fh = open_file(path, under=run_path)
+    except UnreadableFileError as exc:
+        if exc.missing:  # not written yet (--follow on a starting run)
+            return offset
+        raise
+    with fh:
+        fh.seek(offset)
+        while chunk := fh.read(_LOG_CHUNK_BYTES):
+            offset += len(chunk)
+            sys.stdout.write(text.decode(chunk))
+        sys.stdout.flush()
+    return offset
 
 
 def stop(

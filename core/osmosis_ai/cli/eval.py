@@ -330,7 +330,9 @@ def _submit(config: Path, options: EvalOptions, args: list[str], json_out: bool)
         str(config.resolve()),
         *args,
     ]
-    with log.open("ab") as fh:
+    from osmosis_ai.safe_io import open_append
+
+    with os.fdopen(open_append(log), "ab") as fh:  # a link there is refused, not written through
         proc = subprocess.Popen(
             cmd,
             stdin=subprocess.DEVNULL,

@@ -24,6 +24,7 @@ from osmosis_ai.dashboard._traces import sample_view
 from osmosis_ai.errors import UnreadableFileError
 from osmosis_ai.runs import RunRecord, describe_run, list_runs, read_trace_step, trace_files
 from osmosis_ai.runs._schema import inside, run_file_root
+from osmosis_ai.safe_io import STREAM_MAX_BYTES, open_regular
 from osmosis_ai.safe_io import read_jsonl as read_lines
 
 __all__ = [
@@ -233,12 +234,12 @@ def run_output(runs_root: Path, run_id: str, rel: str) -> dict[str, Any]:
     if found is None:
         raise NotFoundError(f"run {run_id!r} has no output {rel!r} (see its Outputs list)")
     try:
-        # O_NOFOLLOW: a file swapped for a link after the listing is refused, not followed.
-        fd = os.open(found, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        # A file swapped for a link or a FIFO after the listing is refused, not followed or
+        # waited on; only its first MAX_OUTPUT_BYTES are read, whatever its size.
+        fd, size = open_regular(found, under=record.path, max_bytes=STREAM_MAX_BYTES)
         with os.fdopen(fd, "rb") as fh:
             data = fh.read(MAX_OUTPUT_BYTES + 1)
-            size = os.fstat(fh.fileno()).st_size
-    except OSError as exc:
+    except (OSError, UnreadableFileError) as exc:
         raise NotFoundError(f"output {rel!r} of run {run_id!r} cannot be read: {exc}") from exc
     cut = len(data) > MAX_OUTPUT_BYTES
     data = data[:MAX_OUTPUT_BYTES]

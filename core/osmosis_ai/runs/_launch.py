@@ -17,7 +17,8 @@ from pathlib import Path
 from osmosis_ai.errors import OsmosisError
 from osmosis_ai.runs._process import describe_process
 from osmosis_ai.runs._read import RunRecord, list_runs
-from osmosis_ai.runs._store import RunDir
+from osmosis_ai.runs._store import RunDir, locked
+from osmosis_ai.safe_io import open_append
 
 __all__ = ["RunBusyError", "busy_runs", "check_capacity", "launch_lock", "spawn_worker"]
 
@@ -69,17 +70,8 @@ def check_capacity(runs_root: Path, device: str | None) -> None:
 def launch_lock(runs_root: Path) -> Iterator[None]:
     """Serialise "check capacity, create the run" between concurrent submits."""
     runs_root.mkdir(parents=True, exist_ok=True)
-    try:
-        import fcntl
-    except ImportError:  # pragma: no cover - Windows
+    with locked(runs_root / ".launch.lock"):
         yield
-        return
-    with open(runs_root / ".launch.lock", "a") as fh:
-        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
 
 
 def spawn_worker(
@@ -101,7 +93,8 @@ def spawn_worker(
     """
     inherited = {k: v for k, v in os.environ.items() if k not in hide_env}
     run.path.mkdir(parents=True, exist_ok=True)
-    with open(run.log_file, "ab") as log:
+    # A resumed folder may be crafted: its train.log is never a link written through.
+    with os.fdopen(open_append(run.log_file), "ab") as log:
         proc = subprocess.Popen(
             [sys.executable, "-m", module, str(run.path), *args],
             stdin=subprocess.DEVNULL if stdin is None else subprocess.PIPE,

@@ -17,7 +17,7 @@ from typing import Any
 
 from osmosis_ai.errors import UnreadableFileError
 from osmosis_ai.runs._process import describe_process, process_alive
-from osmosis_ai.runs._store import _locked, _write_atomic
+from osmosis_ai.runs._store import _write_atomic, locked
 from osmosis_ai.safe_io import read_json_object
 
 __all__ = [
@@ -57,7 +57,8 @@ def _append(
     """Add ``entry`` to ``kind`` (or update the one whose ``id`` is ``replace``)."""
     if not Path(checkpoint).is_dir() or Path(checkpoint).is_symlink():
         return
-    with contextlib.suppress(OSError), _locked(Path(checkpoint) / ".published.lock"):
+    lock = Path(checkpoint) / ".published.lock"
+    with contextlib.suppress(OSError, UnreadableFileError), locked(lock):
         data = _read(checkpoint)
         entries = _entries(data, kind)
         if replace is not None:

@@ -242,7 +242,7 @@ def _record_crash(path: Path, raw: dict[str, Any], beat: float | None) -> dict[s
                 "before are usable: osmosis train resume " + path.name
             ),
         )
-    except OSError:  # a read-only store: report it, do not record it
+    except (OSError, UnreadableFileError):  # a read-only store, a crafted lock: report only
         return {**raw, "status": "crashed", "phase": "error"}
 
 

@@ -10,13 +10,17 @@ therefore trusts only what the user controls:
   (a path, ``[cluster]``, ``[remote]``, an ``[env]`` name) is refused, naming the field;
 - every path in that config is relative and stays inside the workspace (links resolved);
 - the secrets handed to the worker are the values the user's file holds, for the names it
-  holds, never values looked up for names the snapshot lists.
+  holds, never values looked up for names the snapshot lists;
+- the folder the worker will write into holds only plain files and folders: no link to be
+  written through, no FIFO to block on (:func:`planted_entries`).
 
 What the folder still decides: the checkpoint to continue from, and its own step counters.
 """
 
 from __future__ import annotations
 
+import os
+import stat
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -148,6 +152,47 @@ def confined_path_errors(config: Any, workspace: Path) -> list[str]:
     return errors
 
 
+_NOT_WALKED = ("artifacts", "code")
+"""Run-folder children whose contents the worker does not write itself: the rollouts' own
+files, and the pinned code (checked file by file against its commit when loaded)."""
+
+
+def planted_entries(run_path: Path, *, limit: int = 5) -> list[str]:
+    """Links and special files (FIFOs, sockets, devices) in a run folder, as paths relative to
+    it (at most ``limit``). The worker a resume starts writes into this folder (its log,
+    metrics, failures, checkpoints, held-out results); a link among them would be written
+    through, a FIFO would block it. Osmosis itself writes only plain files and folders there.
+    """
+    root = Path(run_path)
+    found: list[str] = []
+    for folder, dirs, files in os.walk(root, followlinks=False):
+        here = Path(folder)
+        names = sorted(dirs) + sorted(files)
+        if here == root:
+            dirs[:] = [d for d in dirs if d not in _NOT_WALKED]
+        for name in names:
+            try:
+                mode = (here / name).lstat().st_mode
+            except FileNotFoundError:  # removed while walking
+                continue
+            if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+                found.append((here / name).relative_to(root).as_posix())
+                if len(found) >= limit:
+                    return found
+    return found
+
+
+def _check_plain(run: Any) -> None:
+    planted = planted_entries(Path(run.path))
+    if planted:
+        raise ConfigError(
+            f"run {run.run_id}: its folder {run.path} holds {', '.join(planted)}, a link or "
+            "special file (FIFO, socket, device); the resumed worker would write through it. "
+            "Osmosis writes only plain files and folders there: remove them (a crafted or "
+            "altered folder), or submit the config again as a new run"
+        )
+
+
 def resume_secrets(run: Any, status: Mapping[str, Any], workspace: Path) -> dict[str, Any]:
     """Check a run folder against the user's own config before it is resumed; return the
     secrets to hand the worker (the values the user's file holds, by dotted path).
@@ -158,7 +203,8 @@ def resume_secrets(run: Any, status: Mapping[str, Any], workspace: Path) -> dict
         workspace: the workspace the command runs in.
 
     Raises:
-        ConfigError: the folder names no or another workspace; the config it was submitted
+        ConfigError: the folder names no or another workspace, or holds a link or special
+            file (:func:`planted_entries`); the config it was submitted
             with is gone, outside the workspace or differs from the snapshot (naming the first
             differing field); a path leaves the workspace; a ``[secrets].required`` name is
             not set. Each says how to go on.
@@ -166,6 +212,7 @@ def resume_secrets(run: Any, status: Mapping[str, Any], workspace: Path) -> dict
     from osmosis_ai.config import load_training_config
 
     _check_workspace(run.run_id, status.get("workspace_root"), workspace)
+    _check_plain(run)
     source = _user_config(run.run_id, status.get("config_path"), workspace)
     user = _read_toml(source, "the config")
     snapshot = _read_toml(

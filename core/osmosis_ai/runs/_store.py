@@ -37,7 +37,7 @@ from osmosis_ai.errors import UnreadableFileError
 from osmosis_ai.runs._process import describe_process
 from osmosis_ai.runs._schema import run_file_root
 from osmosis_ai.runs._secrets import write_config_snapshot
-from osmosis_ai.safe_io import read_json
+from osmosis_ai.safe_io import open_append, read_json
 
 _RUN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
 
@@ -125,7 +125,7 @@ class RunDir:
 
     def update_status(self, **fields: Any) -> dict[str, Any]:
         """Merge ``fields`` into ``status.json`` (locked, written atomically) and return it."""
-        with _locked(self.path / ".status.lock"):
+        with locked(self.path / ".status.lock"):
             current = read_status(self.path) or {"name": self.name, "run_id": self.run_id}
             current.update(fields)
             current["updated_at"] = time.time()
@@ -223,21 +223,33 @@ def create_run_dir(
 
 def _write_atomic(path: Path, text: str) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    tmp.write_text(text)
+    with contextlib.suppress(FileNotFoundError):
+        tmp.unlink()  # a leftover, or a link planted there: never written through
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(text)
     os.replace(tmp, path)
 
 
 @contextlib.contextmanager
-def _locked(lock_path: Path) -> Iterator[None]:
-    """An exclusive advisory lock (POSIX); elsewhere the atomic rename alone."""
+def locked(lock_path: Path) -> Iterator[None]:
+    """An exclusive advisory lock on ``lock_path`` (POSIX); elsewhere the atomic rename alone.
+
+    Raises:
+        UnreadableFileError: the lock file is a link, a FIFO or another non-regular file (a
+            crafted folder; a FIFO would block the open forever).
+    """
     try:
         import fcntl
     except ImportError:  # pragma: no cover - Windows
         yield
         return
-    with open(lock_path, "a") as fh:
-        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+    fd = open_append(lock_path)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
         try:
             yield
         finally:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)

@@ -216,6 +216,18 @@ def test_outputs_list_and_show_only_plain_files_of_artifacts(store: Path, tmp_pa
         reply = client.get(f"/api/runs/{run.name}/output", params={"path": path})
         assert reply.status_code == 404, path
         assert "PRIVATE" not in reply.text
+    # A listed file swapped for a FIFO before it is opened: refused at once, never waited on.
+    import os
+
+    from osmosis_ai.dashboard import _data
+
+    fifo = folder / "answer.txt"
+    fifo.unlink()
+    os.mkfifo(fifo)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(_data, "_output_files", lambda _run: [("r0/artifacts/answer.txt", fifo)])
+        reply = client.get(f"/api/runs/{run.name}/output", params={"path": "r0/artifacts/answer.txt"})
+    assert reply.status_code == 404 and "FIFO" in reply.text
     (run / "artifacts").rename(run / "artifacts-real")
     (run / "artifacts").symlink_to(run / "artifacts-real", target_is_directory=True)
     assert client.get(f"/api/runs/{run.name}/outputs").json()["files"] == []
