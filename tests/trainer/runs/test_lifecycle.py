@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from osmosis_ai.cli._app import main
-from osmosis_ai.runs import find_run, load_run, read_metrics, wait_for_status
+from osmosis_ai.runs import RunRecord, find_run, load_run, read_metrics, wait_for_status
 from tests.trainer.runs.workspace import make_workspace, rollout_source
 
 
@@ -62,7 +62,19 @@ def workspace(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) ->
 def in_workspace(workspace: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     monkeypatch.chdir(workspace["runs"].parent)
     workspace["gate"].unlink(missing_ok=True)
+    _waiting(workspace).unlink(missing_ok=True)
     return workspace
+
+
+def _waiting(workspace: dict[str, Any]) -> Path:
+    return workspace["gate"].with_name(workspace["gate"].name + ".waiting")
+
+
+def _held_at_gate(workspace: dict[str, Any], path: Path) -> RunRecord:
+    """Wait until step 1 is checkpointed and a step-2 rollout waits at the gate. A checkpoint
+    alone is not enough: the worker checks for a stop request after saving it, so a stop sent
+    in between (a loaded machine widens that window) ended the run after step 1, not 2."""
+    return wait_for_status(path, lambda r: bool(r.checkpoints()) and _waiting(workspace).exists())
 
 
 def test_submit_runs_to_finished(
@@ -117,8 +129,7 @@ def test_detach_then_stop_ends_stopped_with_a_checkpoint(
     in_workspace: dict[str, Any], capsys: pytest.CaptureFixture[str]
 ) -> None:
     path = _submit_detached(in_workspace["config"], capsys)
-    # Step 1 done and checkpointed; step 2's rollouts wait at the gate.
-    wait_for_status(path, lambda r: bool(r.checkpoints()))
+    _held_at_gate(in_workspace, path)
     run = load_run(path)
     assert run is not None and run.status == "running"
     # A second run would not fit the machine at once: refused with a clear message.
@@ -146,7 +157,7 @@ def test_kill_9_is_crashed_and_resume_matches_an_uninterrupted_run(
     in_workspace: dict[str, Any], capsys: pytest.CaptureFixture[str]
 ) -> None:
     path = _submit_detached(in_workspace["config"], capsys)
-    wait_for_status(path, lambda r: bool(r.checkpoints()))
+    _held_at_gate(in_workspace, path)
     run = load_run(path)
     assert run is not None and run.status == "running"
     os.kill(int(run.raw["worker"]["pid"]), signal.SIGKILL)
@@ -232,7 +243,7 @@ def _foreground_submit(
     assert first.startswith("run "), first
     path = workspace["runs"] / first.split()[1]
     assert path.is_dir(), first
-    wait_for_status(path, lambda r: bool(r.checkpoints()))
+    _held_at_gate(workspace, path)
     return cli, path
 
 

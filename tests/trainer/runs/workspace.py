@@ -2,8 +2,9 @@
 
 The rollout is :mod:`tests.e2e.toy_workspace`'s (one ``ctx.chat`` call, even token ids
 rewarded) with a gate before the call. With ``GATE_FILE`` set in ``[env]``, every rollout after the
-first ``GATE_AFTER`` waits until that file exists: a test can hold a worker inside step 2
-(after step 1's checkpoint) for as long as it needs, then stop it, kill it or let it go.
+first ``GATE_AFTER`` waits until that file exists, after creating ``<GATE_FILE>.waiting``: a
+test can hold a worker inside step 2 (past step 1's checkpoint and its stop check) for as long
+as it needs, then stop it, kill it or let it go.
 Each rollout writes ``marker.txt`` into ``ctx.artifacts_dir`` with ``MARKER``.
 """
 
@@ -28,6 +29,7 @@ BEFORE_CHAT = '''
 _CALLS[0] += 1
 gate = os.environ.get("GATE_FILE")
 if gate and _CALLS[0] > int(os.environ.get("GATE_AFTER", "16")):
+    Path(gate + ".waiting").touch()
     while not Path(gate).exists():
         await asyncio.sleep(0.05)
 (ctx.artifacts_dir / "marker.txt").write_text(MARKER)
