@@ -83,7 +83,8 @@ def list_command(
     if not found:
         state.console.print(
             f"No checkpoints under {root}. Train with 'osmosis train submit CONFIG'; "
-            "checkpoints are saved every [checkpoints] checkpoint_save_freq steps."
+            "checkpoints are saved every [checkpoints] checkpoint_save_freq steps.",
+            markup=False,  # "[checkpoints]" is the config's section, not a style tag
         )
         return
     table = Table(box=None, pad_edge=False)

@@ -85,6 +85,7 @@ def test_list_of_an_empty_workspace(run_cli: RunCli, tmp_path: Path, monkeypatch
     monkeypatch.chdir(tmp_path)
     res = run_cli("model", "list")
     assert res.code == 0 and "No checkpoints under" in res.out
+    assert "saved every [checkpoints] checkpoint_save_freq steps" in res.out  # not markup
 
 
 @pytest.mark.parametrize(
