@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 
 from osmosis_ai.console import state
 from osmosis_ai.errors import ConfigError, UnreadableFileError
@@ -75,7 +76,7 @@ def list_runs(
         return
     if not runs:
         where = f" with status {status}" if status else ""
-        state.console.print(f"no runs{where} under {root}", highlight=False)
+        state.console.print(f"no runs{where} under {root}", highlight=False, markup=False)
         return
     from rich.table import Table
 
@@ -87,14 +88,14 @@ def list_runs(
                "stopped": "yellow", "killed": "yellow", "pending": "blue"}
     for r in runs:
         reward = r.last_reward
-        table.add_row(
-            r.run_id,
+        table.add_row(  # names and fields come from run folders: escaped, never markup
+            escape(r.run_id),
             "[red]unreadable[/]" if r.unreadable else
-            f"[{colours.get(r.status, 'white')}]{r.status}[/]",
-            r.phase,
-            r.rollout or "-",
-            r.model or "-",
-            r.dataset or "-",
+            f"[{colours.get(r.status, 'white')}]{escape(r.status)}[/]",
+            escape(str(r.phase)),
+            escape(str(r.rollout or "-")),
+            escape(str(r.model or "-")),
+            escape(str(r.dataset or "-")),
             f"{r.step}/{r.total_steps if r.total_steps is not None else '?'}",
             f"{reward:.3f}" if reward is not None else "-",
             _age(r.created_at),
@@ -125,7 +126,7 @@ def info(
         return
     _print_info(details)
     if output is not None:
-        state.console.print(f"written to {output}", highlight=False)
+        state.console.print(f"written to {output}", highlight=False, markup=False)
 
 
 def _num(value: Any, spec: str = ".3f") -> str:
@@ -135,8 +136,8 @@ def _num(value: Any, spec: str = ".3f") -> str:
 def _print_info(d: dict[str, Any]) -> None:
     con = state.console
     status = "unreadable" if d.get("unreadable") else d["status"]
-    con.print(f"[bold]{d['run_id']}[/]  {status} · phase {d['phase']}"
-              + (f" ({d['activity']})" if d.get("activity") else ""), highlight=False)
+    head = f"{status} · phase {d['phase']}" + (f" ({d['activity']})" if d.get("activity") else "")
+    con.print(f"[bold]{escape(str(d['run_id']))}[/]  {escape(head)}", highlight=False)
     for line in [*_run_lines(d), *_phase_lines(d), *_outcome_lines(d)]:
         con.print(line, highlight=False, markup=False)
     if d["metrics_summary"]:
@@ -155,7 +156,7 @@ def _print_info(d: dict[str, Any]) -> None:
     else:
         con.print("checkpoints none", highlight=False)
     if d.get("error"):
-        con.print(f"[red]error[/]      {d['error']}", highlight=False)
+        con.print(f"[red]error[/]      {escape(str(d['error']))}", highlight=False)
     for problem in d.get("problems") or []:  # files of the run left out (safe_io)
         con.print(f"skipped    {problem}", highlight=False, markup=False)
     con.print(f"log        {d['log_file']}", highlight=False, markup=False)
@@ -334,11 +335,11 @@ def stop(
         return
     state.console.print(
         f"stop requested for {record.run_id}: it finishes its current step, saves a "
-        "checkpoint and ends as stopped", highlight=False,
+        "checkpoint and ends as stopped", highlight=False, markup=False,
     )
     if final is not None:
         state.console.print(f"{final.run_id}: {final.status} at step {final.step}",
-                            highlight=False)
+                            highlight=False, markup=False)
 
 
 def _interactive() -> bool:

@@ -438,6 +438,7 @@ def list_command(
     json_out: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """Past and running eval runs of this workspace: status, model, progress, reward."""
+    from rich.markup import escape
     from rich.table import Table
 
     from osmosis_ai.eval import evals_root, list_eval_runs
@@ -450,7 +451,7 @@ def list_command(
     if not views:
         state.console.print(
             f"No eval runs under {root}. Start one with 'osmosis eval run CONFIG' or "
-            "'osmosis eval submit CONFIG'."
+            "'osmosis eval submit CONFIG'.", markup=False,
         )
         return
     table = Table(box=None, pad_edge=False)
@@ -463,10 +464,10 @@ def list_command(
         s = d["summary"] or {}
         total = d["work_items"]
         cmp = d["comparison"]
-        table.add_row(
-            v.name,
-            v.status,
-            d["model"] or "-",
+        table.add_row(  # from eval folders: escaped, never markup
+            escape(v.name),
+            escape(v.status),
+            escape(str(d["model"] or "-")),
             f"{d['done']}/{total}" if total else str(d["done"]),
             fmt((s.get("reward") or {}).get("mean")),
             "-" if s.get("pass_rate") is None else f"{s['pass_rate'] * 100:.1f}%",
@@ -514,20 +515,22 @@ def info_command(
     for problem in data["problems"]:  # files left out (osmosis_ai.safe_io)
         console.print(f"skipped {problem}", highlight=False, markup=False)
     if info is None:
-        console.print(f"[bold]eval {view.name}[/]: {view.status} (not started)")
+        console.print(f"[bold]eval {escape(view.name)}[/]: {escape(view.status)} (not started)")
         tail = view.log_tail()
         if tail:
             console.print(escape(tail))
         return
     summary = _summary_of(data["summary"], view.path)
-    console.print(
-        f"[bold]eval {view.name}[/] ({view.status}): config {info.config_name}, model "
-        f"{info.model}, n={info.n}, {data['done']}/{info.work_items} work items, started "
-        f"{info.started_at}" + (f", finished {info.finished_at}" if info.finished_at else "")
+    rest = (
+        f"({view.status}): config {info.config_name}, model {info.model}, n={info.n}, "
+        f"{data['done']}/{info.work_items} work items, started {info.started_at}"
+        + (f", finished {info.finished_at}" if info.finished_at else "")
     )
+    console.print(f"[bold]eval {escape(view.name)}[/] {escape(rest)}")
     if info.checkpoint:
         ck = info.checkpoint
-        console.print(f"  checkpoint: run {ck['run']} step {ck['step']} (base {ck['base_model']})")
+        console.print(f"  checkpoint: run {ck['run']} step {ck['step']} (base {ck['base_model']})",
+                      markup=False)
     if summary is not None:
         print_summary(Head(info.config_name, info.model, info.n, view.path), summary, view.status)
     cmp = data["comparison"]
@@ -536,7 +539,7 @@ def info_command(
             f"vs baseline {cmp['baseline']}: reward {fmt(cmp['candidate_mean'])} vs "
             f"{fmt(cmp['baseline_mean'])}, diff {signed(cmp['diff'])}, "
             f"{cmp['confidence'] * 100:g}% CI [{signed(cmp['ci_low'])}, "
-            f"{signed(cmp['ci_high'])}] over {cmp['rows']} rows"
+            f"{signed(cmp['ci_high'])}] over {cmp['rows']} rows", markup=False,
         )
     print_results(data["results"], view.path)
     if view.status in ("crashed", "failed"):

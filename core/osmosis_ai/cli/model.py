@@ -71,6 +71,7 @@ def list_command(
     json_out: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """Every checkpoint across the workspace's training runs: run, step, reward, base model."""
+    from rich.markup import escape
     from rich.table import Table
 
     from osmosis_ai.models import find_checkpoints
@@ -91,8 +92,9 @@ def list_command(
     for col in ("model (RUN:STEP)", "status", "step", "reward", "base model", "path"):
         table.add_column(col, overflow="fold")
     for c in found:
-        table.add_row(
-            c.label, c.status, str(c.step), _fmt_reward(c.reward), c.base_model, str(c.path)
+        table.add_row(  # from run folders: escaped, never markup
+            *(escape(str(v)) for v in (c.label, c.status, c.step, _fmt_reward(c.reward),
+                                       c.base_model, c.path))
         )
     state.console.print(table)
     state.console.print(
@@ -146,7 +148,8 @@ def deploy_command(
     served_name = name or _served_name(ref)
     cmd = _deploy_cmd(ref, served_name, host, port, engine, device, max_body_bytes)
     state.err_console.print(
-        f"loading {ref.label} (base {ref.base_model}, adapter {ref.adapter_dir}) ..."
+        f"loading {ref.label} (base {ref.base_model}, adapter {ref.adapter_dir}) ...",
+        markup=False,
     )
     served = _record_deploy(ref, host, port, served_name, engine)
     # The key reaches the server through its environment: never on a command line (ps).
@@ -423,7 +426,7 @@ def export_command(
         )
         return
     what = "merged model (loads without peft)" if merge else "PEFT adapter"
-    state.console.print(f"exported {ref.label} as a {what} to {out}")
+    state.console.print(f"exported {ref.label} as a {what} to {out}", markup=False)
     if url:
         state.console.print(f"pushed to {url}")
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 
 from osmosis_ai.console import LineView, LiveView, ascii_chart, state
 from osmosis_ai.errors import ConfigError, MissingExtraError
@@ -264,7 +265,8 @@ def _start(
         )
         return
     if not json_out:
-        state.console.print(f"run [bold]{run.run_id}[/] ({run.path})", highlight=False)
+        state.console.print(f"run [bold]{escape(run.run_id)}[/] ({escape(str(run.path))})",
+                            highlight=False)
     _follow(run, proc, json_out=json_out, from_step=from_step)
 
 
@@ -422,23 +424,23 @@ def _report(run: Any, elapsed: float, json_out: bool) -> None:
         state.warn(f"held-out eval did not finish: {payload['heldout_error']}")
     colour = "green" if ok else "red"
     con.print(
-        f"[bold {colour}]{status}[/] {payload['steps']} steps in {elapsed / 60:.1f} min · "
-        f"metrics {run.path / 'metrics.jsonl'}",
+        f"[bold {colour}]{escape(str(status))}[/] {payload['steps']} steps in "
+        f"{elapsed / 60:.1f} min · metrics {escape(str(run.path / 'metrics.jsonl'))}",
         highlight=False,
     )
     if last:
         con.print(
             f"checkpoint {last}/adapter (PEFT: PeftModel.from_pretrained(base_model, path))",
-            highlight=False,
+            highlight=False, markup=False,
         )
     if not ok:
         state.error(f"run {run.run_id} {status}: {raw.get('error') or 'see the log'}")
-        con.print(f"log: {run.log_file}", highlight=False)
+        con.print(f"log: {run.log_file}", highlight=False, markup=False)
         if status in ("crashed", "stopped", "killed", "failed") and checkpoints:
-            con.print(f"resume: osmosis train resume {run.run_id}", highlight=False)
+            con.print(f"resume: osmosis train resume {run.run_id}", highlight=False, markup=False)
         raise typer.Exit(1)
     if status == "stopped":
-        con.print(f"resume: osmosis train resume {run.run_id}", highlight=False)
+        con.print(f"resume: osmosis train resume {run.run_id}", highlight=False, markup=False)
 
 
 def resume(

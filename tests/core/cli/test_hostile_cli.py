@@ -124,3 +124,45 @@ def test_entrypoint_symlinked_outside_the_rollout_folder_is_refused(tmp_path: Pa
     path.write_text(EXPERIMENT.format(entry="link.py"))
     with pytest.raises(ConfigError, match="outside the rollout folder"):
         load_training_config(path).entrypoint_path()
+
+
+MARKUP = "x[/bold] [link=https://evil.example]click[/link] [red]y"
+"""Rich markup in a crafted folder's fields: an unmatched closing tag made the listing raise
+(one bad run hid every other), the rest would have styled or linked the terminal."""
+
+
+def test_markup_in_crafted_run_and_eval_fields_is_shown_as_text(
+    run_cli: RunCli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from osmosis_ai.eval._records import EvalRunInfo
+
+    monkeypatch.chdir(tmp_path)
+    run = create_run_dir(tmp_path / "runs", "crafted")
+    run.update_status(status="failed", phase=MARKUP, rollout=MARKUP, model=MARKUP,
+                      dataset=MARKUP, error=MARKUP)
+    ckpt = run.checkpoints / "step_000001"
+    (ckpt / "adapter").mkdir(parents=True)
+    (ckpt / "trainer_state.pt").write_bytes(b"x")
+    (ckpt / "checkpoint.json").write_text('{"step": 1}')
+    (ckpt / "adapter" / "adapter_config.json").write_text(
+        '{"base_model_name_or_path": "' + MARKUP + '"}'
+    )
+    other = create_run_dir(tmp_path / "runs", "plain")
+    folder = tmp_path / ".osmosis" / "evals" / "crafted"
+    folder.mkdir(parents=True)
+    info = EvalRunInfo(
+        config_path="configs/eval.toml", config_name=MARKUP, rollout_dir="calc",
+        entrypoint="main.py", dataset="calc.jsonl", model=MARKUP, n=1, limit=None,
+        pass_threshold=1.0, rollout_hash="r", dataset_hash="d", started_at=MARKUP,
+        status="completed", work_items=1,
+    )
+    (folder / "run.json").write_text(info.model_dump_json())
+    for argv in (("train", "list"), ("train", "info", "crafted"), ("eval", "list"),
+                 ("eval", "info", "crafted"), ("model", "list")):
+        result = run_cli(*argv)
+        text = result.out + result.err
+        assert "Traceback" not in text, argv
+        assert result.code in (0, 1), (argv, text)
+        flat = " ".join(text.split())  # tables wrap long cells
+        assert "[link=https://evil.example]" in flat.replace(" ", "") or "[/bold]" in flat, argv
+    assert other.run_id in run_cli("train", "list").out
