@@ -84,8 +84,8 @@ def print_summary(
     if load_s is not None:
         wall += f" (+ {load_s:.1f} s model start)"
     console.print(
-        f"[bold]eval {plan.config_name}[/]: {summary.samples} samples, model {plan.model}, "
-        f"n={plan.n}{wall} ([bold]{status}[/])"
+        f"[bold]eval {escape(plan.config_name)}[/]: {summary.samples} samples, model "
+        f"{escape(plan.model)}, n={plan.n}{wall} ([bold]{escape(status)}[/])"
     )
     table = Table(show_header=False, box=None, pad_edge=False)
     table.add_column(style="cyan", no_wrap=True)
@@ -103,16 +103,16 @@ def print_summary(
         f"{rate} ({summary.passed}/{considered}; failed samples count as not passed)",
     )
     for k, v in summary.pass_at_k.items():
-        table.add_row(k, f"{v:.3f} (unbiased, over {summary.pass_at_k_groups} rows)")
+        table.add_row(escape(k), f"{v:.3f} (unbiased, over {summary.pass_at_k_groups} rows)")
     table.add_row(
         "samples",
         f"{summary.success} success, {summary.failed} failed, {summary.skipped} skipped",
     )
     if summary.failures_by_reason:
         reasons = ", ".join(f"{k} {v}" for k, v in summary.failures_by_reason.items())
-        table.add_row("failures", reasons)
+        table.add_row("failures", escape(reasons))
         for reason, example in summary.failure_examples.items():
-            table.add_row(f"  e.g. {reason}", escape(example))
+            table.add_row(f"  e.g. {escape(reason)}", escape(example))
     per = fmt(summary.tokens_per_sample, 1)
     table.add_row(
         "tokens",
@@ -134,7 +134,7 @@ def print_summary(
             f"mean {lat['mean'] / 1000:.2f} s  p50 {lat['p50'] / 1000:.2f} s  "
             f"p95 {lat['p95'] / 1000:.2f} s  max {lat['max'] / 1000:.2f} s",
         )
-    table.add_row("results", f"{plan.run_dir / 'results.jsonl'} (traces in traces/)")
+    table.add_row("results", escape(f"{plan.run_dir / 'results.jsonl'} (traces in traces/)"))
     console.print(table)
 
 
@@ -185,6 +185,8 @@ def report_single(result: EvalResult, json_out: bool) -> None:
 
 
 def report_paired(paired: PairedResult, json_out: bool) -> None:
+    from rich.markup import escape
+
     cand, base, cmp = paired.candidate, paired.baseline, paired.comparison
     if json_out:
         state.emit_json(
@@ -206,12 +208,12 @@ def report_paired(paired: PairedResult, json_out: bool) -> None:
     pct = f"{cmp.confidence * 100:g}%"
     state.console.print(
         f"[bold]compared[/] on {cmp.rows} rows (same rows, n={cand.plan.n}): "
-        f"{cmp.candidate} vs {cmp.baseline}"
+        f"{escape(cmp.candidate)} vs {escape(cmp.baseline)}"
     )
     state.console.print(
         f"  reward  model {fmt(cmp.candidate_mean)}  baseline {fmt(cmp.baseline_mean)}  "
         f"diff {signed(cmp.diff)}  {pct} CI [{signed(cmp.ci_low)}, {signed(cmp.ci_high)}]"
-        f"  -> [bold]{cmp.verdict}[/]"
+        f"  -> [bold]{escape(cmp.verdict)}[/]"
     )
     notes = []
     if cmp.unpaired_rows:
@@ -225,7 +227,7 @@ def report_paired(paired: PairedResult, json_out: bool) -> None:
         f"{cand.plan.run_dir / 'comparison.json'}"
     )
     for note in notes:
-        state.console.print(f"  {note}")
+        state.console.print(f"  {note}", markup=False)
 
 
 class ProgressView:

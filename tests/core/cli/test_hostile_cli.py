@@ -134,6 +134,7 @@ MARKUP = "x[/bold] [link=https://evil.example]click[/link] [red]y"
 def test_markup_in_crafted_run_and_eval_fields_is_shown_as_text(
     run_cli: RunCli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from osmosis_ai.eval._metrics import EvalSummary, RewardStats
     from osmosis_ai.eval._records import EvalRunInfo
 
     monkeypatch.chdir(tmp_path)
@@ -157,6 +158,12 @@ def test_markup_in_crafted_run_and_eval_fields_is_shown_as_text(
         status="completed", work_items=1,
     )
     (folder / "run.json").write_text(info.model_dump_json())
+    summary = EvalSummary(
+        samples=1, success=0, failed=1, skipped=0, pass_threshold=1.0, passed=0, pass_rate=0.0,
+        reward=RewardStats(), pass_at_k={MARKUP: 0.0}, failures_by_reason={MARKUP: 1},
+        failure_examples={MARKUP: MARKUP},
+    )
+    (folder / "summary.json").write_text(summary.model_dump_json())
     for argv in (("train", "list"), ("train", "info", "crafted"), ("eval", "list"),
                  ("eval", "info", "crafted"), ("model", "list")):
         result = run_cli(*argv)
