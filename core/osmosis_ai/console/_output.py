@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -44,12 +45,34 @@ class CliConsole(Console):
     def size(self, new_size: tuple[int, int]) -> None:
         Console.size.fset(self, new_size)  # type: ignore[attr-defined]
 
-    # rich has no public hook on the rendered text; this override only trims line ends.
+    # rich has no public hook on the rendered text; this override makes data's control
+    # characters visible and trims line ends in pipes.
     def _render_buffer(self, buffer: Iterable[Segment]) -> str:
-        text = super()._render_buffer(buffer)
+        text = super()._render_buffer(_visible_segments(buffer))
         if not self._is_pipe():
             return text
         return "\n".join(line.rstrip() for line in text.split("\n"))
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+"""C0 and C1 control characters but tab and newline."""
+
+
+def visible(text: str) -> str:
+    """``text`` with its control characters written out (ESC as ``\\x1b``)."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
+def _visible_segments(buffer: Iterable[Segment]) -> Iterable[Segment]:
+    """Text read from files (a run's status, a trace, an eval summary) may carry terminal
+    escapes: ``ESC ] 0;`` retitles the terminal, ``ESC [2J`` clears it, ``ESC ] 8;;`` plants a
+    link. Segments of text show them as ``\\x1b``; rich's own control segments (cursor moves
+    of live views) pass, and its styles are added after this, so colours stay."""
+    for seg in buffer:
+        if seg.control or not _CONTROL.search(seg.text):
+            yield seg
+        else:
+            yield Segment(visible(seg.text), seg.style)
 
 
 @dataclass

@@ -99,3 +99,17 @@ def test_console_wraps_for_a_terminal_but_not_for_a_pipe(
         assert terminal.size.width == 80
         assert pipe.size.width > 300
     assert (tmp_path / "log").read_text().splitlines()[0] == "x" * 300
+
+
+def test_control_characters_in_printed_data_are_shown_not_sent() -> None:
+    """A crafted status or trace must not drive the terminal (retitle, clear, plant a link);
+    the console's own styling still reaches a terminal."""
+    import io
+
+    out = io.StringIO()
+    con = CliConsole(file=out, force_terminal=True, width=120, highlight=False)
+    con.print("[bold]run[/] r\x1b[2J\x1b]0;pwned\x07 \r\x9b")  # rich drops BEL and CR
+    text = out.getvalue()
+    assert "\\x1b[2J" in text and "\\x1b]0;pwned" in text and "\\x9b" in text
+    assert "\x1b[1m" in text  # rich's bold: its own escape, kept
+    assert "\x1b[2J" not in text and "\x1b]0;" not in text and "\r" not in text
