@@ -51,6 +51,7 @@ __all__ = [
     "open_append",
     "open_file",
     "open_regular",
+    "planted_entries",
     "read_bytes",
     "read_json",
     "read_json_object",
@@ -201,6 +202,33 @@ def open_append(path: Path) -> int:
         os.close(fd)
         raise
     return fd  # O_NONBLOCK stays: it changes nothing for a regular file
+
+
+def planted_entries(folder: Path, *, skip: tuple[str, ...] = (), limit: int = 5) -> list[str]:
+    """Links and special files (FIFOs, sockets, devices) under ``folder``, as paths relative
+    to it (at most ``limit``; the contents of its children named in ``skip`` not walked).
+
+    For a run or eval folder about to be written into again (a resume): a link there would be
+    written through, a FIFO would block the writer. Osmosis itself writes only plain files
+    and folders there.
+    """
+    root = Path(folder)
+    found: list[str] = []
+    for here_name, dirs, files in os.walk(root, followlinks=False):
+        here = Path(here_name)
+        names = sorted(dirs) + sorted(files)
+        if here == root:
+            dirs[:] = [d for d in dirs if d not in skip]
+        for name in names:
+            try:
+                mode = (here / name).lstat().st_mode
+            except FileNotFoundError:  # removed while walking
+                continue
+            if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+                found.append((here / name).relative_to(root).as_posix())
+                if len(found) >= limit:
+                    return found
+    return found
 
 
 STREAM_MAX_BYTES = 1 << 50

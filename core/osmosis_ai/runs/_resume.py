@@ -12,22 +12,20 @@ therefore trusts only what the user controls:
 - the secrets handed to the worker are the values the user's file holds, for the names it
   holds, never values looked up for names the snapshot lists;
 - the folder the worker will write into holds only plain files and folders: no link to be
-  written through, no FIFO to block on (:func:`planted_entries`).
+  written through, no FIFO to block on (:func:`~osmosis_ai.safe_io.planted_entries`).
 
 What the folder still decides: the checkpoint to continue from, and its own step counters.
 """
 
 from __future__ import annotations
 
-import os
-import stat
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from osmosis_ai.config import redact_config, secret_values
 from osmosis_ai.errors import ConfigError, UnreadableFileError
-from osmosis_ai.safe_io import read_toml
+from osmosis_ai.safe_io import planted_entries, read_toml
 
 __all__ = ["confined_path_errors", "resume_secrets"]
 
@@ -157,33 +155,8 @@ _NOT_WALKED = ("artifacts", "code")
 files, and the pinned code (checked file by file against its commit when loaded)."""
 
 
-def planted_entries(run_path: Path, *, limit: int = 5) -> list[str]:
-    """Links and special files (FIFOs, sockets, devices) in a run folder, as paths relative to
-    it (at most ``limit``). The worker a resume starts writes into this folder (its log,
-    metrics, failures, checkpoints, held-out results); a link among them would be written
-    through, a FIFO would block it. Osmosis itself writes only plain files and folders there.
-    """
-    root = Path(run_path)
-    found: list[str] = []
-    for folder, dirs, files in os.walk(root, followlinks=False):
-        here = Path(folder)
-        names = sorted(dirs) + sorted(files)
-        if here == root:
-            dirs[:] = [d for d in dirs if d not in _NOT_WALKED]
-        for name in names:
-            try:
-                mode = (here / name).lstat().st_mode
-            except FileNotFoundError:  # removed while walking
-                continue
-            if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
-                found.append((here / name).relative_to(root).as_posix())
-                if len(found) >= limit:
-                    return found
-    return found
-
-
 def _check_plain(run: Any) -> None:
-    planted = planted_entries(Path(run.path))
+    planted = planted_entries(Path(run.path), skip=_NOT_WALKED)
     if planted:
         raise ConfigError(
             f"run {run.run_id}: its folder {run.path} holds {', '.join(planted)}, a link or "
@@ -204,7 +177,7 @@ def resume_secrets(run: Any, status: Mapping[str, Any], workspace: Path) -> dict
 
     Raises:
         ConfigError: the folder names no or another workspace, or holds a link or special
-            file (:func:`planted_entries`); the config it was submitted
+            file (:func:`~osmosis_ai.safe_io.planted_entries`); the config it was submitted
             with is gone, outside the workspace or differs from the snapshot (naming the first
             differing field); a path leaves the workspace; a ``[secrets].required`` name is
             not set. Each says how to go on.

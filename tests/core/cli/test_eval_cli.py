@@ -345,3 +345,27 @@ def test_ctrl_c_stops_cleanly_keeps_rows_and_says_how_to_resume(
     assert "(interrupted)" in stdout
     assert len(results.read_text().splitlines()) == 2
     assert json.loads((out / "run.json").read_text())["status"] == "interrupted"
+
+
+def test_an_eval_folder_holding_a_link_is_refused_before_it_is_written_into(
+    run_cli: RunCli, tmp_path: Path, tiny_model: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A copied or crafted eval folder: resuming it wrote run.json through the link planted
+    at its temporary name (a file of the user's, overwritten)."""
+    _create(run_cli, tmp_path, "single-call")
+    monkeypatch.chdir(tmp_path)
+    config = "configs/eval/calc.toml"
+    folder = tmp_path / ".osmosis" / "evals" / "calc-20260101-000000"
+    res = run_cli("eval", "run", config, "--limit", "1", "--model", str(tiny_model),
+                  "--output", folder)
+    assert res.code == 0, res.err
+    outside = tmp_path / "dotfile"
+    outside.write_text("kept\n")
+    (folder / "run.json.tmp").symlink_to(outside)
+    for extra in (("--resume",), ("--output", folder, "--resume"),
+                  ("--name", folder.name, "--resume")):
+        res = run_cli("eval", "run", config, *extra)
+        assert res.code == 1, (extra, res.out)
+        assert "holds run.json.tmp, a link or special file" in res.err, extra
+        assert "Traceback" not in res.err
+    assert outside.read_text() == "kept\n"

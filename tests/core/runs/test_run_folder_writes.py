@@ -13,8 +13,9 @@ import pytest
 from osmosis_ai.cli import main
 from osmosis_ai.errors import ConfigError, UnreadableFileError
 from osmosis_ai.runs import RunDir, create_run_dir, find_run, list_runs, resume_secrets
-from osmosis_ai.runs._resume import planted_entries
+from osmosis_ai.runs._resume import _NOT_WALKED
 from osmosis_ai.runs._store import _write_atomic
+from osmosis_ai.safe_io import planted_entries
 
 CONFIG = """[experiment]
 rollout = "r"
@@ -112,16 +113,16 @@ def test_planted_entries_names_links_and_fifos_but_not_the_rollouts_own_files(
     tmp_path: Path,
 ) -> None:
     run = create_run_dir(tmp_path / "runs", "r")
-    assert planted_entries(run.path) == []
+    assert planted_entries(run.path, skip=_NOT_WALKED) == []
     (run.artifacts / "rollout-1").mkdir(parents=True)
     (run.artifacts / "rollout-1" / "latest").symlink_to(tmp_path)  # the rollout's own
     (run.path / "code").mkdir()
     (run.path / "code" / "link.py").symlink_to("main.py")  # checked against its commit
-    assert planted_entries(run.path) == []
+    assert planted_entries(run.path, skip=_NOT_WALKED) == []
     (run.path / "metrics.jsonl").symlink_to(_outside(tmp_path))
     (run.checkpoints / "step_000001").mkdir(parents=True)
     os.mkfifo(run.checkpoints / "step_000001" / "checkpoint.json")
-    assert planted_entries(run.path) == [
+    assert planted_entries(run.path, skip=_NOT_WALKED) == [
         "metrics.jsonl", "checkpoints/step_000001/checkpoint.json"
     ]
 
