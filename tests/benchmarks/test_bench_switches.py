@@ -60,6 +60,20 @@ def test_models_load_with_transformers_default_attention(tiny_dir: Path) -> None
     assert load_model(str(tiny_dir)).model.config._attn_implementation == "sdpa"
 
 
+def test_decode_attention_switch_keeps_the_engine_on_sdpa(
+    tiny_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import osmosis_trainer.engines._hf as hf
+
+    monkeypatch.setattr(hf, "use_decode_attention", hf.use_decode_attention)
+    loaded = load_model(str(tiny_dir))
+    engine = HFEngine(loaded, device="cpu", seed=0)
+    assert engine.model.config._attn_implementation != "sdpa"  # the default switches its copy
+    bench_trainer._switch_off("decode_attention")
+    engine = HFEngine(loaded, device="cpu", seed=0)
+    assert engine.model.config._attn_implementation == "sdpa"
+
+
 def test_unknown_switch_is_refused() -> None:
     with pytest.raises(ValueError, match="unknown speed path"):
         bench_trainer._switch_off("nope")

@@ -74,10 +74,11 @@ class CausalLM(Protocol):
         attention_mask: torch.Tensor,
         position_ids: torch.Tensor,
         use_cache: bool,
-        logits_to_keep: int,
+        logits_to_keep: int | torch.Tensor,
         **kv: KVCache,
     ) -> CausalLMOutput:
-        """Logits of the last ``logits_to_keep`` positions; the cache (``_kv.cache_kwargs``:
+        """Logits of the last ``logits_to_keep`` positions (or of those a 1-D index tensor
+        names); the cache (``_kv.cache_kwargs``:
         ``cache`` or ``past_key_values`` by transformers version) is extended in place."""
         ...
 
