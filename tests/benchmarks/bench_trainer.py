@@ -71,6 +71,11 @@ class Case:
     warmup: int = 2
     embedded: bool = False
     """The embedded SmolLM2-135M-Instruct (real weights) instead of a random model."""
+    full_length: bool = False
+    """Every completion runs to ``new_tokens`` (ours: the engine is told of no EOS id; TRL:
+    ``min_new_tokens``), so each row does the same work per step. Otherwise when the sampled
+    rows happen to end decides it: the same seeds sample differently under another attention
+    or precision (one sitting: 1399 against 1609 tokens per step for the same code path)."""
 
     def describe(self) -> str:
         model = (
@@ -78,8 +83,9 @@ class Case:
             if self.embedded
             else f"Qwen2 hidden {self.hidden}, {self.layers} layers, random init"
         )
+        up_to = "" if self.full_length else "up to "
         return (
-            f"{model}; {PROMPTS} prompts x {GROUP} samples x up to {self.new_tokens} new tokens; "
+            f"{model}; {PROMPTS} prompts x {GROUP} samples x {up_to}{self.new_tokens} new tokens; "
             f"{self.device}; {self.warmup} warm-up + {self.measured} timed steps per run"
         )
 
@@ -115,6 +121,10 @@ class Setup:
     """TRL: completions per forward/backward (``per_device_train_batch_size``, with
     ``gradient_accumulation_steps`` making up the 32 of a step); 0: TRL's default, all 32 in
     one forward/backward."""
+
+
+NO_EOS = 10**9
+"""A token id no model samples: with it as the only EOS id, a row ends on its budget."""
 
 
 def _no_merge(*_: Any) -> str:
@@ -239,6 +249,10 @@ def run_ours(case: Case, model: str, root: Path, setup: Setup) -> Result:
         _trainer_phases.install(prof)
     torch.set_num_threads(setup.threads)
     _switch_off(setup.without)
+    if case.full_length:
+        import osmosis_trainer.engines._hf as hf
+
+        setattr(hf, "_eos_ids", lambda *_: [NO_EOS])  # noqa: B010
     eos = int(load_model(model).tokenizer.eos_token_id)
     ws = Path(tempfile.mkdtemp(dir=root))
     config_file = make_workspace(
@@ -398,6 +412,7 @@ def run_trl(case: Case, model: str, root: Path, setup: Setup) -> Result:
         disable_tqdm=True,
         dataloader_num_workers=0,
         seed=0,
+        generation_kwargs={"min_new_tokens": case.new_tokens} if case.full_length else None,
     )
     trainer = GRPOTrainer(
         model=trl_model,

@@ -137,7 +137,7 @@ def _row_keys() -> list[str]:
 
 def _case() -> Case:
     steps = max(1, int(os.environ.get("OSMOSIS_BENCH_STEPS", "3")))
-    return Case("real", new_tokens=64, measured=steps, warmup=1, embedded=True)
+    return Case("real", new_tokens=64, measured=steps, warmup=1, embedded=True, full_length=True)
 
 
 def _command(keys: list[str], rounds: int, case: Case) -> str:
@@ -212,8 +212,15 @@ def _table(rows: list[_Row], case: Case) -> str:
         )
     lines += [
         "",
-        f"{PROMPTS} prompts x {GROUP} samples x up to {case.new_tokens} new tokens per step, "
-        f"{case.warmup} warm-up + {case.measured} timed steps per run (a run's step time is the "
+        f"{PROMPTS} prompts x {GROUP} samples x "
+        + (
+            f"{case.new_tokens} new tokens per step (every completion runs to this budget: "
+            "ours' engine is told of no EOS id, TRL generates with `min_new_tokens`; so every "
+            "row does the same work, whatever its samples), "
+            if case.full_length
+            else f"up to {case.new_tokens} new tokens per step, "
+        )
+        + f"{case.warmup} warm-up + {case.measured} timed steps per run (a run's step time is the "
         "median of its timed steps); peak RSS is the run's whole process (`ru_maxrss`); CPU "
         "seconds are all threads' per timed step.",
     ]

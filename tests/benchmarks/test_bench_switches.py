@@ -55,8 +55,9 @@ async def test_peft_merge_switch_merges_with_peft_into_the_engines_own_weights(
 
 
 def test_models_load_with_transformers_default_attention(tiny_dir: Path) -> None:
-    """No attention of our own: on CPU the model keeps transformers' default (SDPA), which our
-    plain-matmul attention did not beat by 10 % on the real model (BENCHMARKS.md)."""
+    """No attention of our own: the trained model keeps transformers' default (SDPA), which our
+    plain-matmul attention did not beat by 10 % on the real model (BENCHMARKS.md); only the
+    engine's own copy picks transformers' eager function for decoding steps (``_attention``)."""
     assert load_model(str(tiny_dir)).model.config._attn_implementation == "sdpa"
 
 

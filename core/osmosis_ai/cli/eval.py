@@ -134,6 +134,7 @@ def run_command(
     """Run the rollout over the dataset; write per-sample results and traces; print a summary."""
     from osmosis_ai.cli._secrets_file import apply_secrets_file
     from osmosis_ai.eval import EvalOptions, baseline_for
+    from osmosis_ai.eval._run import check_run_folder
 
     models = _checked_models(config, model, baseline)
     concurrency = _concurrency(concurrency, max_in_flight)
@@ -148,39 +149,11 @@ def run_command(
     )
     base_model = baseline_for(config, options) if baseline else dict(enumerate(models)).get(1)
     args = _child_args(options, models, baseline)
-    _refuse_planted(config, options)
+    check_run_folder(config, options)  # before a submit hands the run to a child process
     if ctx.info_name == "submit":
         _submit(config, options, args, json_out)
     else:
         _run_and_report(config, options, base_model, json_out, args, verbose=verbose)
-
-
-def _refuse_planted(config: Path, options: EvalOptions) -> None:
-    """An eval folder written into again (``--output``, ``--name``, ``--resume``) may be copied
-    or crafted: a link there (``run.json.tmp`` to a file of yours) would be written through and
-    a FIFO would block. Refused before anything runs, naming what to remove."""
-    from osmosis_ai.config import load_eval_config
-    from osmosis_ai.safe_io import planted_entries
-
-    root = Path(load_eval_config(config).workspace_root) / ".osmosis" / "evals"
-    if options.output is not None:
-        folders = [options.output]
-    elif options.name is not None:
-        folders = [root / options.name]
-    elif options.resume:  # the folder --resume picks: the latest run of this config
-        folders = sorted(p for p in root.glob(f"{config.stem}-*") if (p / "run.json").is_file())
-        folders = folders[-1:]
-    else:
-        return
-    for folder in folders:
-        planted = planted_entries(folder, skip=("artifacts",)) if folder.is_dir() else []
-        if planted:
-            raise ConfigError(
-                f"eval folder {folder} holds {', '.join(planted)}, a link or special file "
-                "(FIFO, socket, device); the eval would write through it. Osmosis writes only "
-                "plain files and folders there: remove them (a crafted or altered folder), or "
-                "run into a new folder"
-            )
 
 
 def _concurrency(concurrency: int | None, max_in_flight: int | None) -> int | None:

@@ -314,17 +314,50 @@ def check_run_name(options: EvalOptions) -> None:
         )
 
 
+def check_run_folder(config_path: str | Path, options: EvalOptions) -> None:
+    """Refuse, before anything runs or is submitted, the options' run folder when it exists and
+    holds a link or special file (see :func:`_refuse_planted`)."""
+    from osmosis_ai.config import load_eval_config
+
+    path = Path(config_path)
+    workspace = Path(load_eval_config(path).workspace_root)
+    _refuse_planted(_pick_run_dir(workspace, path.stem, options)[0])
+
+
+def _refuse_planted(run_dir: Path) -> None:
+    """An eval folder written into again (``--output``, ``--name``, ``--resume``) may be copied
+    or crafted: a link there (``run.json.tmp`` to a file of yours) would be written through and
+    a FIFO would block. Refused naming what to remove."""
+    from osmosis_ai.safe_io import planted_entries
+
+    planted = planted_entries(run_dir, skip=("artifacts",)) if run_dir.is_dir() else []
+    if planted:
+        raise ConfigError(
+            f"eval folder {run_dir} holds {', '.join(planted)}, a link or special file "
+            "(FIFO, socket, device); the eval would write through it. Osmosis writes only "
+            "plain files and folders there: remove them (a crafted or altered folder), or "
+            "run into a new folder"
+        )
+
+
 def _run_dir(workspace: Path, name: str, options: EvalOptions) -> tuple[Path, bool]:
-    """The run folder and whether the run continues an earlier one."""
+    """The run folder (checked for planted entries) and whether the run continues an earlier
+    one; ``--fresh`` empties a named one."""
+    run_dir, resume = _pick_run_dir(workspace, name, options)
+    _refuse_planted(run_dir)
+    if options.name is not None and options.fresh and (run_dir / "run.json").is_file():
+        _discard_run(run_dir)
+        resume = options.resume
+    return run_dir, resume
+
+
+def _pick_run_dir(workspace: Path, name: str, options: EvalOptions) -> tuple[Path, bool]:
+    """The run folder and whether the run continues an earlier one (nothing written)."""
     root = workspace / ".osmosis" / "evals"
     if options.name is not None:
         check_run_name(options)
         run_dir = root / options.name
-        exists = (run_dir / "run.json").is_file()
-        if exists and options.fresh:
-            _discard_run(run_dir)
-            exists = False
-        return run_dir, exists or options.resume
+        return run_dir, (run_dir / "run.json").is_file() or options.resume
     if options.fresh:
         raise ConfigError("--fresh starts a named run over: use it with --name NAME")
     if options.output is not None:

@@ -237,6 +237,33 @@ async def test_a_used_output_folder_needs_resume(workspace: Path) -> None:
         )
 
 
+async def test_a_run_folder_holding_a_link_is_refused_by_the_library_too(workspace: Path) -> None:
+    """``run_eval`` (not only the CLI) refuses a resumed folder with a planted link, and
+    ``--fresh`` does not empty a named folder before refusing it."""
+    out = workspace / "out"
+    await _interrupted_run(workspace, out, after=2)
+    mine = workspace / "mine.txt"
+    mine.write_text("kept\n")
+    (out / "run.json.tmp").symlink_to(mine)
+    for opts in (EvalOptions(resume=True, output=out), EvalOptions(output=out)):
+        with pytest.raises(ConfigError, match=r"holds run.json.tmp, a link or special file"):
+            await run_eval(
+                workspace / "configs/eval/calc.toml", opts,
+                endpoint_factory=fake_server_factory(_answer),
+            )
+    named = workspace / ".osmosis" / "evals" / "named"
+    named.mkdir(parents=True)
+    (named / "run.json").write_text("{}")
+    (named / "results.jsonl").symlink_to(mine)
+    with pytest.raises(ConfigError, match=r"holds results.jsonl"):
+        await run_eval(
+            workspace / "configs/eval/calc.toml", EvalOptions(name="named", fresh=True),
+            endpoint_factory=fake_server_factory(_answer),
+        )
+    assert (named / "run.json").exists() and (named / "results.jsonl").is_symlink()
+    assert mine.read_text() == "kept\n"
+
+
 async def test_missing_secrets_stop_a_hosted_model_before_running(
     workspace: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
