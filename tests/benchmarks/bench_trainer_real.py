@@ -85,9 +85,9 @@ ROWS: dict[str, Setup] = {
         "osmosis, libgomp's default OpenMP waits (the worker's bounded spin not set)",
         without="openmp",
     ),
-    "decode_attention": Setup(
-        "osmosis, the engine on transformers' SDPA for decoding steps too",
-        without="decode_attention",
+    "small_attention": Setup(
+        "osmosis, transformers' SDPA for every attention call (engine and update)",
+        without="small_attention",
     ),
     "noshare": Setup(
         "osmosis, every sequence whole and padded (transformers' forward; "
@@ -106,9 +106,9 @@ PATHS: dict[str, tuple[str, bool]] = {
     "merge": ("merged adapters (against peft's unmerged layers)", False),
     # Spinning trades CPU time for wall time by design: judged on wall, its CPU shows in the row.
     "openmp": ("the worker's OpenMP waits (against libgomp's defaults)", True),
-    "decode_attention": (
-        "the engine's eager attention for one-token decoding steps (against transformers' "
-        "SDPA)",
+    "small_attention": (
+        "eager attention where the score matrix is small: decoding steps, packed training "
+        "rows (against transformers' SDPA)",
         False,
     ),
     "noshare": (
@@ -119,7 +119,7 @@ PATHS: dict[str, tuple[str, bool]] = {
 }
 """Rows that switch one path off: the section writes whether the path pays (>= 10 % of the
 step's wall time, and of its CPU time unless it only overlaps work, paired by round)."""
-DEFAULT_ROWS = ("ours", "decode_attention", "noshare", "trl_defaults", "trl_bf16", "trl_fp32")
+DEFAULT_ROWS = ("ours", "small_attention", "noshare", "trl_defaults", "trl_bf16", "trl_fp32")
 """The rows run when ``OSMOSIS_BENCH_ROWS`` is unset."""
 _DEFAULTS_KEY = "trl_defaults"
 

@@ -57,22 +57,25 @@ async def test_peft_merge_switch_merges_with_peft_into_the_engines_own_weights(
 def test_models_load_with_transformers_default_attention(tiny_dir: Path) -> None:
     """No attention of our own: the trained model keeps transformers' default (SDPA), which our
     plain-matmul attention did not beat by 10 % on the real model (BENCHMARKS.md); only the
-    engine's own copy picks transformers' eager function for decoding steps (``_attention``)."""
+    models osmosis owns on CPU (the engine's copy, the job's model) then pick transformers'
+    eager function where the score matrix is small (``_attention``)."""
     assert load_model(str(tiny_dir)).model.config._attn_implementation == "sdpa"
 
 
-def test_decode_attention_switch_keeps_the_engine_on_sdpa(
+def test_small_attention_switch_keeps_engine_and_trained_model_on_sdpa(
     tiny_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import osmosis_trainer.engines._hf as hf
+    from osmosis_trainer.engines import _attention
 
-    monkeypatch.setattr(hf, "use_decode_attention", hf.use_decode_attention)
+    monkeypatch.setattr(_attention, "use_small_attention", _attention.use_small_attention)
     loaded = load_model(str(tiny_dir))
     engine = HFEngine(loaded, device="cpu", seed=0)
     assert engine.model.config._attn_implementation != "sdpa"  # the default switches its copy
-    bench_trainer._switch_off("decode_attention")
+    bench_trainer._switch_off("small_attention")
     engine = HFEngine(loaded, device="cpu", seed=0)
     assert engine.model.config._attn_implementation == "sdpa"
+    assert not _attention.use_small_attention(loaded.model)  # the job's call, too
+    assert loaded.model.config._attn_implementation == "sdpa"
 
 
 def test_unknown_switch_is_refused() -> None:

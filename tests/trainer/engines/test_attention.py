@@ -1,4 +1,5 @@
-"""The HF engine's CPU attention: the model's eager function for one-token steps, SDPA else."""
+"""CPU attention for the models osmosis owns: the model's eager function where the score
+matrix is small, its SDPA else."""
 
 from __future__ import annotations
 
@@ -12,10 +13,12 @@ torch = pytest.importorskip("torch")
 
 from osmosis_ai.serving import GenerationRequest  # noqa: E402
 from osmosis_trainer._kv import cache_kwargs  # noqa: E402
-from osmosis_trainer.engines import HFEngine  # noqa: E402
+from osmosis_trainer.engines import HFEngine, _attention  # noqa: E402
 from osmosis_trainer.engines._attention import (  # noqa: E402
-    DECODE_ATTENTION,
-    use_decode_attention,
+    EAGER_MAX_SCORES,
+    SMALL_ATTENTION,
+    eager_fits,
+    use_small_attention,
 )
 from tests.trainer.engines._gate import EngineGate  # noqa: E402
 
@@ -30,11 +33,21 @@ def _spy(monkeypatch: pytest.MonkeyPatch, owner: Any, name: str, seen: list[int]
     monkeypatch.setattr(owner, name, recording)
 
 
-async def test_decoding_steps_run_eager_and_prefill_runs_sdpa(
-    tiny_loaded: Any, monkeypatch: pytest.MonkeyPatch
+def test_eager_only_where_the_score_matrix_is_small() -> None:
+    assert eager_fits(512, 32, 1, 100_000)  # a decoding step, at any size
+    assert eager_fits(2, 9, 256, 256)  # two packed training rows of SmolLM2-135M
+    assert eager_fits(1, 1, 2, EAGER_MAX_SCORES // 2)
+    assert not eager_fits(1, 1, 2, EAGER_MAX_SCORES // 2 + 1)
+    assert not eager_fits(1, 9, 2048, 2048)  # a long prompt's prefill
+
+
+@pytest.mark.parametrize("bound", [EAGER_MAX_SCORES, 0])
+async def test_the_engine_runs_eager_for_small_calls_and_sdpa_above_the_bound(
+    tiny_loaded: Any, monkeypatch: pytest.MonkeyPatch, bound: int
 ) -> None:
     import transformers.integrations.sdpa_attention as sdpa_module
 
+    monkeypatch.setattr(_attention, "EAGER_MAX_SCORES", bound)
     modeling = sys.modules[type(tiny_loaded.model).__module__]
     eager_q: list[int] = []
     sdpa_q: list[int] = []
@@ -53,8 +66,11 @@ async def test_decoding_steps_run_eager_and_prefill_runs_sdpa(
     finally:
         await engine.close()
     layers = tiny_loaded.model.config.num_hidden_layers
-    assert eager_q and set(eager_q) == {1} and len(eager_q) % layers == 0
-    assert sdpa_q and min(sdpa_q) > 1
+    assert 1 in eager_q and len(eager_q) % layers == 0
+    if bound:  # short prompts: prefill is eager too
+        assert not sdpa_q and max(eager_q) > 1
+    else:  # only one-token steps are eager at any size
+        assert set(eager_q) == {1} and sdpa_q and min(sdpa_q) > 1
     # The engine switched its own copy: the caller's model still runs SDPA.
     assert tiny_loaded.model.config._attn_implementation == "sdpa"
 
@@ -63,24 +79,28 @@ def test_only_an_sdpa_model_is_switched(tiny_loaded: Any) -> None:
     import copy
 
     model = copy.deepcopy(tiny_loaded.model)
-    assert use_decode_attention(model)
-    assert model.config._attn_implementation == DECODE_ATTENTION
-    assert not use_decode_attention(model)  # already switched
+    assert use_small_attention(model)
+    assert model.config._attn_implementation == SMALL_ATTENTION
+    assert not use_small_attention(model)  # already switched
     model.set_attn_implementation("eager")  # a user's own choice stays
-    assert not use_decode_attention(model)
+    assert not use_small_attention(model)
     assert model.config._attn_implementation == "eager"
 
 
-def test_switched_logits_equal_sdpa_on_a_padded_batch(tiny_loaded: Any) -> None:
-    """Prefill (left-padded, SDPA over eager's additive mask) and one decoding step (eager)
-    give the logits transformers' own SDPA gives."""
+@pytest.mark.parametrize("bound", [EAGER_MAX_SCORES, 0])
+def test_switched_logits_equal_sdpa_on_a_padded_batch(
+    tiny_loaded: Any, monkeypatch: pytest.MonkeyPatch, bound: int
+) -> None:
+    """Prefill (left-padded, over eager's additive mask) and one decoding step give the
+    logits transformers' own SDPA gives, whichever function the size picks for prefill."""
     import copy
 
     from transformers import DynamicCache
 
+    monkeypatch.setattr(_attention, "EAGER_MAX_SCORES", bound)
     plain = tiny_loaded.model.eval()
     switched = copy.deepcopy(plain)
-    assert use_decode_attention(switched)
+    assert use_small_attention(switched)
     ids = torch.tensor([[0, 0, 5, 6, 7], [8, 9, 10, 11, 12]])
     mask = torch.tensor([[0, 0, 1, 1, 1], [1, 1, 1, 1, 1]])
     step = torch.tensor([[13], [14]])

@@ -1,11 +1,15 @@
-"""The HF engine's attention on CPU: transformers' eager attention for one-token decoding
-steps, transformers' SDPA for every longer query.
+"""Attention on CPU for the models we own: transformers' eager attention where the score
+matrix is small (one-token decoding steps, packed training rows, short prompts), transformers'
+SDPA for every larger one.
 
-torch's CPU SDPA kernel (flash) is slow for a single query row: decoding 32 rows x 64 tokens
-of the embedded SmolLM2-135M in bf16 spent a third of its time in it, and ran 1.39x faster
-with eager's two matmuls for those steps (the ``decode_attention`` row of BENCHMARKS.md's
-``trainer_real`` judges it on the whole training step). Prefill keeps SDPA: eager materialises
-every ``[heads, T, T]`` score matrix, gigabytes for a long prompt.
+torch's CPU SDPA kernel (flash) is slow on small problems: decoding 32 rows x 64 tokens of the
+embedded SmolLM2-135M in bf16 spent a third of its time in it, and ran 1.39x faster with
+eager's two matmuls for those steps; a training micro-batch of two packed 230-token rows
+(forward and backward, bf16, LoRA) took 1.15 s against SDPA's 1.38 s. Above
+:data:`EAGER_MAX_SCORES` score elements per call SDPA stays: eager materialises (and, in
+training, keeps for the backward) every ``[heads, T, T]`` score matrix, gigabytes for a long
+prompt. The ``small_attention`` row of BENCHMARKS.md's ``trainer_real`` judges the rule on
+the whole training step.
 
 Both functions are the model's own; this module only picks one per call, through
 transformers' documented ``AttentionInterface``. The mask is eager's additive float mask
@@ -19,10 +23,20 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["DECODE_ATTENTION", "use_decode_attention"]
+__all__ = ["EAGER_MAX_SCORES", "SMALL_ATTENTION", "eager_fits", "use_small_attention"]
 
-DECODE_ATTENTION = "osmosis_eager_decode"
+SMALL_ATTENTION = "osmosis_eager_small"
 """The attention implementation name registered with transformers."""
+
+EAGER_MAX_SCORES = 1 << 21
+"""Most score elements (batch x heads x queries x keys) one call computes eagerly: 8 MB in
+fp32 per layer, about 0.4 GB over a 30-layer backward. Two packed 256-token rows of
+SmolLM2-135M (9 heads) are 1.2 M; a one-token decoding step is eager at any size."""
+
+
+def eager_fits(batch: int, heads: int, queries: int, keys: int) -> bool:
+    """Whether a call of this shape runs eagerly (else SDPA)."""
+    return queries == 1 or batch * heads * queries * keys <= EAGER_MAX_SCORES
 
 
 def _eager_of(module: object) -> Callable[..., Any] | None:
@@ -32,7 +46,7 @@ def _eager_of(module: object) -> Callable[..., Any] | None:
     return found if callable(found) else None
 
 
-def _eager_decode_else_sdpa(
+def _eager_when_small(
     module: Any,
     query: Any,
     key: Any,
@@ -42,8 +56,9 @@ def _eager_decode_else_sdpa(
 ) -> tuple[Any, Any]:
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
-    eager = _eager_of(module) if query.shape[2] == 1 else None  # query: [B, heads, T, D]
-    attend = eager or sdpa_attention_forward
+    batch, heads, queries, _ = query.shape  # [B, heads, T, D]
+    small = eager_fits(batch, heads, queries, key.shape[2])
+    attend = (_eager_of(module) if small else None) or sdpa_attention_forward
     out: tuple[Any, Any] = attend(module, query, key, value, attention_mask, **kwargs)
     return out
 
@@ -53,12 +68,13 @@ def _register() -> None:
     from transformers import AttentionInterface
     from transformers.masking_utils import AttentionMaskInterface, eager_mask
 
-    AttentionInterface.register(DECODE_ATTENTION, _eager_decode_else_sdpa)
-    AttentionMaskInterface.register(DECODE_ATTENTION, eager_mask)
+    AttentionInterface.register(SMALL_ATTENTION, _eager_when_small)
+    AttentionMaskInterface.register(SMALL_ATTENTION, eager_mask)
 
 
-def use_decode_attention(model: Any) -> bool:
-    """Switch ``model`` (a CPU model the engine owns) from SDPA to :data:`DECODE_ATTENTION`.
+def use_small_attention(model: Any) -> bool:
+    """Switch ``model`` (a CPU model osmosis owns: the engine's copy, the job's trained
+    model) from SDPA to :data:`SMALL_ATTENTION`.
 
     Only a model on transformers' SDPA whose modeling file has an eager function is switched
     (another implementation was the user's choice). Returns whether it was.
@@ -69,5 +85,5 @@ def use_decode_attention(model: Any) -> bool:
     if getattr(config, "_attn_implementation", None) != "sdpa" or _eager_of(base) is None:
         return False
     _register()
-    base.set_attn_implementation(DECODE_ATTENTION)
+    base.set_attn_implementation(SMALL_ATTENTION)
     return True

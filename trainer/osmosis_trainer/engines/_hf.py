@@ -29,7 +29,7 @@ from osmosis_ai.serving import (
     GenerationRequest,
     GenerationResult,
 )
-from osmosis_trainer.engines._attention import use_decode_attention
+from osmosis_trainer.engines import _attention
 from osmosis_trainer.engines._chat_template import ChatRenderer
 from osmosis_trainer.engines._hf_adapter import (
     AdapterLoadFailed,
@@ -167,7 +167,7 @@ class HFEngine:
             module.to(self.device)
         module.eval()
         if self.device == "cpu" and (copy_model or not given):  # never the caller's own model
-            use_decode_attention(model)
+            _attention.use_small_attention(model)
         self.name = "hf"
         self.model_name = loaded.name
         self.tokenizer: ChatTokenizer = loaded.tokenizer
