@@ -25,12 +25,14 @@ PATH: REASON". Listings catch it per file, so one bad run or eval never hides th
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
 import re
 import stat
 import tomllib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from itertools import accumulate
 from pathlib import Path
@@ -48,6 +50,7 @@ __all__ = [
     "JsonLines",
     "UnreadableFileError",
     "loads_json",
+    "locked",
     "open_append",
     "open_file",
     "open_regular",
@@ -202,6 +205,30 @@ def open_append(path: Path) -> int:
         os.close(fd)
         raise
     return fd  # O_NONBLOCK stays: it changes nothing for a regular file
+
+
+@contextlib.contextmanager
+def locked(lock_path: Path) -> Iterator[None]:
+    """An exclusive advisory lock on ``lock_path`` (POSIX); elsewhere the atomic rename alone.
+
+    Raises:
+        UnreadableFileError: the lock file is a link, a FIFO or another non-regular file (a
+            crafted folder; a FIFO would block the open forever).
+    """
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows
+        yield
+        return
+    fd = open_append(lock_path)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
 
 
 def planted_entries(folder: Path, *, skip: tuple[str, ...] = (), limit: int = 5) -> list[str]:

@@ -239,3 +239,20 @@ def test_the_cached_embedded_model_equals_the_gguf_load(
         a = direct.model(ids).logits
         b = cached.model(ids).logits
     assert torch.equal(a, b)
+
+
+def test_a_planted_lock_file_is_refused_not_waited_on(tmp_path: Path, source: Path) -> None:
+    """The lock is opened as every run file is (``safe_io.locked``): a FIFO planted in its
+    place would block a plain open forever, a link would be written through."""
+    from osmosis_ai.errors import UnreadableFileError
+
+    log = tmp_path / "log"
+    root = tmp_path / "cache"
+    folder = gguf_cache.cached_conversion(source, _write_build(log), root=root)
+    gguf_cache.discard(folder)
+    lock = folder.parent / f"{folder.name}.lock"
+    lock.unlink()
+    os.mkfifo(lock)
+    with pytest.raises(UnreadableFileError, match="FIFO"):
+        gguf_cache.cached_conversion(source, _write_build(log), root=root)
+    assert _builds(log) == 1

@@ -33,11 +33,11 @@ import os
 import shutil
 import stat
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 from osmosis_ai.errors import OsmosisError, UnreadableFileError
-from osmosis_ai.safe_io import read_json, read_json_object
+from osmosis_ai.safe_io import locked, read_json, read_json_object
 
 __all__ = [
     "UnsafeCacheError",
@@ -180,21 +180,6 @@ def _private_dirs(root: Path, base: Path) -> None:
         check_private(folder)
 
 
-@contextlib.contextmanager
-def _locked(lock_path: Path) -> Iterator[None]:
-    try:
-        import fcntl
-    except ImportError:  # pragma: no cover - Windows: builds are still atomic, only not shared
-        yield
-        return
-    with lock_path.open("a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
 def discard(folder: Path) -> None:
     """Remove a cached folder that turned out unusable, so the next call rebuilds it."""
     shutil.rmtree(folder, ignore_errors=True)
@@ -222,7 +207,7 @@ def cached_conversion(
         check_private(final)
     if _manifest_ok(final, digest):
         return final
-    with _locked(base / f"{final.name}.lock"):
+    with locked(base / f"{final.name}.lock"):
         if final.exists():
             check_private(final)
         if _manifest_ok(final, digest):  # another process finished it while we waited

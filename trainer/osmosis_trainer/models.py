@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from osmosis_ai.errors import ConfigError, MissingExtraError
+from osmosis_ai.errors import ConfigError, MissingExtraError, UnreadableFileError
 from osmosis_ai.serving import EMBEDDED_ALIASES, EMBEDDED_INSTALL
 
 if TYPE_CHECKING:
@@ -185,7 +185,8 @@ def _embedded_source() -> tuple[str, dict[str, Any]]:
 
     try:
         return str(gguf_cache.cached_conversion(gguf, convert)), {}
-    except gguf_cache.UnsafeCacheError as exc:  # someone else can write there: say so, go on
+    except (gguf_cache.UnsafeCacheError, UnreadableFileError) as exc:
+        # someone else can write there, or planted its lock file (a link, a FIFO): say so, go on
         logging.getLogger("osmosis").warning("%s", exc)
         return direct
     except OSError:  # read-only home, full disk: convert in memory as before

@@ -17,8 +17,8 @@ from pathlib import Path
 from osmosis_ai.errors import OsmosisError
 from osmosis_ai.runs._process import describe_process
 from osmosis_ai.runs._read import RunRecord, list_runs
-from osmosis_ai.runs._store import RunDir, locked
-from osmosis_ai.safe_io import open_append
+from osmosis_ai.runs._store import RunDir
+from osmosis_ai.safe_io import locked, open_append
 
 __all__ = ["RunBusyError", "busy_runs", "check_capacity", "launch_lock", "spawn_worker"]
 

@@ -17,8 +17,8 @@ from typing import Any
 
 from osmosis_ai.errors import UnreadableFileError
 from osmosis_ai.runs._process import describe_process, process_alive
-from osmosis_ai.runs._store import _write_atomic, locked
-from osmosis_ai.safe_io import read_json_object
+from osmosis_ai.runs._store import _write_atomic
+from osmosis_ai.safe_io import locked, read_json_object
 
 __all__ = [
     "PUBLISHED_FILE",

@@ -37,7 +37,7 @@ from osmosis_ai.errors import UnreadableFileError
 from osmosis_ai.runs._process import describe_process
 from osmosis_ai.runs._schema import run_file_root
 from osmosis_ai.runs._secrets import write_config_snapshot
-from osmosis_ai.safe_io import open_append, read_json
+from osmosis_ai.safe_io import locked, read_json
 
 _RUN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
 
@@ -229,27 +229,3 @@ def _write_atomic(path: Path, text: str) -> None:
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
         fh.write(text)
     os.replace(tmp, path)
-
-
-@contextlib.contextmanager
-def locked(lock_path: Path) -> Iterator[None]:
-    """An exclusive advisory lock on ``lock_path`` (POSIX); elsewhere the atomic rename alone.
-
-    Raises:
-        UnreadableFileError: the lock file is a link, a FIFO or another non-regular file (a
-            crafted folder; a FIFO would block the open forever).
-    """
-    try:
-        import fcntl
-    except ImportError:  # pragma: no cover - Windows
-        yield
-        return
-    fd = open_append(lock_path)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fd, fcntl.LOCK_UN)
-    finally:
-        os.close(fd)

@@ -5,12 +5,14 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from osmosis_ai.runs import read_metrics
+from osmosis_ai.safe_io import open_append
 from osmosis_trainer.trackers import Tracker
 
 if TYPE_CHECKING:
@@ -74,7 +76,7 @@ class MetricsWriter:
         """Append one record; ``metrics`` are JSON values (numbers go to TensorBoard too)."""
         record: dict[str, object] = {"step": step, "kind": kind, "time": time.time()}
         record.update({k: _clean(v) for k, v in metrics.items()})
-        with open(self.path, "a") as fh:
+        with os.fdopen(open_append(self.path), "a", encoding="utf-8") as fh:  # never via a link
             fh.write(json.dumps(record, default=str) + "\n")
         if self._tb is not None:
             for key, value in metrics.items():

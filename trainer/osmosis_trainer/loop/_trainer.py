@@ -11,6 +11,7 @@ import functools
 import json
 import logging
 import math
+import os
 import shutil
 import statistics
 import time
@@ -25,6 +26,7 @@ import torch
 
 from osmosis_ai.errors import TrainingError
 from osmosis_ai.rollout.running import RolloutRow
+from osmosis_ai.safe_io import open_append
 from osmosis_ai.serving import FreesIdleMemory, return_freed_memory
 from osmosis_trainer.checkpoints import (
     DataPosition,
@@ -360,7 +362,8 @@ class Trainer:
             "reasons": dict(ro.failure_reasons),
             "examples": ro.failure_examples,
         }
-        with open(self.run_dir.path / "failures.jsonl", "a") as fh:
+        failures = open_append(self.run_dir.path / "failures.jsonl")  # never via a link
+        with os.fdopen(failures, "a", encoding="utf-8") as fh:
             fh.write(json.dumps(record) + "\n")
 
     def _check_failures(self, ro: StepRollouts, step: int) -> None:
