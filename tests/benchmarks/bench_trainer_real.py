@@ -119,6 +119,13 @@ PATHS: dict[str, tuple[str, bool]] = {
 }
 """Rows that switch one path off: the section writes whether the path pays (>= 10 % of the
 step's wall time, and of its CPU time unless it only overlaps work, paired by round)."""
+JUDGED_IN = {
+    # This case's prompt is 38 tokens with no system prompt; the path exists for the agents'
+    # system prompts and tool schemas, repeated in every sequence of a group.
+    "noshare": "`update` (the templates' multi-turn batches, where a group shares its system "
+    "prompt and tools)",
+}
+"""Paths whose keep/remove verdict another section writes: here their figure is shown only."""
 DEFAULT_ROWS = ("ours", "small_attention", "noshare", "trl_defaults", "trl_bf16", "trl_fp32")
 """The rows run when ``OSMOSIS_BENCH_ROWS`` is unset."""
 _DEFAULTS_KEY = "trl_defaults"
@@ -271,19 +278,31 @@ def _verdicts(rows: dict[str, _Row], complete: int) -> list[str]:
         lines.append(line)
     for key, (path, overlap) in PATHS.items():
         if key in rows and key != "ahead":
-            lines.append(_path_line(path, rows[key], ours, overlap, decided))
+            lines.append(
+                _path_line(path, rows[key], ours, overlap, decided, JUDGED_IN.get(key))
+            )
     if "ahead" in rows:  # the ahead row has the path; the defaults lack it
         lines.append(_path_line(PATHS["ahead"][0], ours, rows["ahead"], True, decided))
     return lines
 
 
-def _path_line(path: str, without: _Row, with_it: _Row, overlap: bool, decided: bool) -> str:
+def _path_line(
+    path: str,
+    without: _Row,
+    with_it: _Row,
+    overlap: bool,
+    decided: bool,
+    judged_in: str | None = None,
+) -> str:
     wall, walls = _ratio(without, with_it, "step_s")
     cpu, cpus = _ratio(without, with_it, "cpu_s")
     pays = wall >= 1.10 and (overlap or cpu >= 1.10)
     rule = "wall" if overlap else "wall and CPU"
     outcome = (
-        "not decided (fewer than 3 complete rounds)"
+        f"{'>=' if pays else '<'} 10 % on this step; kept or removed by the verdict in "
+        f"{judged_in}"
+        if judged_in
+        else "not decided (fewer than 3 complete rounds)"
         if not decided
         else f"pays (>= 10 % on {rule})"
         if pays

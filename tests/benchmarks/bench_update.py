@@ -1,5 +1,6 @@
-"""The RL update on the learning templates' own batches: LoRA layers in the base's precision
-against peft's fp32 LoRA layers.
+"""The RL update on the learning templates' own batches: two speed paths against their library
+alternatives, LoRA layers in the base's precision (against peft's fp32 LoRA layers) and a
+group's prompt computed once (against transformers' padded forward of every sequence).
 
 peft keeps a LoRA adapter in fp32 over a bf16 base and casts each LoRA layer's input up to
 fp32 (210 layers in SmolLM2-135M with ``all-linear``). ``loop._policy.lora_compute`` runs those
@@ -12,8 +13,12 @@ Workload: batches stored in ``tests/benchmarks/update_batches.json`` from the te
 runs (``capture`` below wrote them from a run's traces), each replayed through
 ``policy_update`` as RL runs it (the template's micro-batch budget, shared prompt prefixes,
 LoRA r 8 on all linear layers, lr 0 so every run sees the same weights), on the embedded
-SmolLM2-135M-Instruct in ``dtype = "auto"``. ``ROUNDS`` interleaved rounds, the order
-alternating.
+SmolLM2-135M-Instruct in ``dtype = "auto"`` with the attention a training job gives its CPU
+model (``engines._attention``). ``ROUNDS`` interleaved rounds, the order alternating.
+
+The shared prompt is judged here and not only on ``trainer_real``'s step: that case has one
+38-token prompt per group and no system prompt, while the templates' agents carry a system
+prompt and tool schemas in every sequence of a group, which is what the path is for.
 
 Run: ``python -m tests.benchmarks update``; each run goes to ``docs/benchmarks/update.json`` as
 it ends and the section is rendered from that file (``python -m tests.benchmarks.bench_update
@@ -24,6 +29,7 @@ RUN_DIR STEP`` stores a batch: the step's traced samples that trained.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import statistics
 import sys
@@ -36,7 +42,10 @@ from tests.benchmarks._report import ROOT, spread, trainer_openmp
 from tests.benchmarks._stored import Sitting
 
 NAME = "update"
-TITLE = "RL update on the templates' multi-turn batches: LoRA layers in bf16 against peft's fp32"
+TITLE = (
+    "RL update on the templates' multi-turn batches: bf16 LoRA layers and shared prompts against "
+    "the libraries' defaults"
+)
 COMMAND = "python -m tests.benchmarks update"
 CODE = (
     "trainer/osmosis_trainer/loop/_policy.py",
@@ -44,6 +53,7 @@ CODE = (
     "trainer/osmosis_trainer/loop/_prefix.py",
     "trainer/osmosis_trainer/loop/_packed.py",
     "trainer/osmosis_trainer/loop/_batch.py",
+    "trainer/osmosis_trainer/engines/_attention.py",
     "tests/benchmarks/bench_update.py",
 )
 """What the section measures (its fingerprint)."""
@@ -61,8 +71,16 @@ a trained adapter does."""
 MIN_ROUNDS = 3
 """A keep/remove verdict needs at least this many paired rounds."""
 _LABELS = {
-    True: "LoRA layers in the base's precision under autocast (ours, the default)",
-    False: "peft's fp32 LoRA layers, inputs cast up (the library's default)",
+    "ours": "ours, the defaults: LoRA layers in the base's precision under autocast, a group's "
+    "prompt once",
+    "peft": "peft's fp32 LoRA layers, inputs cast up (the library's default)",
+    "noshare": "every sequence whole and padded (transformers' forward; share_prompt_prefix = "
+    "false)",
+}
+PATHS = {
+    # config without the path: what the path is
+    "peft": "LoRA layers in the base's precision (`lora_compute`)",
+    "noshare": "a group's prompt once (packed rows or cached keys and values, `_prefix`)",
 }
 
 
@@ -128,10 +146,13 @@ def _update(model: Any, settings: Any, seqs: list[Any], **kw: Any) -> Any:
     return policy_update(model, optimizer, seqs, settings, **kw)
 
 
-def _run(model: Any, settings: Any, seqs: list[Any], ours: bool) -> list[float]:
-    """Seconds of each of ``UPDATES`` updates."""
+def _run(model: Any, settings: Any, seqs: list[Any], config: str) -> list[float]:
+    """Seconds of each of ``UPDATES`` updates under ``config`` (a key of ``_LABELS``)."""
+    if config == "noshare":
+        algorithm = settings.algorithm.model_copy(update={"share_prompt_prefix": False})
+        settings = dataclasses.replace(settings, algorithm=algorithm)
     times = []
-    with _layers(ours):
+    with _layers(config != "peft"):
         for _ in range(UPDATES):
             t0 = time.perf_counter()
             _update(model, settings, seqs)
@@ -155,6 +176,7 @@ def main() -> None:
     import torch
 
     from osmosis_ai.config import AlgorithmConfig
+    from osmosis_trainer.engines._attention import use_small_attention
     from osmosis_trainer.loop import resolve_settings
     from osmosis_trainer.loop._policy import attach_lora
     from osmosis_trainer.models import load_model, training_dtype
@@ -169,6 +191,7 @@ def main() -> None:
                                     "trained": sum(sum(s["mask"][1:]) for s in b["sequences"])}
                                 for k, b in batches.items()})
     loaded = load_model("embedded", dtype=dtype)
+    use_small_attention(loaded.model)  # as the training job switches its CPU model
     model = attach_lora(loaded.model, r=RANK, alpha=ALPHA, dropout=0.0,
                         target_modules="all-linear", seed=0)
     with torch.no_grad():  # a fresh B is 0: the LoRA layers would change nothing
@@ -183,15 +206,29 @@ def main() -> None:
     sitting.data["logprob_diff"] = {k: _logprob_diff(model, settings, seqs)
                                     for k, seqs in work.items()}
     for seqs in work.values():
-        _run(model, settings, seqs, True)  # warm-up: first-call allocations and kernels
+        _run(model, settings, seqs, "ours")  # warm-up: first-call allocations and kernels
+    configs = list(_LABELS)
     for r in range(ROUNDS):
         for name, seqs in work.items():
-            for ours in ((True, False) if r % 2 == 0 else (False, True)):
-                times = _run(model, settings, seqs, ours)
-                sitting.record({"batch": name, "ours": ours, "round": r, "update_s": times})
-                print(name, "ours" if ours else "peft", r,
-                      round(statistics.median(times), 2), flush=True)
+            for config in configs if r % 2 == 0 else configs[::-1]:
+                times = _run(model, settings, seqs, config)
+                sitting.record({"batch": name, "config": config, "round": r, "update_s": times})
+                print(name, config, r, round(statistics.median(times), 2), flush=True)
     render()
+
+
+def _config(run: dict[str, Any]) -> str:
+    """A run's config; runs stored before the shared-prompt rows say ``ours`` as a bool."""
+    if "config" in run:
+        return str(run["config"])
+    return "ours" if run["ours"] else "peft"
+
+
+def _verdict(ratio: list[float]) -> str:
+    if len(ratio) < MIN_ROUNDS:
+        return f"{len(ratio)} paired round(s): no verdict below {MIN_ROUNDS}"
+    gain = 1 - statistics.median(ratio)
+    return f"saves {gain:.0%}: " + ("pays (>= 10 %)" if gain >= 0.10 else "does NOT pay (< 10 %)")
 
 
 def render() -> None:
@@ -200,53 +237,58 @@ def render() -> None:
     if sitting is None:
         return
     data = sitting.data
-    rows, verdicts = [], []
+    rows: list[str] = []
+    verdicts: dict[str, list[tuple[str, str, list[float]]]] = {p: [] for p in PATHS}
     for name, info in data["batches"].items():
-        took: dict[bool, dict[int, float]] = {True: {}, False: {}}
+        took: dict[str, dict[int, float]] = {c: {} for c in _LABELS}
         for run in sitting.runs:
             if run["batch"] == name:
-                took[bool(run["ours"])][int(run["round"])] = statistics.median(run["update_s"])
-        paired = sorted(set(took[True]) & set(took[False]))
-        ratio = [took[True][r] / took[False][r] for r in paired]
-        if len(ratio) >= MIN_ROUNDS:
-            gain = 1 - statistics.median(ratio)
-            verdict = f"saves {gain:.0%}: " + (
-                "pays (>= 10 %)" if gain >= 0.10 else "does NOT pay (< 10 %)"
-            )
-        else:
-            verdict = f"{len(ratio)} paired round(s): no verdict below {MIN_ROUNDS}"
-        verdicts.append((name, verdict, ratio))
+                took[_config(run)][int(run["round"])] = statistics.median(run["update_s"])
+        for without in PATHS:
+            paired = sorted(set(took["ours"]) & set(took[without]))
+            ratio = [took["ours"][r] / took[without][r] for r in paired]
+            if ratio:
+                verdicts[without].append((name, _verdict(ratio), ratio))
         diff = data.get("logprob_diff", {}).get(name)
-        for ours in (True, False):
+        for config, label in _LABELS.items():
+            if not took[config]:
+                continue
             rows.append(
                 f"| {name} ({info['source']}: {info['sequences']} sequences, {info['tokens']} "
-                f"tokens, {info['trained']} trained) | {_LABELS[ours]} | "
-                f"{spread(list(took[ours].values()))} |"
-                + (f" {diff['mean']:.1e} / {diff['max']:.1e} |" if ours and diff else " - |")
+                f"tokens, {info['trained']} trained) | {label} | {spread(list(took[config].values()))} |"
+                + (f" {diff['mean']:.1e} / {diff['max']:.1e} |" if config == "ours" and diff else " - |")
             )
-    pays = all("pays (" in v for _, v, _ in verdicts)
-    decided = all(len(ratio) >= MIN_ROUNDS for _, _, ratio in verdicts)
-    lines = "".join(
-        f"- {name}: ours / peft's, paired by round: {', '.join(f'{x:.2f}x' for x in ratio)}; "
-        f"{verdict}.\n"
-        for name, verdict, ratio in verdicts
-    )
+    lines = ""
+    for without, found in verdicts.items():
+        if not found:
+            continue
+        decided = all(len(ratio) >= MIN_ROUNDS for _, _, ratio in found)
+        pays = all("pays (" in v for _, v, _ in found)
+        lines += "".join(
+            f"- {PATHS[without]}, {name}: ours / without, paired by round: "
+            f"{', '.join(f'{x:.2f}x' for x in ratio)}; {verdict}.\n"
+            for name, verdict, ratio in found
+        )
+        lines += f"- Verdict, {PATHS[without]}: " + (
+            "**not decided** (a batch has fewer paired rounds than 3).\n" if not decided
+            else "**pays** on every batch: kept.\n" if pays
+            else "does **NOT** pay on every batch: remove it.\n"
+        )
     body = (
         f"Each batch replayed through `policy_update` as RL runs it ({data['updates']} updates "
-        f"per run, lr 0; micro-batches of at most {data['budget']} padded tokens, shared prompt "
-        f"prefixes; LoRA r {data['rank']} on all linear layers, B drawn at std "
-        f"{data.get('b_std', B_STD)} as in trained adapters), embedded SmolLM2-135M-Instruct "
-        f"in `dtype = \"auto\"` ({data['dtype']} here); {ROUNDS} interleaved rounds, the order "
-        "alternating. The batches are the trained sequences of a stored step of each template "
+        f"per run, lr 0; micro-batches of at most {data['budget']} padded tokens; LoRA r "
+        f"{data['rank']} on all linear layers, B drawn at std {data.get('b_std', B_STD)} as in "
+        "trained adapters), embedded SmolLM2-135M-Instruct in `dtype = \"auto\"` "
+        f"({data['dtype']} here); {ROUNDS} interleaved rounds, the order alternating. The "
+        "batches are the trained sequences of a stored step of each template "
         "(`tests/benchmarks/update_batches.json`).\n\n"
-        "| batch | LoRA layers | s per update (median of a run; median [min-max] of runs) "
-        "| trained tokens' logprob, ours − peft's: mean / largest |Δ| |\n|---|---|---|---|\n" + "\n".join(rows) + "\n\n" + lines
-        + "\nVerdict: LoRA layers in the base's precision "
-        + ("**not decided** (a batch has fewer paired rounds than 3)." if not decided
-           else "**pay** on every batch: kept." if pays
-           else "do **NOT** pay on every batch: remove `lora_compute`.")
-        + " The unit test `tests/trainer/loop/test_update.py` checks that the layers compute in "
-        "bf16 and that the logprobs agree with peft's fp32 layers up to bf16 rounding.\n"
+        "| batch | configuration | s per update (median of a run; median [min-max] of runs) "
+        "| trained tokens' logprob, bf16 − fp32 LoRA layers: mean / largest |Δ| |\n"
+        "|---|---|---|---|\n" + "\n".join(rows) + "\n\n" + lines
+        + "\nThe unit tests `tests/trainer/loop/test_update.py` (bf16 LoRA layers agree with "
+        "peft's fp32 ones up to bf16 rounding) and `tests/trainer/loop/test_packed.py`, "
+        "`test_batch.py` (shared prompts give the plain forward's logprobs and gradients) "
+        "check what each path computes.\n"
     )
     print(body, flush=True)
     sitting.write(TITLE, body)
