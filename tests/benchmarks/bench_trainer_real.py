@@ -107,8 +107,8 @@ PATHS: dict[str, tuple[str, bool]] = {
     # Spinning trades CPU time for wall time by design: judged on wall, its CPU shows in the row.
     "openmp": ("the worker's OpenMP waits (against libgomp's defaults)", True),
     "small_attention": (
-        "eager attention where the score matrix is small: decoding steps, packed training "
-        "rows (against transformers' SDPA)",
+        "eager attention for many queries over few scores: packed training rows, short "
+        "prefills (against transformers' SDPA)",
         False,
     ),
     "noshare": (

@@ -33,8 +33,9 @@ def _spy(monkeypatch: pytest.MonkeyPatch, owner: Any, name: str, seen: list[int]
     monkeypatch.setattr(owner, name, recording)
 
 
-def test_eager_only_where_the_score_matrix_is_small() -> None:
-    assert eager_fits(512, 32, 1, 100_000)  # a decoding step, at any size
+def test_eager_only_for_many_queries_over_a_small_score_matrix() -> None:
+    assert not eager_fits(32, 9, 1, 64)  # a decoding step, at any size: eager copies the cache
+    assert not eager_fits(1, 1, 1, 1)
     assert eager_fits(2, 9, 256, 256)  # two packed training rows of SmolLM2-135M
     assert eager_fits(1, 1, 2, EAGER_MAX_SCORES // 2)
     assert not eager_fits(1, 1, 2, EAGER_MAX_SCORES // 2 + 1)
@@ -42,7 +43,7 @@ def test_eager_only_where_the_score_matrix_is_small() -> None:
 
 
 @pytest.mark.parametrize("bound", [EAGER_MAX_SCORES, 0])
-async def test_the_engine_runs_eager_for_small_calls_and_sdpa_above_the_bound(
+async def test_the_engine_decodes_on_sdpa_and_prefills_eager_below_the_bound(
     tiny_loaded: Any, monkeypatch: pytest.MonkeyPatch, bound: int
 ) -> None:
     import transformers.integrations.sdpa_attention as sdpa_module
@@ -66,11 +67,12 @@ async def test_the_engine_runs_eager_for_small_calls_and_sdpa_above_the_bound(
     finally:
         await engine.close()
     layers = tiny_loaded.model.config.num_hidden_layers
-    assert 1 in eager_q and len(eager_q) % layers == 0
-    if bound:  # short prompts: prefill is eager too
-        assert not sdpa_q and max(eager_q) > 1
-    else:  # only one-token steps are eager at any size
-        assert set(eager_q) == {1} and sdpa_q and min(sdpa_q) > 1
+    assert 1 in sdpa_q and len(sdpa_q) % layers == 0  # decoding steps, at any bound
+    if bound:  # short prompts: prefill is eager
+        assert eager_q and min(eager_q) > 1 and len(eager_q) % layers == 0
+        assert set(sdpa_q) == {1}
+    else:  # above the bound every call is SDPA's
+        assert not eager_q and max(sdpa_q) > 1
     # The engine switched its own copy: the caller's model still runs SDPA.
     assert tiny_loaded.model.config._attn_implementation == "sdpa"
 

@@ -1,15 +1,19 @@
-"""Attention on CPU for the models we own: transformers' eager attention where the score
-matrix is small (one-token decoding steps, packed training rows, short prompts), transformers'
-SDPA for every larger one.
+"""Attention on CPU for the models we own: transformers' eager attention for calls of many
+queries whose score matrix is small (packed training rows, short prefills), transformers'
+SDPA for every other call (one-token decoding steps, long prompts).
 
-torch's CPU SDPA kernel (flash) is slow on small problems: decoding 32 rows x 64 tokens of the
-embedded SmolLM2-135M in bf16 spent a third of its time in it, and ran 1.39x faster with
-eager's two matmuls for those steps; a training micro-batch of two packed 230-token rows
-(forward and backward, bf16, LoRA) took 1.15 s against SDPA's 1.38 s. Above
-:data:`EAGER_MAX_SCORES` score elements per call SDPA stays: eager materialises (and, in
-training, keeps for the backward) every ``[heads, T, T]`` score matrix, gigabytes for a long
-prompt. The ``small_attention`` row of BENCHMARKS.md's ``trainer_real`` judges the rule on
-the whole training step.
+torch's CPU SDPA kernel (flash) is slow on small multi-query problems: a training
+micro-batch of two packed 230-token rows of the embedded SmolLM2-135M (forward and backward,
+bf16, LoRA) took 1.03 s eager against SDPA's 1.20 s, and the same rows' forward without
+gradients 0.40 s against 0.42 s. A one-token decoding step is the opposite: eager first
+copies the whole KV cache to the query heads' count (``repeat_kv``, 3 -> 9 heads for
+SmolLM2) on every step and layer, where SDPA reads the cache as it is; the engine's
+multi-turn rollouts (32 conversations x 3 turns) ran 1.3x (40-token prompts) to 1.5x
+(600-token system prompt) faster with SDPA for decoding. Above :data:`EAGER_MAX_SCORES`
+score elements per call SDPA stays too: eager materialises (and, in training, keeps for the
+backward) every ``[heads, T, T]`` score matrix, gigabytes for a long prompt. The
+``small_attention`` row of BENCHMARKS.md's ``trainer_real`` judges the rule on the whole
+training step.
 
 Both functions are the model's own; this module only picks one per call, through
 transformers' documented ``AttentionInterface``. The mask is eager's additive float mask
@@ -31,12 +35,12 @@ SMALL_ATTENTION = "osmosis_eager_small"
 EAGER_MAX_SCORES = 1 << 21
 """Most score elements (batch x heads x queries x keys) one call computes eagerly: 8 MB in
 fp32 per layer, about 0.4 GB over a 30-layer backward. Two packed 256-token rows of
-SmolLM2-135M (9 heads) are 1.2 M; a one-token decoding step is eager at any size."""
+SmolLM2-135M (9 heads) are 1.2 M."""
 
 
 def eager_fits(batch: int, heads: int, queries: int, keys: int) -> bool:
-    """Whether a call of this shape runs eagerly (else SDPA)."""
-    return queries == 1 or batch * heads * queries * keys <= EAGER_MAX_SCORES
+    """Whether a call of this shape runs eagerly (else SDPA): several queries, few scores."""
+    return queries > 1 and batch * heads * queries * keys <= EAGER_MAX_SCORES
 
 
 def _eager_of(module: object) -> Callable[..., Any] | None:
