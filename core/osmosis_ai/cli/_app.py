@@ -146,6 +146,28 @@ def _register_all() -> None:
 _register_all()
 
 
+def _command() -> Any:
+    """The click command tree of :data:`app`, its help texts made plain text for typer's rich
+    help: there a config section such as ``[secrets]`` reads as a style tag and vanishes, and a
+    line break inside a command's first paragraph breaks its line in the group's listing."""
+    from rich.markup import escape
+
+    root = typer.main.get_command(app)
+    todo = [root]
+    while todo:
+        cmd = todo.pop()
+        if cmd.help:
+            cmd.help = escape(cmd.help)
+            first = cmd.help.strip().split("\n\n")[0]
+            cmd.short_help = escape(cmd.short_help) if cmd.short_help else " ".join(first.split())
+        for param in cmd.params:
+            text = getattr(param, "help", None)  # options and typer's arguments have one
+            if text:
+                setattr(param, "help", escape(text))  # noqa: B010
+        todo.extend(getattr(cmd, "commands", {}).values())
+    return root
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; returns the exit code (the console script calls ``sys.exit`` on it)."""
     consoles = (state.console, state.err_console)
@@ -161,7 +183,7 @@ def _main(args: list[str]) -> int:
     args = _hoist_format_flags(list(args))
     try:
         # Without standalone mode, click returns the code of a ``typer.Exit`` instead of raising.
-        rv = app(args, standalone_mode=False)
+        rv = _command()(args, standalone_mode=False)
     except OsmosisError as exc:
         if state.debug:
             raise

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 
 from osmosis_ai.console import state
 
@@ -170,7 +171,7 @@ def _print(report: dict[str, Any]) -> None:
     if not t.get("installed"):
         console.print('torch: [yellow]not installed[/] (pip install "osmosis-ai\\[trainer]")')
     elif "error" in t:
-        console.print(f"torch: [red]broken[/] {t['error']}")
+        console.print(f"torch: [red]broken[/] {escape(str(t['error']))}")
     else:
         devs = ", ".join(t["devices"]) or "none"
         console.print(
@@ -179,7 +180,10 @@ def _print(report: dict[str, Any]) -> None:
         )
     e = report["embedded_model"]
     if e["available"]:
-        console.print(f"embedded model: [green]{e['model']}[/] ({e['size_mb']} MB) {e['file']}")
+        console.print(
+            f"embedded model: [green]{escape(str(e['model']))}[/] ({e['size_mb']} MB) "
+            f"{escape(str(e['file']))}"
+        )
     else:
         console.print("embedded model: [yellow]not available[/]; install it with:")
         console.print(f"  {e['fix']}", markup=False)
