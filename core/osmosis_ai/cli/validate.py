@@ -23,12 +23,9 @@ __all__ = ["discovery_report", "register"]
 def _describe_class(cls: type | None) -> dict[str, Any] | None:
     if cls is None:
         return None
-    doc = (cls.__doc__ or "").strip().splitlines()
-    return {
-        "name": cls.__name__,
-        "module": cls.__module__,
-        "doc": doc[0] if doc else "",
-    }
+    # The docstring's first paragraph, as one line: its first line alone cut sentences short.
+    first = (cls.__doc__ or "").strip().split("\n\n")[0]
+    return {"name": cls.__name__, "module": cls.__module__, "doc": " ".join(first.split())}
 
 
 def _describe_config(config: Any) -> dict[str, Any] | None:

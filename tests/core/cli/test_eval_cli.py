@@ -369,3 +369,26 @@ def test_an_eval_folder_holding_a_link_is_refused_before_it_is_written_into(
         assert "holds run.json.tmp, a link or special file" in res.err, extra
         assert "Traceback" not in res.err
     assert outside.read_text() == "kept\n"
+
+
+def test_validate_shows_each_class_docstring_first_paragraph(
+    run_cli: RunCli, tmp_path: Path
+) -> None:
+    main = tmp_path / "main.py"
+    main.write_text(
+        "from osmosis_ai.rollout import AgentWorkflow, Grader\n"
+        "class Flow(AgentWorkflow):\n"
+        '    """Answers a row with one [tool] call and a sentence that runs on to\n'
+        "    a second line.\n\n    Details nobody needs in a summary.\n    \"\"\"\n"
+        "    async def run(self, ctx):\n        return None\n"
+        "class Score(Grader):\n"
+        "    async def grade(self, ctx):\n        pass\n"
+    )
+    res = run_cli("--json", "validate", main)
+    assert res.code == 0, res.err
+    doc = res.json()["workflow"]["doc"]
+    assert doc == "Answers a row with one [tool] call and a sentence that runs on to a second line."
+    assert res.json()["grader"]["doc"] == ""
+    res = run_cli("validate", main)
+    assert "runs on to a second line." in " ".join(res.out.split())
+    assert "[tool]" in res.out and "Details" not in res.out
