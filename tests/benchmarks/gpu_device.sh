@@ -21,7 +21,7 @@ case "${1:-run}" in
   prepare)
     rm -rf .whl && mkdir -p .whl
     if [ -d .git/info ]; then
-      grep -qx '/.whl/' .git/info/exclude || echo '/.whl/' >> .git/info/exclude
+      touch .git/info/exclude && grep -qx '/.whl/' .git/info/exclude || echo '/.whl/' >> .git/info/exclude
     fi
     plat=()
     for p in manylinux_2_28_x86_64 manylinux_2_17_x86_64 manylinux2014_x86_64; do
