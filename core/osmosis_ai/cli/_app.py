@@ -28,6 +28,9 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    # typer's default differs across its versions (0.18 reads no markup, 0.29 rich markup):
+    # one mode for all, every help text escaped for it (see _command).
+    rich_markup_mode="rich",
 )
 
 # Command modules; each defines ``register(app: typer.Typer) -> None``.
