@@ -3,8 +3,8 @@ original osmosis-ai 0.3 scaffolding commands, mapped onto our templates.
 
 - ``rollout init NAME`` writes what ``template create NAME`` writes (``rollouts/NAME/``, both
   configs, a small dataset) from the ``single-call`` template, or ``--template``.
-- ``rollout list`` lists ``rollouts/*`` of the workspace with their entrypoint and the configs
-  that name them.
+- ``rollout list`` lists ``rollouts/*`` of the workspace with their entrypoint (the file their
+  configs name), the configs that name them, and their other Python files.
 - ``template apply RECIPE`` takes the 0.3 starter recipes (``multiply-local-strands``,
   ``multiply-local-openai``, ``multiply-harbor-strands``; the rollout and its configs take the
   recipe's name) or any of our template names (the rollout is named after the template).
@@ -51,9 +51,12 @@ class RolloutEntry:
     name: str
     path: Path
     entrypoints: list[str] = field(default_factory=list)
-    """Python files at the folder's top that could be ``[experiment] entrypoint``."""
+    """The folder's entrypoints: the files its configs name as ``[experiment] entrypoint``, or,
+    when no config names one, ``main.py`` / ``server.py`` if present."""
     configs: list[str] = field(default_factory=list)
     """Configs (relative to the workspace) whose ``[experiment] rollout`` is this folder."""
+    other_scripts: list[str] = field(default_factory=list)
+    """The folder's other top-level Python files (helpers such as ``make_data.py``)."""
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -61,14 +64,16 @@ class RolloutEntry:
             "path": str(self.path),
             "entrypoints": self.entrypoints,
             "configs": self.configs,
+            "other_scripts": self.other_scripts,
         }
 
 
-def _config_rollouts(workspace: Path) -> dict[str, list[str]]:
-    """rollout name -> configs naming it (configs that do not parse are skipped)."""
+def _config_rollouts(workspace: Path) -> dict[str, list[tuple[str, str | None]]]:
+    """rollout name -> (config, the entrypoint it names) for each config naming it (configs that
+    do not parse are skipped)."""
     from osmosis_ai.config._load import read_toml
 
-    found: dict[str, list[str]] = {}
+    found: dict[str, list[tuple[str, str | None]]] = {}
     for kind in ("eval", "training"):
         for path in sorted((workspace / "configs" / kind).glob("*.toml")):
             try:
@@ -76,9 +81,16 @@ def _config_rollouts(workspace: Path) -> dict[str, list[str]]:
             except ConfigError:
                 continue
             experiment = data.get("experiment")
-            name = experiment.get("rollout") if isinstance(experiment, dict) else None
+            if not isinstance(experiment, dict):
+                continue
+            name, entrypoint = experiment.get("rollout"), experiment.get("entrypoint")
             if isinstance(name, str):
-                found.setdefault(name, []).append(path.relative_to(workspace).as_posix())
+                found.setdefault(name, []).append(
+                    (
+                        path.relative_to(workspace).as_posix(),
+                        entrypoint if isinstance(entrypoint, str) else None,
+                    )
+                )
     return found
 
 
@@ -91,13 +103,16 @@ def list_rollouts(workspace: Path) -> list[RolloutEntry]:
     entries = []
     for folder in sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")):
         scripts = sorted(p.name for p in folder.glob("*.py") if p.is_file())
-        preferred = [s for s in ("main.py", "server.py") if s in scripts]
+        naming = configs.get(folder.name, [])
+        named = [e for e in dict.fromkeys(e for _c, e in naming if e) if e in scripts]
+        entrypoints = named or [s for s in ("main.py", "server.py") if s in scripts]
         entries.append(
             RolloutEntry(
                 folder.name,
                 folder,
-                preferred + [s for s in scripts if s not in preferred],
-                configs.get(folder.name, []),
+                entrypoints,
+                [c for c, _e in naming],
+                [s for s in scripts if s not in entrypoints],
             )
         )
     return entries
@@ -165,12 +180,15 @@ def list_command(workspace: _Dir = Path("."), json_out: _Json = False) -> None:
         )
         return
     from rich.table import Table
+    from rich.text import Text
 
     table = Table(box=None, pad_edge=False, header_style="bold")
-    for column in ("rollout", "entrypoints", "configs"):
+    for column in ("rollout", "entrypoint", "configs", "other .py files"):
         table.add_column(column, overflow="fold")
     for e in entries:
-        table.add_row(e.name, ", ".join(e.entrypoints) or "-", ", ".join(e.configs) or "-")
+        # File names are shown as written (Text), never read as rich markup.
+        cells = (e.entrypoints, e.configs, e.other_scripts)
+        table.add_row(Text(e.name), *(Text(", ".join(c) or "-") for c in cells))
     state.console.print(table)
 
 

@@ -97,12 +97,22 @@ def test_rollout_list_names_entrypoints_and_configs(run_cli: RunCli, tmp_path: P
     run_cli("rollout", "init", "calc", "--dir", str(tmp_path))
     (tmp_path / "rollouts" / "bare").mkdir()
     (tmp_path / "configs" / "eval" / "broken.toml").write_text("[experiment\n")
+    (tmp_path / "rollouts" / "calc" / "make_data.py").write_text("")
     entries = {e.name: e for e in list_rollouts(tmp_path)}
-    assert entries["calc"].entrypoints[0] == "main.py"
+    assert entries["calc"].entrypoints == ["main.py"]  # the file the configs name
+    assert entries["calc"].other_scripts == ["make_data.py"]  # a helper is not an entrypoint
     assert entries["calc"].configs == ["configs/eval/calc.toml", "configs/training/calc.toml"]
     assert (entries["bare"].entrypoints, entries["bare"].configs) == ([], [])
+    # A config that names another file makes that file the entrypoint, main.py a helper.
+    (tmp_path / "rollouts" / "calc" / "[agent].py").write_text("")
+    config = tmp_path / "configs" / "eval" / "calc.toml"
+    config.write_text(config.read_text().replace('"main.py"', '"[agent].py"'))
+    entries = {e.name: e for e in list_rollouts(tmp_path)}
+    assert entries["calc"].entrypoints == ["[agent].py", "main.py"]  # eval's, then training's
+    assert entries["calc"].other_scripts == ["make_data.py"]
     text = run_cli("rollout", "list", "--dir", str(tmp_path))
     assert text.code == 0 and "calc" in text.out and "bare" in text.out
+    assert "[agent].py" in text.out and "make_data.py" in text.out  # names shown as written
     empty = run_cli("rollout", "list", "--dir", str(tmp_path / "nowhere"))
     assert empty.code == 0 and "osmosis rollout init NAME" in empty.out
 
