@@ -300,7 +300,7 @@ class OsmosisAgent(Agent[Any]):
             PerRolloutSamples(name, lambda: _Recorder(name)),
             what=f"OsmosisAgent {name!r}",
         )
-        super().__post_init__()  # type: ignore[no-untyped-call]  # untyped upstream
+        super().__post_init__()  # type: ignore[no-untyped-call,unused-ignore]  # untyped upstream
         if self.model_settings.retry is None:
             self.model_settings = self.model_settings.resolve(
                 ModelSettings(retry=gateway_retry_settings())

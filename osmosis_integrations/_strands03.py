@@ -52,7 +52,7 @@ class OsmosisRolloutModel(_Placeholder, Model):
 
     # Strands' ``Model.stream`` is a method; the placeholder's ``stream`` is its streaming flag
     # (read by OsmosisStrandsAgent). The flag wins: this class is never streamed from.
-    @property  # type: ignore[override]
+    @property  # type: ignore[override,unused-ignore]
     def stream(self) -> bool:
         return bool(self.__dict__.get("_osmosis_stream", False))
 

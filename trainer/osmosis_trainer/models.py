@@ -258,7 +258,7 @@ def build_tiny_model(
         show_progress=False,
     )
     tok.train_from_iterator(corpus, trainer=trainer)
-    fast: Any = PreTrainedTokenizerFast(  # type: ignore[no-untyped-call]
+    fast: Any = PreTrainedTokenizerFast(  # type: ignore[no-untyped-call,unused-ignore]
         tokenizer_object=tok,
         bos_token=None,
         eos_token="<|im_end|>",

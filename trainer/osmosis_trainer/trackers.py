@@ -59,7 +59,7 @@ class WandbTracker:
         )
         self._run = wandb.init(
             project=project, name=run_id, id=run_id, resume="allow", dir=str(run_path),
-            config=dict(config), mode=mode,  # type: ignore[arg-type]
+            config=dict(config), mode=mode,  # type: ignore[arg-type,unused-ignore]
         )
         logger.info("W&B run %s (%s mode)", run_id, mode)
 

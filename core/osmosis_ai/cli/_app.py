@@ -204,9 +204,9 @@ def _main(args: list[str]) -> int:
         usage = _usage_error_classes()
         if isinstance(exc, usage):
             if _output["json"]:
-                _error("UsageError", exc.format_message())  # type: ignore[attr-defined]
+                _error("UsageError", exc.format_message())  # type: ignore[attr-defined,unused-ignore]
             else:
-                exc.show()  # type: ignore[attr-defined]  # "Usage: ..." and "Error: ...", no traceback
+                exc.show()  # type: ignore[attr-defined,unused-ignore]  # "Usage: ..." and "Error: ...", no traceback
             return int(getattr(exc, "exit_code", 2))
         raise
     return rv if isinstance(rv, int) else 0

@@ -38,12 +38,12 @@ class CliConsole(Console):
 
     @property
     def size(self) -> ConsoleDimensions:
-        dims = Console.size.fget(self)  # type: ignore[attr-defined]
+        dims = Console.size.fget(self)  # type: ignore[attr-defined,unused-ignore]
         return ConsoleDimensions(_PIPE_WIDTH, dims.height) if self._is_pipe() else dims
 
     @size.setter
     def size(self, new_size: tuple[int, int]) -> None:
-        Console.size.fset(self, new_size)  # type: ignore[attr-defined]
+        Console.size.fset(self, new_size)  # type: ignore[attr-defined,unused-ignore]
 
     # rich has no public hook on the rendered text; this override makes data's control
     # characters visible and trims line ends in pipes.

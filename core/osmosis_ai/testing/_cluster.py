@@ -196,7 +196,7 @@ async def serve_in_loop(app: Any, *, host: str = "127.0.0.1", lifespan: str = "o
     import uvicorn
 
     config = uvicorn.Config(
-        app, host=host, port=0, log_level="warning", lifespan=lifespan,  # type: ignore[arg-type]
+        app, host=host, port=0, log_level="warning", lifespan=lifespan,  # type: ignore[arg-type,unused-ignore]
         timeout_keep_alive=75, backlog=4096,
     )
     server = uvicorn.Server(config)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias, cast
@@ -101,10 +100,7 @@ def _wrap(base: PreTrainedModel, state: AdapterState) -> PeftModel:
     from peft import PeftConfig, get_peft_model
 
     settings = {**state.config, "inference_mode": True}
-    # Through a typed alias, not a ``type: ignore``: peft < 0.22 leaves from_peft_type untyped
-    # and 0.22 types it, so an ignore is wrong on one of them (mypy's warn_unused_ignores).
-    from_peft_type = cast("Callable[..., PeftConfig]", PeftConfig.from_peft_type)
-    config = from_peft_type(**settings)
+    config = PeftConfig.from_peft_type(**settings)  # type: ignore[no-untyped-call,unused-ignore]
     # Not ``mixed``: a PeftModel (peft types the result as PeftModel | PeftMixedModel).
     wrapped = cast("PeftModel", get_peft_model(base, config))
     try:
