@@ -15,7 +15,7 @@ import json
 import random
 import time
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from typing import Any
 
 from osmosis_ai.errors import MissingExtraError
@@ -54,8 +54,8 @@ class FakeCluster:
             text ``"done"``.
         api_key: if set, every request must carry ``Authorization: Bearer <api_key>``.
         llm_fault_rate: fraction of chat calls that fail: ``hang_fraction`` of them hang for
-            ``hang_seconds`` (then answer normally, too late for a short client timeout), the
-            others answer 500.
+            ``hang_seconds`` or until the cluster closes (then answer normally, too late for a
+            short client timeout), the others answer 500.
         callback_fault_rate: the same for completion callbacks (a hung callback is still
             recorded, as a real cluster that processed it but whose answer was lost would).
         seed: seeds the fault choice.
@@ -89,6 +89,8 @@ class FakeCluster:
         self._rng = random.Random(seed)
         self._waiters: dict[str, asyncio.Event] = {}
         self._serving: Any = None
+        # Set on close: a hung request ends then, so leaving the block never waits out a hang.
+        self._closing = asyncio.Event()
         self.url = ""
         self.app = self._build_app()
 
@@ -137,7 +139,8 @@ class FakeCluster:
             self.faults[f"{what}_500"] += 1
             return JSONResponse({"error": "injected fault"}, status_code=500)
         self.faults[f"{what}_hang"] += 1
-        await asyncio.sleep(self.hang_seconds)
+        with suppress(TimeoutError):
+            await asyncio.wait_for(self._closing.wait(), self.hang_seconds)
         return None
 
     def _completion(self, body: dict[str, Any]) -> dict[str, Any]:
@@ -183,6 +186,7 @@ class FakeCluster:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
+        self._closing.set()
         await self._serving.__aexit__(None, None, None)
 
 
