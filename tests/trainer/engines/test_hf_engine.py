@@ -2,6 +2,9 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import subprocess
+import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -270,3 +273,62 @@ def test_renderer_remembers_recent_prompts(tiny_loaded: Any) -> None:
             render([{"role": "user", "content": "What is 2 + 3?"}], None), add_special_tokens=False
         )["input_ids"]
     )
+
+
+async def test_exit_stops_a_running_batch_and_fails_what_is_queued(tiny_loaded: Any) -> None:
+    """What the interpreter-exit hook does to an engine nobody closed: the batch on the worker
+    stops at its next step, the queued request fails, and the worker thread is gone."""
+    eng = HFEngine(tiny_loaded, device="cpu", max_batch_size=1, seed=0, batch_wait_ms=0)
+    eng._eos_ids = []  # decode to the budget: the batch is surely still running at the exit
+    gate = EngineGate(eng)
+    gate.pause_at_admission()  # the worker waits between two steps of the long batch
+    running = asyncio.create_task(eng.generate(_req("a long one", max_tokens=1500)))
+    await gate.reached()
+    queued = asyncio.create_task(eng.generate(_req("queued behind it")))
+    await gate.submitted(2)
+    begun, refuse = threading.Event(), eng._refuse_new_work
+
+    def refuse_then_tell() -> Any:  # the hook has begun; it then waits for the worker
+        worker = refuse()
+        begun.set()
+        return worker
+
+    eng._refuse_new_work = refuse_then_tell  # type: ignore[method-assign]
+    stopping = asyncio.create_task(asyncio.to_thread(eng._stop_at_exit))
+    assert await asyncio.to_thread(begun.wait, 120)
+    gate.release()
+    await stopping
+    for task in (running, queued):
+        with pytest.raises(EngineError, match="the process is exiting"):
+            await task
+    assert eng._worker is not None and not eng._worker.is_alive()
+    with pytest.raises(EngineError, match="closed"):
+        await eng.generate(_req("after exit"))
+
+
+def test_a_script_that_exits_while_its_engine_generates_exits_cleanly(
+    tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    """No close(), the process ends mid-generation: a daemon worker still inside torch at
+    teardown aborted it ("terminate called without an active exception", exit 134)."""
+    script = tmp_path / "ends_early.py"
+    script.write_text(
+        "import asyncio, sys\n"
+        "from osmosis_ai.serving import GenerationRequest\n"
+        "from osmosis_trainer.engines import HFEngine\n"
+        "engine = HFEngine(sys.argv[1], device='cpu', seed=0)\n"
+        "async def main():\n"
+        "    req = GenerationRequest(messages=[{'role': 'user', 'content': 'hi'}],\n"
+        "                            max_tokens=1500, seed=0)\n"
+        "    task = asyncio.ensure_future(engine.generate(req))\n"
+        "    await asyncio.sleep(0.5)\n"
+        "    print('leaving', task.done(), flush=True)\n"
+        "asyncio.run(main())\n"
+    )
+    done = subprocess.run(
+        [sys.executable, str(script), str(tiny_model_dir)],
+        capture_output=True, text=True, timeout=600, cwd=tmp_path,
+    )
+    assert "terminate called" not in done.stderr, done.stderr[-2000:]
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "leaving" in done.stdout

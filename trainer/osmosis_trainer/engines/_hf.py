@@ -13,12 +13,14 @@ half-loaded adapter, and every request after a load sees the new one.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import concurrent.futures
 import copy
 import logging
 import queue
 import threading
 import time
+import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
@@ -82,6 +84,30 @@ class _Stop:
 
 
 _STOP = _Stop()
+
+
+class _Exiting(Exception):
+    """Raised in the worker between two decoding steps once the interpreter is exiting."""
+
+
+_EXIT_JOIN_S = 30.0
+"""How long exit waits for a worker to leave torch (a batch that cannot stop early)."""
+
+_RUNNING: weakref.WeakSet[HFEngine] = weakref.WeakSet()
+"""Engines whose worker thread runs: stopped at interpreter exit if never closed."""
+
+
+@atexit.register
+def _stop_workers_at_exit() -> None:
+    # A daemon thread still inside torch when Python tears down aborts the whole process
+    # ("terminate called without an active exception", exit 134): a script that ends, or
+    # fails, while an unclosed engine generates. atexit runs before that teardown.
+    for engine in list(_RUNNING):
+        engine._stop_at_exit()
+
+
+def _exit_error() -> EngineError:
+    return EngineError("the process is exiting", status_code=503, code="engine_closed")
 
 
 def _resolve_device(device: str) -> str:
@@ -197,6 +223,7 @@ class HFEngine:
         self._worker: threading.Thread | None = None
         self._lock = threading.Lock()
         self._closed = False
+        self._exiting = False
         self.stats: dict[str, float] = {"batches": 0, "requests": 0, "tokens": 0}
 
     @property
@@ -242,12 +269,27 @@ class HFEngine:
             self._turns.forget(rollout_id)
 
     async def close(self) -> None:
+        worker = self._refuse_new_work()
+        if worker is not None:
+            await asyncio.to_thread(worker.join)
+        _RUNNING.discard(self)
+
+    def _refuse_new_work(self) -> threading.Thread | None:
+        """Close the queue to new requests; the worker, if any, ends after what is queued."""
         with self._lock:
             self._closed = True
             worker = self._worker
         if worker is not None:
             self._queue.put(_STOP)
-            await asyncio.to_thread(worker.join)
+        return worker
+
+    def _stop_at_exit(self) -> None:
+        """End the worker now: the running batch stops at its next step and every request
+        still queued fails (nobody is left to read them)."""
+        self._exiting = True
+        worker = self._refuse_new_work()
+        if worker is not None:
+            worker.join(_EXIT_JOIN_S)
 
     # -- worker ----------------------------------------------------------------------------
 
@@ -260,6 +302,7 @@ class HFEngine:
                     target=self._run, name="osmosis-hf-engine", daemon=True
                 )
                 self._worker.start()
+                _RUNNING.add(self)
         self._queue.put(item)
 
     def _run(self) -> None:
@@ -270,6 +313,10 @@ class HFEngine:
             self._pending = None
             if isinstance(item, _Stop):
                 return
+            if self._exiting:
+                if not item.future.done():
+                    item.future.set_exception(_exit_error())
+                continue
             if isinstance(item, _Load):
                 self._do_load(item)
                 continue
@@ -347,6 +394,8 @@ class HFEngine:
         Stops at an adapter load or shutdown in the queue: what comes after a load must be
         served by the new adapter, so the running batch drains first.
         """
+        if self._exiting:
+            raise _Exiting
         rows: list[Row[_Job]] = []
         while self._pending is None and active + len(rows) < self.max_batch_size:
             try:
@@ -421,8 +470,11 @@ class HFEngine:
                 turns=self._turns,
             )
         except Exception as exc:
-            logger.exception("HF engine batch of %d failed", len(started))
-            err = EngineError(f"generation failed: {exc!r}", status_code=503)
+            if isinstance(exc, _Exiting):
+                err = _exit_error()
+            else:
+                logger.exception("HF engine batch of %d failed", len(started))
+                err = EngineError(f"generation failed: {exc!r}", status_code=503)
             for row in started:
                 if not row.payload.future.done():
                     row.payload.future.set_exception(err)
