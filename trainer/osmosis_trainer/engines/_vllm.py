@@ -11,6 +11,7 @@ was trained on. Replies are decoded and parsed by the same code as well (:func:`
 from __future__ import annotations
 
 import asyncio
+import atexit
 import logging
 import os
 import socket
@@ -38,6 +39,28 @@ from osmosis_trainer.engines._response import ResponseParser, reply_text
 __all__ = ["VLLMEngine"]
 
 logger = logging.getLogger("osmosis")
+
+_SERVERS: set[subprocess.Popen[bytes]] = set()
+"""Launched vLLM servers not yet closed. A child outlives its parent: one left running after
+the script that launched it ends holds its port and the GPU's memory."""
+
+
+@atexit.register
+def _end_servers_at_exit() -> None:
+    for proc in list(_SERVERS):
+        _end_server(proc)
+
+
+def _end_server(proc: subprocess.Popen[bytes]) -> None:
+    """Stop a launched server: SIGTERM, then SIGKILL if it is still there after 30 s."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    _SERVERS.discard(proc)
 
 
 class CompletionBody(TypedDict):
@@ -216,6 +239,7 @@ class VLLMEngine(OpenAIServerEngine):
         cmd = self._launch_command(port)
         logger.info("starting vLLM: %s (log: %s)", " ".join(cmd), self._log_file)
         self._proc = await asyncio.to_thread(self._spawn, cmd, env, self._log_file)
+        _SERVERS.add(self._proc)
         deadline = time.monotonic() + self._startup_timeout_s
         async with httpx.AsyncClient(timeout=5) as client:
             while time.monotonic() < deadline:
@@ -247,13 +271,8 @@ class VLLMEngine(OpenAIServerEngine):
 
     async def close(self) -> None:
         proc, self._proc = self._proc, None
-        if proc is not None and proc.poll() is None:
-            proc.terminate()
-            try:
-                await asyncio.to_thread(proc.wait, 30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                await asyncio.to_thread(proc.wait)
+        if proc is not None:
+            await asyncio.to_thread(_end_server, proc)
         await super().close()
 
     # -- prompts rendered here, sent as token ids ----------------------------------------------
