@@ -9,6 +9,7 @@ physical core share its vector units), the load average while it ran, and the to
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
 import json
 import os
@@ -106,20 +107,14 @@ def behaviour_bytes(path: Path) -> bytes:
     return behaviour(path.name, path.read_bytes())
 
 
-_BEHAVIOURS: dict[tuple[str, bytes], bytes] = {}
-""":func:`behaviour` by suffix and content hash: a render checks each stored run against
-today's stamps, and parsing the trainer's ~200 files for each check took most of a minute."""
-
-
 def behaviour(name: str, data: bytes) -> bytes:
     """:func:`behaviour_bytes` of the content ``data`` of a file called ``name``."""
-    suffix = Path(name).suffix
-    key = (suffix, hashlib.sha256(data).digest())
-    if key not in _BEHAVIOURS:
-        _BEHAVIOURS[key] = _behaviour(suffix, data)
-    return _BEHAVIOURS[key]
+    return _behaviour(Path(name).suffix, data)
 
 
+# Cached: a render checks each stored run against today's stamps, and parsing the trainer's
+# ~200 files for each check took most of a minute.
+@functools.cache
 def _behaviour(suffix: str, data: bytes) -> bytes:
     try:
         if suffix == ".py":
