@@ -166,10 +166,6 @@ def _switch_off(path: str) -> None:
         HFEngine._serve = _peft_merge_serve  # type: ignore[method-assign]
     elif path == "openmp":  # libgomp's own waits: :func:`_worker` skips the worker's setting
         return
-    elif path == "small_attention":  # transformers' SDPA for every forward, engine and update
-        from osmosis_trainer.engines import _attention
-
-        setattr(_attention, "use_small_attention", lambda _model: False)  # noqa: B010
     elif path:
         raise ValueError(f"unknown speed path {path!r}")
 

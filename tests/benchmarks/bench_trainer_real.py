@@ -85,10 +85,6 @@ ROWS: dict[str, Setup] = {
         "osmosis, libgomp's default OpenMP waits (the worker's bounded spin not set)",
         without="openmp",
     ),
-    "small_attention": Setup(
-        "osmosis, transformers' SDPA for every attention call (engine and update)",
-        without="small_attention",
-    ),
     "noshare": Setup(
         "osmosis, every sequence whole and padded (transformers' forward; "
         "share_prompt_prefix = false)",
@@ -106,11 +102,6 @@ PATHS: dict[str, tuple[str, bool]] = {
     "merge": ("merged adapters (against peft's unmerged layers)", False),
     # Spinning trades CPU time for wall time by design: judged on wall, its CPU shows in the row.
     "openmp": ("the worker's OpenMP waits (against libgomp's defaults)", True),
-    "small_attention": (
-        "eager attention for many queries over few scores: packed training rows, short "
-        "prefills (against transformers' SDPA)",
-        False,
-    ),
     "noshare": (
         "a group's prompt once (packed rows, or its cached keys and values), against "
         "transformers' padded forward of every sequence",
@@ -126,7 +117,7 @@ JUDGED_IN = {
     "prompt and tools)",
 }
 """Paths whose keep/remove verdict another section writes: here their figure is shown only."""
-DEFAULT_ROWS = ("ours", "small_attention", "noshare", "trl_defaults", "trl_bf16", "trl_fp32")
+DEFAULT_ROWS = ("ours", "noshare", "trl_defaults", "trl_bf16", "trl_fp32")
 """The rows run when ``OSMOSIS_BENCH_ROWS`` is unset."""
 _DEFAULTS_KEY = "trl_defaults"
 

@@ -13,8 +13,8 @@ Workload: batches stored in ``tests/benchmarks/update_batches.json`` from the te
 runs (``capture`` below wrote them from a run's traces), each replayed through
 ``policy_update`` as RL runs it (the template's micro-batch budget, shared prompt prefixes,
 LoRA r 8 on all linear layers, lr 0 so every run sees the same weights), on the embedded
-SmolLM2-135M-Instruct in ``dtype = "auto"`` with the attention a training job gives its CPU
-model (``engines._attention``). ``ROUNDS`` interleaved rounds, the order alternating.
+SmolLM2-135M-Instruct in ``dtype = "auto"`` with transformers' default attention (SDPA).
+``ROUNDS`` interleaved rounds, the order alternating.
 
 The shared prompt is judged here and not only on ``trainer_real``'s step: that case has one
 38-token prompt per group and no system prompt, while the templates' agents carry a system
@@ -53,7 +53,6 @@ CODE = (
     "trainer/osmosis_trainer/loop/_prefix.py",
     "trainer/osmosis_trainer/loop/_packed.py",
     "trainer/osmosis_trainer/loop/_batch.py",
-    "trainer/osmosis_trainer/engines/_attention.py",
     "tests/benchmarks/bench_update.py",
 )
 """What the section measures (its fingerprint)."""
@@ -176,7 +175,6 @@ def main() -> None:
     import torch
 
     from osmosis_ai.config import AlgorithmConfig
-    from osmosis_trainer.engines._attention import use_small_attention
     from osmosis_trainer.loop import resolve_settings
     from osmosis_trainer.loop._policy import attach_lora
     from osmosis_trainer.models import load_model, training_dtype
@@ -191,7 +189,6 @@ def main() -> None:
                                     "trained": sum(sum(s["mask"][1:]) for s in b["sequences"])}
                                 for k, b in batches.items()})
     loaded = load_model("embedded", dtype=dtype)
-    use_small_attention(loaded.model)  # as the training job switches its CPU model
     model = attach_lora(loaded.model, r=RANK, alpha=ALPHA, dropout=0.0,
                         target_modules="all-linear", seed=0)
     with torch.no_grad():  # a fresh B is 0: the LoRA layers would change nothing

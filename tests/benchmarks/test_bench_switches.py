@@ -54,28 +54,14 @@ async def test_peft_merge_switch_merges_with_peft_into_the_engines_own_weights(
         await engine.close()
 
 
-def test_models_load_with_transformers_default_attention(tiny_dir: Path) -> None:
-    """No attention of our own: the trained model keeps transformers' default (SDPA), which our
-    plain-matmul attention did not beat by 10 % on the real model (BENCHMARKS.md); only the
-    models osmosis owns on CPU (the engine's copy, the job's model) then pick transformers'
-    eager function where the score matrix is small (``_attention``)."""
-    assert load_model(str(tiny_dir)).model.config._attn_implementation == "sdpa"
-
-
-def test_small_attention_switch_keeps_engine_and_trained_model_on_sdpa(
-    tiny_dir: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from osmosis_trainer.engines import _attention
-
-    monkeypatch.setattr(_attention, "use_small_attention", _attention.use_small_attention)
+def test_models_keep_transformers_default_attention(tiny_dir: Path) -> None:
+    """No attention of our own: the trained model and the engine's copy keep transformers'
+    default (SDPA). Our plain-matmul attention, and later eager attention for calls with
+    small score matrices, did not beat it by 10 % on the real model (BENCHMARKS.md)."""
     loaded = load_model(str(tiny_dir))
-    engine = HFEngine(loaded, device="cpu", seed=0)
-    assert engine.model.config._attn_implementation != "sdpa"  # the default switches its copy
-    bench_trainer._switch_off("small_attention")
+    assert loaded.model.config._attn_implementation == "sdpa"
     engine = HFEngine(loaded, device="cpu", seed=0)
     assert engine.model.config._attn_implementation == "sdpa"
-    assert not _attention.use_small_attention(loaded.model)  # the job's call, too
-    assert loaded.model.config._attn_implementation == "sdpa"
 
 
 def test_unknown_switch_is_refused() -> None:

@@ -31,7 +31,6 @@ from osmosis_ai.serving import (
     GenerationRequest,
     GenerationResult,
 )
-from osmosis_trainer.engines import _attention
 from osmosis_trainer.engines._chat_template import ChatRenderer
 from osmosis_trainer.engines._hf_adapter import (
     AdapterLoadFailed,
@@ -192,8 +191,6 @@ class HFEngine:
         if given:
             module.to(self.device)
         module.eval()
-        if self.device == "cpu" and (copy_model or not given):  # never the caller's own model
-            _attention.use_small_attention(model)
         self.name = "hf"
         self.model_name = loaded.name
         self.tokenizer: ChatTokenizer = loaded.tokenizer

@@ -113,7 +113,6 @@ class _Parts:
 def _prepare(config: TrainingConfig, plan: JobPlan, phase: Callable[[str], None]) -> _Parts:
     """Load the rollout (failing fast, before the model) and the model; resolve settings."""
     from osmosis_ai.rollout.running import load_entrypoint, load_remote_grader
-    from osmosis_trainer.engines import _attention
     from osmosis_trainer.models import load_model, training_dtype
 
     entry = None if config.remote is not None else load_entrypoint(plan.entrypoint)
@@ -122,8 +121,6 @@ def _prepare(config: TrainingConfig, plan: JobPlan, phase: Callable[[str], None]
     dtype = training_dtype(config.training.dtype, plan.device)
     phase(f"loading {config.experiment.model_path} on {plan.device} in {dtype}")
     loaded = load_model(config.experiment.model_path, device=plan.device, dtype=dtype)
-    if plan.device == "cpu":  # the job's own model: eager attention where scores are small
-        _attention.use_small_attention(loaded.model)
     settings = resolve_settings(
         config, n_rows=len(plan.rows), pad_id=int(loaded.tokenizer.pad_token_id),
         device=plan.device, dtype=dtype,
